@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The CPU sampler: runs on every cpu-clock perf event, filters by target in the
+ * kernel before any stack work, and sends one record per sample with the kernel
+ * and user stacks to userspace through the ring buffer. Also reports exec and
+ * exit of processes so userspace never symbolizes a stack against the wrong
+ * address space.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "pystrobe_abi.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by the loader before load: non-zero keeps only processes in target_pids. */
+const volatile __u8 filter_pids = 0;
+
+/*
+ * Processes to sample when filter_pids is set.
+ * Key: tgid (host pid). Value: unused (1). Sized for --pid lists and the
+ * children that later issues follow.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} target_pids SEC(".maps");
+
+/*
+ * Sample and process-event records for userspace. 8 MiB holds about 4000
+ * full-depth samples: seconds of headroom at 1000 Hz on many CPUs.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+/*
+ * Scratch space to build one sample before it is copied out with its real
+ * length: one per CPU, since a perf event program never nests on its CPU.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pystrobe_sample);
+} sample_scratch SEC(".maps");
+
+/* Why records or stacks were lost. Key: enum pystrobe_drop_reason. Per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PYSTROBE_DROP_REASON_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} drop_counters SEC(".maps");
+
+/* What happened to samples. Key: enum pystrobe_sample_counter. Per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PYSTROBE_SAMPLE_COUNTER_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} sample_counters SEC(".maps");
+
+static __always_inline void count_drop(__u32 reason)
+{
+	__u64 *value = bpf_map_lookup_elem(&drop_counters, &reason);
+
+	if (value)
+		*value += 1;
+}
+
+static __always_inline void count_sample(__u32 counter)
+{
+	__u64 *value = bpf_map_lookup_elem(&sample_counters, &counter);
+
+	if (value)
+		*value += 1;
+}
+
+static __always_inline bool is_target(__u32 tgid)
+{
+	if (!filter_pids)
+		return true;
+	return bpf_map_lookup_elem(&target_pids, &tgid) != NULL;
+}
+
+SEC("perf_event")
+int sample_cpu(struct bpf_perf_event_data *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	__u32 zero = 0;
+	struct pystrobe_sample *sample;
+	long kernel_bytes, user_bytes;
+	__u64 size;
+
+	count_sample(PYSTROBE_COUNT_TAKEN);
+	if (tgid == 0) {
+		count_sample(PYSTROBE_COUNT_IDLE);
+		return 0;
+	}
+	if (!is_target(tgid)) {
+		count_sample(PYSTROBE_COUNT_FILTERED);
+		return 0;
+	}
+
+	sample = bpf_map_lookup_elem(&sample_scratch, &zero);
+	if (!sample)
+		return 0;
+	sample->kind = PYSTROBE_EVENT_SAMPLE;
+	sample->pid = tgid;
+	sample->tid = (__u32)pid_tgid;
+	sample->cpu = bpf_get_smp_processor_id();
+	sample->time_ns = bpf_ktime_get_ns();
+	sample->cgroup_id = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(sample->comm, sizeof(sample->comm));
+	sample->flags = (ctx->regs.cs & 3) == 0 ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
+
+	/* The kernel stack is empty for a sample taken in user mode. */
+	kernel_bytes = 0;
+	if (sample->flags & PYSTROBE_SAMPLE_KERNEL_MODE) {
+		kernel_bytes = bpf_get_stack(ctx, sample->ips,
+					     PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), 0);
+		if (kernel_bytes < 0) {
+			count_drop(PYSTROBE_DROP_KERNEL_STACK);
+			sample->flags |= PYSTROBE_SAMPLE_KSTACK_FAILED;
+			kernel_bytes = 0;
+		}
+	}
+	/* Bound for the verifier: the user stack starts where the kernel's ends. */
+	kernel_bytes &= 0x7ff;
+	if (kernel_bytes > PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64))
+		kernel_bytes = PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64);
+	sample->kernel_frames = kernel_bytes / sizeof(__u64);
+
+	user_bytes = bpf_get_stack(ctx, (void *)sample->ips + kernel_bytes,
+				   PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64),
+				   BPF_F_USER_STACK);
+	if (user_bytes < 0) {
+		count_drop(PYSTROBE_DROP_USER_STACK);
+		sample->flags |= PYSTROBE_SAMPLE_USTACK_FAILED;
+		user_bytes = 0;
+	}
+	user_bytes &= 0x7ff;
+	if (user_bytes > PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64))
+		user_bytes = PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64);
+	sample->user_frames = user_bytes / sizeof(__u64);
+
+	size = __builtin_offsetof(struct pystrobe_sample, ips) + kernel_bytes + user_bytes;
+	if (size > sizeof(*sample))
+		size = sizeof(*sample);
+	if (bpf_ringbuf_output(&events, sample, size, 0)) {
+		count_drop(PYSTROBE_DROP_RINGBUF_FULL);
+		return 0;
+	}
+	count_sample(PYSTROBE_COUNT_SENT);
+	return 0;
+}
+
+static __always_inline void send_process_event(__u32 kind, __u32 tgid)
+{
+	struct pystrobe_process_event *event;
+
+	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+	if (!event) {
+		count_drop(PYSTROBE_DROP_PROCESS_EVENT);
+		return;
+	}
+	event->kind = kind;
+	event->pid = tgid;
+	event->time_ns = bpf_ktime_get_ns();
+	bpf_get_current_comm(event->comm, sizeof(event->comm));
+	bpf_ringbuf_submit(event, 0);
+}
+
+SEC("raw_tp/sched_process_exec")
+int handle_exec(void *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (is_target(tgid))
+		send_process_event(PYSTROBE_EVENT_EXEC, tgid);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int handle_exit(void *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+
+	/* Only the thread group leader's exit ends the process for us. */
+	if ((__u32)pid_tgid != tgid || !is_target(tgid))
+		return 0;
+	send_process_event(PYSTROBE_EVENT_EXIT, tgid);
+	return 0;
+}

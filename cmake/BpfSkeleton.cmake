@@ -1,0 +1,59 @@
+# Builds BPF C into an object with clang and turns it into a libbpf skeleton
+# header with bpftool, so the BPF bytecode is embedded in the binary.
+
+find_program(BPF_CLANG NAMES clang REQUIRED)
+find_program(BPFTOOL NAMES bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
+
+set(VMLINUX_BTF "/sys/kernel/btf/vmlinux" CACHE FILEPATH
+    "Kernel BTF that vmlinux.h is generated from")
+
+# vmlinux.h is generated from the running kernel's BTF (see README: design).
+function(pystrobe_generate_vmlinux_h out_dir)
+  if(NOT EXISTS "${VMLINUX_BTF}")
+    message(FATAL_ERROR "No kernel BTF at ${VMLINUX_BTF}: pystrobe needs a kernel "
+                        "built with CONFIG_DEBUG_INFO_BTF=y (or set VMLINUX_BTF)")
+  endif()
+  add_custom_command(
+    OUTPUT "${out_dir}/vmlinux.h"
+    COMMAND ${CMAKE_COMMAND} -E make_directory "${out_dir}"
+    COMMAND ${BPFTOOL} btf dump file "${VMLINUX_BTF}" format c > "${out_dir}/vmlinux.h"
+    COMMENT "Generating vmlinux.h from ${VMLINUX_BTF}"
+    VERBATIM)
+endfunction()
+
+# pystrobe_add_bpf_skeleton(TARGET <target> SOURCE <file.bpf.c> NAME <skel name>
+#                           [INCLUDE_DIRS dirs...])
+# Defines an INTERFACE library <target> whose include path holds <NAME>.skel.h.
+# The object is rebuilt when any header it includes changes (clang depfile).
+function(pystrobe_add_bpf_skeleton)
+  cmake_parse_arguments(ARG "" "TARGET;SOURCE;NAME" "INCLUDE_DIRS" ${ARGN})
+  set(out_dir "${CMAKE_BINARY_DIR}/bpf")
+  set(object "${out_dir}/${ARG_NAME}.bpf.o")
+  set(linked "${out_dir}/${ARG_NAME}.linked.bpf.o")
+  set(skeleton "${out_dir}/${ARG_NAME}.skel.h")
+  get_filename_component(source "${ARG_SOURCE}" ABSOLUTE)
+  set(include_flags "-I${out_dir}")
+  foreach(dir ${ARG_INCLUDE_DIRS})
+    list(APPEND include_flags "-I${dir}")
+  endforeach()
+
+  add_custom_command(
+    OUTPUT "${object}"
+    COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
+            ${include_flags} -MD -MF "${object}.d" -c "${source}" -o "${object}"
+    DEPENDS "${source}" "${out_dir}/vmlinux.h"
+    DEPFILE "${object}.d"
+    COMMENT "Compiling BPF ${ARG_SOURCE}"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT "${skeleton}"
+    COMMAND ${BPFTOOL} gen object "${linked}" "${object}"
+    COMMAND ${BPFTOOL} gen skeleton "${linked}" name "${ARG_NAME}" > "${skeleton}"
+    DEPENDS "${object}"
+    COMMENT "Generating BPF skeleton ${ARG_NAME}.skel.h"
+    VERBATIM)
+  add_custom_target(${ARG_TARGET}_gen DEPENDS "${skeleton}")
+  add_library(${ARG_TARGET} INTERFACE)
+  add_dependencies(${ARG_TARGET} ${ARG_TARGET}_gen)
+  target_include_directories(${ARG_TARGET} INTERFACE "${out_dir}")
+endfunction()

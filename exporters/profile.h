@@ -1,0 +1,60 @@
+// A symbolized profile: what every exporter turns into a file.
+#ifndef PYSTROBE_EXPORTERS_PROFILE_H_
+#define PYSTROBE_EXPORTERS_PROFILE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace pystrobe {
+
+// What a frame is; exporters colour and label by it.
+enum class FrameKind {
+  kProcess,  // "<comm> (<pid>)", the root of every stack
+  kThread,   // "<thread name> tid=<tid>", with --threads
+  kKernel,   // "symbol_[k]"
+  kNative,   // a function in an executable or shared library, or "module+0xoff"
+  kPython,   // "qualname (file:line)"
+  kMarker,   // a frame pystrobe adds: "[truncated]", "[native]", "[io wait]"...
+};
+
+struct Frame {
+  std::string name;
+  FrameKind kind = FrameKind::kNative;
+
+  friend bool operator==(const Frame&, const Frame&) = default;
+};
+
+// One distinct stack, root first, and how many samples landed on it.
+struct ProfileStack {
+  std::vector<Frame> frames;
+  uint64_t count = 0;
+};
+
+// Stacks merged by their frames. Different address stacks that symbolize to
+// the same names become one stack here.
+class Profile {
+ public:
+  // Adds `count` samples on `frames` (root first).
+  void Add(std::vector<Frame> frames, uint64_t count);
+
+  // Distinct stacks, in the order they were first added.
+  const std::vector<ProfileStack>& stacks() const { return stacks_; }
+  uint64_t total_count() const { return total_count_; }
+
+  // Shown as the flame graph's title.
+  std::string title;
+  // Samples per second the profile was recorded at (0 when unknown).
+  int sample_rate_hz = 0;
+
+ private:
+  std::vector<ProfileStack> stacks_;
+  absl::flat_hash_map<std::string, size_t> index_by_key_;
+  uint64_t total_count_ = 0;
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_EXPORTERS_PROFILE_H_

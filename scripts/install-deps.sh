@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package pystrobe needs to build, test and benchmark.
+# Idempotent: safe to run on every invocation of the README commands.
+set -euo pipefail
+
+packages=(
+  # Toolchain and build.
+  build-essential cmake pkg-config clang llvm
+  # BPF: libbpf, bpftool for skeletons, BCC's symbolizer.
+  libbpf-dev bpftool libbpfcc-dev libelf-dev zlib1g-dev
+  # C++ libraries.
+  libabsl-dev libgtest-dev libgmock-dev
+  # Test workloads and the browser that renders our flame graphs.
+  python3 chromium
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: run as root (apt-get needs it)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
