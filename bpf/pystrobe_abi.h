@@ -15,6 +15,12 @@
 
 #define PYSTROBE_ABI_VERSION 1
 
+#ifdef __cplusplus
+#define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define PYSTROBE_ABI_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 /* Longest native stack the kernel hands us (kernel.perf_event_max_stack is 127). */
 #define PYSTROBE_MAX_NATIVE_FRAMES 127
 #define PYSTROBE_COMM_LEN 16
@@ -55,6 +61,8 @@ struct pystrobe_sample {
 	__u16 user_frames;
 	__u64 ips[2 * PYSTROBE_MAX_NATIVE_FRAMES];
 };
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 56 + 8 * 2 * PYSTROBE_MAX_NATIVE_FRAMES,
+		    "pystrobe_sample layout changed: bump PYSTROBE_ABI_VERSION");
 
 /* An exec or exit of a process; `comm` is the name after the event. */
 struct pystrobe_process_event {
@@ -63,6 +71,8 @@ struct pystrobe_process_event {
 	__u64 time_ns;
 	char comm[PYSTROBE_COMM_LEN];
 };
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_event) == 32,
+		    "pystrobe_process_event layout changed: bump PYSTROBE_ABI_VERSION");
 
 /* Indices of the per-CPU drop counters (map `drop_counters`). */
 enum pystrobe_drop_reason {
@@ -89,5 +99,154 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_SENT = 3,
 	PYSTROBE_SAMPLE_COUNTER_COUNT = 4,
 };
+
+/* ==== CPython frame walking (issue 3) ===================================
+ * Owned by daemon/python/. Filled by the daemon (PythonInterpreterFinder)
+ * from its verified per-version tables or, on 3.13+, from the interpreter's
+ * own _Py_DebugOffsets, and handed to the kernel walker per process.
+ *
+ * Walk, for a sampled thread of a process with a pystrobe_python_process:
+ *  1. Thread state. interp = *(runtime_addr + runtime_interpreters_head);
+ *     follow interp->(interp_next) for subinterpreters. In each, tstate =
+ *     *(interp + interp_tstate_head), then *(tstate + tstate_next) until NULL.
+ *     Match, in this order of preference:
+ *       - 3.11+: *(u32/ulong *)(tstate + tstate_native_thread_id) == the
+ *         sampled thread's tid (as the target's pid namespace sees it);
+ *       - 3.8-3.10 (tstate_native_thread_id == PYSTROBE_PY_OFFSET_NONE):
+ *         *(u64 *)(tstate + tstate_thread_id) == pthread_self() of the
+ *         sampled thread, which with glibc on x86_64 equals the thread's
+ *         fs base (task_struct->thread.fsbase).
+ *     Threads started after discovery are found because the list is walked
+ *     on each sample (or per-thread cached by the walker and revalidated).
+ *  2. Top frame, by frame_model:
+ *       OBJECT_LASTI_*: frame = *(tstate + tstate_frame)   (PyFrameObject *)
+ *       CFRAME:         cf = *(tstate + tstate_frame);     (_PyCFrame *)
+ *                       frame = *(cf + cframe_current_frame)
+ *       CURRENT_FRAME:  frame = *(tstate + tstate_frame)   (_PyInterpreterFrame *)
+ *  3. Per frame: code = *(frame + frame_code). If frame_owner is not NONE and
+ *     *(u8 *)(frame + frame_owner) == frame_owner_cstack (3.12+), the frame
+ *     is a C-stack shim: skip it (no code object of interest). A frame whose
+ *     code object's type (*(code + object_type)) is not code_type_addr is
+ *     skipped too (3.13 f_executable may be None or another object).
+ *     Next frame = *(frame + frame_previous).
+ *  4. Instruction offset sent to userspace (`instr_offset`, signed 32 bits),
+ *     always a BYTE offset from the code object's first instruction:
+ *       OBJECT_LASTI_BYTES (3.8, 3.9): *(s32 *)(frame + frame_instr)
+ *       OBJECT_LASTI_UNITS (3.10):     *(s32 *)(frame + frame_instr) * 2
+ *       CFRAME, CURRENT_FRAME (3.11+): *(u64 *)(frame + frame_instr)
+ *                                      - (code + code_code_adaptive)
+ *     A negative value means "not started yet" (line = co_firstlineno).
+ *  5. Stamp of the code object, to notice a freed and reused address:
+ *     pystrobe_python_code_stamp(*(code + code_filename), *(code + code_name),
+ *     *(s32 *)(code + code_firstlineno)); userspace recomputes it when it
+ *     reads the code object and discards a mismatch.
+ *  6. GIL: gil = runtime_addr + runtime_gil (3.8-3.11), or
+ *     *(interp + interp_gil_ptr) (3.12+, per interpreter). The thread holds
+ *     the GIL when *(s32 *)(gil + gil_locked) != 0 and
+ *     *(u64 *)(gil + gil_last_holder) == tstate.
+ */
+
+/* An offset that does not exist in this version. */
+#define PYSTROBE_PY_OFFSET_NONE 0xffffffffu
+/* frame_owner_cstack when the version has no C-stack shim frames. */
+#define PYSTROBE_PY_OWNER_NONE 0xffu
+
+/* How a thread state leads to its frames; see step 2 above. */
+enum pystrobe_python_frame_model {
+	/* 3.8, 3.9: PyFrameObject chain, f_lasti in bytes. */
+	PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES = 1,
+	/* 3.10: PyFrameObject chain, f_lasti in 2-byte code units. */
+	PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS = 2,
+	/* 3.11, 3.12: tstate->cframe->current_frame, _PyInterpreterFrame, prev_instr. */
+	PYSTROBE_PY_FRAMES_CFRAME = 3,
+	/* 3.13: tstate->current_frame, _PyInterpreterFrame, f_executable, instr_ptr. */
+	PYSTROBE_PY_FRAMES_CURRENT_FRAME = 4,
+};
+
+/*
+ * Byte offsets into CPython's structures for one interpreter version (x86_64).
+ * Every offset is PYSTROBE_PY_OFFSET_NONE where the field does not exist.
+ */
+struct pystrobe_python_offsets {
+	__u8 major;       /* 3 */
+	__u8 minor;       /* 8 .. 13 */
+	__u8 frame_model; /* enum pystrobe_python_frame_model */
+	/* owner value of C-stack shim frames (3.12+: 3), else PYSTROBE_PY_OWNER_NONE */
+	__u8 frame_owner_cstack;
+	/* _PyRuntimeState */
+	__u32 runtime_interpreters_head; /* interpreters.head (PyInterpreterState *) */
+	__u32 runtime_gil;               /* ceval.gil, inline struct (3.8-3.11) */
+	/* PyInterpreterState */
+	__u32 interp_next;        /* next (PyInterpreterState *) */
+	__u32 interp_tstate_head; /* tstate_head (3.8-3.10) / threads.head (3.11+) */
+	__u32 interp_gil_ptr;     /* ceval.gil (struct _gil_runtime_state *, 3.12+) */
+	/* struct _gil_runtime_state */
+	__u32 gil_last_holder; /* last_holder (PyThreadState *) */
+	__u32 gil_locked;      /* locked (int) */
+	/* PyThreadState */
+	__u32 tstate_next;             /* next (PyThreadState *) */
+	__u32 tstate_thread_id;        /* thread_id (unsigned long: pthread_t) */
+	__u32 tstate_native_thread_id; /* native_thread_id (unsigned long, 3.11+) */
+	/* frame (3.8-3.10) / cframe (3.11, 3.12) / current_frame (3.13) */
+	__u32 tstate_frame;
+	/* _PyCFrame (3.11, 3.12) */
+	__u32 cframe_current_frame; /* current_frame (_PyInterpreterFrame *) */
+	/* PyFrameObject (3.8-3.10) or _PyInterpreterFrame (3.11+) */
+	__u32 frame_previous; /* f_back / previous */
+	__u32 frame_code;     /* f_code / f_executable (3.13) */
+	__u32 frame_instr;    /* f_lasti (int) / prev_instr (3.11, 3.12) / instr_ptr (3.13) */
+	__u32 frame_owner;    /* owner (char, 3.11+) */
+	/* PyCodeObject */
+	__u32 code_filename;      /* co_filename (str) */
+	__u32 code_name;          /* co_name (str) */
+	__u32 code_qualname;      /* co_qualname (str, 3.11+) */
+	__u32 code_firstlineno;   /* co_firstlineno (int) */
+	__u32 code_linetable;     /* co_lnotab (3.8, 3.9) / co_linetable (3.10+) (bytes) */
+	__u32 code_code;          /* co_code (bytes, 3.8-3.10) */
+	__u32 code_code_adaptive; /* co_code_adaptive: inline bytecode (3.11+) */
+	/* PyObject, PyVarObject, PyBytesObject */
+	__u32 object_type;     /* ob_type */
+	__u32 var_object_size; /* ob_size */
+	__u32 bytes_data;      /* ob_sval */
+	__u32 _pad0;
+};
+
+/*
+ * Per CPython process: where its runtime lives and how to read it. Filled by
+ * the daemon on discovery; a reused pid gets a fresh entry or none.
+ */
+struct pystrobe_python_process {
+	__u64 runtime_addr;   /* &_PyRuntime in the target */
+	__u64 code_type_addr; /* &PyCode_Type in the target, to validate code objects */
+	struct pystrobe_python_offsets offsets;
+};
+
+#ifdef __cplusplus
+#define PYSTROBE_PY_STATIC_ASSERT static_assert
+#else
+#define PYSTROBE_PY_STATIC_ASSERT _Static_assert
+#endif
+PYSTROBE_PY_STATIC_ASSERT(sizeof(struct pystrobe_python_offsets) == 112,
+			  "ABI: pystrobe_python_offsets");
+PYSTROBE_PY_STATIC_ASSERT(sizeof(struct pystrobe_python_process) == 128,
+			  "ABI: pystrobe_python_process");
+#undef PYSTROBE_PY_STATIC_ASSERT
+
+/*
+ * The stamp the walker records per code object. Interned names are shared
+ * between code objects, so the filename, the name and the first line are
+ * mixed; a code object freed and replaced by another at the same address
+ * almost always changes at least one of them.
+ */
+static inline __u64 pystrobe_python_code_stamp(__u64 co_filename, __u64 co_name,
+					       __u32 co_firstlineno)
+{
+	__u64 h = co_filename * 0x9e3779b97f4a7c15ull;
+
+	h ^= (co_name << 17) | (co_name >> 47);
+	h ^= (__u64)co_firstlineno << 40;
+	return h;
+}
+/* ==== end of CPython frame walking ======================================= */
 
 #endif /* PYSTROBE_BPF_PYSTROBE_ABI_H_ */

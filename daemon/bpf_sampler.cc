@@ -1,0 +1,152 @@
+#include "daemon/bpf_sampler.h"
+
+#include <bpf/bpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/libbpf_errors.h"
+#include "pystrobe_abi.h"
+#include "pystrobe_sampler.skel.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr char kKernelBtf[] = "/sys/kernel/btf/vmlinux";
+
+// Sums a per-CPU array of u64 counters into `out` (one entry per key).
+absl::Status SumPerCpuCounters(const bpf_map* map, std::span<uint64_t> out) {
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return LibbpfError(cpus, "count possible CPUs");
+  std::vector<uint64_t> values(cpus);
+  for (uint32_t key = 0; key < out.size(); ++key) {
+    if (bpf_map__lookup_elem(map, &key, sizeof(key), values.data(),
+                             values.size() * sizeof(uint64_t), 0) != 0) {
+      return LibbpfError(-errno, absl::StrCat("read map ", bpf_map__name(map)));
+    }
+    out[key] = 0;
+    for (uint64_t value : values) out[key] += value;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BpfSampler>> BpfSampler::Open() {
+  if (!std::filesystem::exists(kKernelBtf)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this kernel exposes no BTF at ", kKernelBtf,
+                     ": pystrobe needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"));
+  }
+  pystrobe_sampler* skeleton = pystrobe_sampler__open();
+  if (skeleton == nullptr) return LibbpfError(-errno, "open the sampler BPF object");
+  return std::unique_ptr<BpfSampler>(new BpfSampler(skeleton));
+}
+
+BpfSampler::~BpfSampler() {
+  Detach();
+  ring_buffer__free(ring_buffer_);
+  pystrobe_sampler__destroy(skeleton_);
+}
+
+absl::Status BpfSampler::Configure(const SamplerConfig& config) {
+  skeleton_->rodata->filter_pids = config.filter_pids ? 1 : 0;
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::Load() {
+  LibbpfLog::Take();
+  int err = pystrobe_sampler__load(skeleton_);
+  if (err == 0) return absl::OkStatus();
+  std::string log = LibbpfLog::Take();
+  if (err == -EPERM) {
+    return absl::PermissionDeniedError(
+        "load the sampler BPF programs: permission denied (needs CAP_BPF and CAP_PERFMON, or "
+        "root)");
+  }
+  std::string reason = LibbpfLog::VerifierReason(log);
+  return absl::Status(LibbpfError(err, "load the sampler BPF programs").code(),
+                      absl::StrCat("the kernel rejected the sampler BPF programs (",
+                                   std::strerror(-err), ")", reason.empty() ? "" : ": ", reason,
+                                   "; run with --verbose for the verifier's full log"));
+}
+
+absl::Status BpfSampler::AddTargetPid(uint32_t pid) {
+  uint8_t one = 1;
+  if (bpf_map__update_elem(skeleton_->maps.target_pids, &pid, sizeof(pid), &one, sizeof(one),
+                           BPF_ANY) != 0) {
+    return LibbpfError(-errno, absl::StrCat("add pid ", pid, " to the target filter"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
+  handler_ = std::move(handler);
+  ring_buffer_ = ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfSampler::HandleRecord,
+                                  this, nullptr);
+  if (ring_buffer_ == nullptr) return LibbpfError(-errno, "create the ring buffer reader");
+
+  // Process events first, so no sample arrives for an image we never heard of.
+  for (bpf_program* program : {skeleton_->progs.handle_exec, skeleton_->progs.handle_exit}) {
+    bpf_link* link = bpf_program__attach(program);
+    if (link == nullptr) {
+      return LibbpfError(-errno, absl::StrCat("attach ", bpf_program__name(program)));
+    }
+    links_.push_back(link);
+  }
+
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  if (!cpus.ok()) return cpus.status();
+  absl::StatusOr<CpuClockEvents> events = CpuClockEvents::Open(*cpus, rate_hz);
+  if (!events.ok()) return events.status();
+  events_ = std::move(*events);
+  for (const CpuClockEvents::Event& event : events_->events()) {
+    bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.sample_cpu, event.fd);
+    if (link == nullptr) {
+      return LibbpfError(-errno, absl::StrCat("attach perf_event on cpu ", event.cpu));
+    }
+    links_.push_back(link);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::Poll(absl::Duration timeout) {
+  if (ring_buffer_ == nullptr) return absl::FailedPreconditionError("Poll before Attach");
+  int result = ring_buffer__poll(ring_buffer_, absl::ToInt64Milliseconds(timeout));
+  if (result < 0 && result != -EINTR) return LibbpfError(result, "poll the ring buffer");
+  return absl::OkStatus();
+}
+
+void BpfSampler::Detach() {
+  for (bpf_link* link : links_) bpf_link__destroy(link);
+  links_.clear();
+  events_.reset();
+}
+
+int BpfSampler::HandleRecord(void* self, void* data, size_t size) {
+  auto* sampler = static_cast<BpfSampler*>(self);
+  sampler->handler_(std::span<const uint8_t>(static_cast<const uint8_t*>(data), size));
+  return 0;
+}
+
+SamplerCounters BpfSampler::ReadCounters() const {
+  SamplerCounters counters;
+  uint64_t samples[PYSTROBE_SAMPLE_COUNTER_COUNT] = {};
+  uint64_t drops[PYSTROBE_DROP_REASON_COUNT] = {};
+  // A counter that cannot be read stays zero; the map is ours and loaded.
+  SumPerCpuCounters(skeleton_->maps.sample_counters, samples).IgnoreError();
+  SumPerCpuCounters(skeleton_->maps.drop_counters, drops).IgnoreError();
+  counters.taken = samples[PYSTROBE_COUNT_TAKEN];
+  counters.idle = samples[PYSTROBE_COUNT_IDLE];
+  counters.filtered = samples[PYSTROBE_COUNT_FILTERED];
+  counters.sent = samples[PYSTROBE_COUNT_SENT];
+  counters.lost_ringbuf_full = drops[PYSTROBE_DROP_RINGBUF_FULL];
+  counters.kernel_stack_failed = drops[PYSTROBE_DROP_KERNEL_STACK];
+  counters.user_stack_failed = drops[PYSTROBE_DROP_USER_STACK];
+  counters.process_events_lost = drops[PYSTROBE_DROP_PROCESS_EVENT];
+  return counters;
+}
+
+}  // namespace pystrobe

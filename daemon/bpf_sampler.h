@@ -1,0 +1,84 @@
+// The sampler's BPF object, from its embedded skeleton to attached programs:
+// Open, Configure, Load, Attach, then Poll until done. One instance per
+// recording; destroying it detaches everything.
+#ifndef PYSTROBE_DAEMON_BPF_SAMPLER_H_
+#define PYSTROBE_DAEMON_BPF_SAMPLER_H_
+
+#include <bpf/libbpf.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/cpu_clock_events.h"
+
+struct pystrobe_sampler;  // the generated skeleton
+
+namespace pystrobe {
+
+// Set before load; the kernel side reads these as constants.
+struct SamplerConfig {
+  // Keep only processes added with AddTargetPid (else the whole system).
+  bool filter_pids = false;
+};
+
+// What happened to samples in the kernel, summed over CPUs.
+struct SamplerCounters {
+  uint64_t taken = 0;     // cpu-clock samples, before any filter
+  uint64_t idle = 0;      // samples of the idle task, not sent
+  uint64_t filtered = 0;  // samples of processes outside the targets
+  uint64_t sent = 0;      // samples written to the ring buffer
+  uint64_t lost_ringbuf_full = 0;
+  uint64_t kernel_stack_failed = 0;
+  uint64_t user_stack_failed = 0;
+  uint64_t process_events_lost = 0;
+};
+
+class BpfSampler {
+ public:
+  // Called with each ring buffer record, in the order the kernel wrote them.
+  using RecordHandler = std::function<void(std::span<const uint8_t>)>;
+
+  // Opens the embedded BPF object; nothing is in the kernel yet.
+  static absl::StatusOr<std::unique_ptr<BpfSampler>> Open();
+  ~BpfSampler();
+  BpfSampler(const BpfSampler&) = delete;
+  BpfSampler& operator=(const BpfSampler&) = delete;
+
+  // Sets the load-time constants. Only before Load().
+  absl::Status Configure(const SamplerConfig& config);
+  // Loads and verifies the programs and creates the maps.
+  absl::Status Load();
+  // Adds a process (thread group id) to the in-kernel filter. After Load().
+  absl::Status AddTargetPid(uint32_t pid);
+  // Starts sampling: opens a cpu-clock event at `rate_hz` on each online CPU
+  // and attaches the programs. Records go to `handler` during Poll().
+  absl::Status Attach(int rate_hz, RecordHandler handler);
+  // Hands waiting records to the handler, waiting up to `timeout` for some.
+  // Interrupted by a signal: returns OK with nothing consumed.
+  absl::Status Poll(absl::Duration timeout);
+  // Stops sampling (detaches the perf events) so a final Poll drains the rest.
+  void Detach();
+
+  SamplerCounters ReadCounters() const;
+
+ private:
+  explicit BpfSampler(pystrobe_sampler* skeleton) : skeleton_(skeleton) {}
+  static int HandleRecord(void* self, void* data, size_t size);
+
+  pystrobe_sampler* skeleton_;
+  std::optional<CpuClockEvents> events_;
+  std::vector<bpf_link*> links_;
+  ring_buffer* ring_buffer_ = nullptr;
+  RecordHandler handler_;
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_BPF_SAMPLER_H_

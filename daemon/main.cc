@@ -1,0 +1,41 @@
+// pystrobe: a system-wide eBPF profiler that understands CPython.
+// Thin entry point: picks the subcommand and returns its exit status.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "daemon/record_command.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(usage: pystrobe <command> [options]
+
+Commands:
+  record    record a CPU profile of a command, processes, or the whole system
+  version   print the version
+
+Run 'pystrobe <command> --help' for a command's options.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fputs(kUsage, stderr);
+    return pystrobe::kExitUsage;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "record") return pystrobe::RunRecordCommand(args);
+  if (command == "version" || command == "--version") {
+    printf("pystrobe %s\n", PYSTROBE_VERSION);
+    return pystrobe::kExitOk;
+  }
+  if (command == "help" || command == "--help" || command == "-h") {
+    fputs(kUsage, stdout);
+    return pystrobe::kExitOk;
+  }
+  fprintf(stderr, "pystrobe: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return pystrobe::kExitUsage;
+}

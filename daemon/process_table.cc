@@ -1,0 +1,79 @@
+#include "daemon/process_table.h"
+#include "absl/strings/string_view.h"
+
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace pystrobe {
+namespace {
+
+// The process's own name from /proc, empty once it has gone.
+std::string ReadProcessComm(uint32_t pid) {
+  std::ifstream file(absl::StrCat("/proc/", pid, "/comm"));
+  std::string comm;
+  std::getline(file, comm);
+  return std::string(absl::StripTrailingAsciiWhitespace(comm));
+}
+
+}  // namespace
+
+ImageId ProcessTable::OnSample(uint32_t pid, uint32_t tid, absl::string_view thread_comm) {
+  auto it = live_image_by_pid_.find(pid);
+  ImageId id;
+  if (it != live_image_by_pid_.end()) {
+    id = it->second;
+  } else {
+    std::string comm;
+    if (auto exec = exec_comm_by_pid_.find(pid); exec != exec_comm_by_pid_.end()) {
+      comm = std::move(exec->second);
+      exec_comm_by_pid_.erase(exec);
+    } else {
+      comm = ReadProcessComm(pid);
+    }
+    // A process that is already gone is named after the thread we saw.
+    if (comm.empty()) comm = std::string(thread_comm);
+    id = NewImage(pid, std::move(comm));
+  }
+  ProcessImage& image = *images_[id];
+  auto [name, inserted] = image.thread_names.try_emplace(tid, thread_comm);
+  if (!inserted && name->second != thread_comm) name->second = std::string(thread_comm);
+  return id;
+}
+
+void ProcessTable::OnExec(uint32_t pid, absl::string_view comm) {
+  if (auto it = live_image_by_pid_.find(pid); it != live_image_by_pid_.end()) {
+    images_[it->second]->exited = true;
+    live_image_by_pid_.erase(it);
+  }
+  exec_comm_by_pid_[pid] = std::string(comm);
+}
+
+void ProcessTable::OnExit(uint32_t pid) {
+  if (auto it = live_image_by_pid_.find(pid); it != live_image_by_pid_.end()) {
+    images_[it->second]->exited = true;
+    live_image_by_pid_.erase(it);
+  }
+  exec_comm_by_pid_.erase(pid);
+}
+
+ImageId ProcessTable::NewImage(uint32_t pid, std::string comm) {
+  auto image = std::make_unique<ProcessImage>();
+  image->id = static_cast<ImageId>(images_.size());
+  image->pid = pid;
+  image->comm = std::move(comm);
+  absl::StatusOr<std::unique_ptr<ProcessSymbols>> symbols = symbolizer_->ForProcess(pid);
+  if (symbols.ok()) {
+    image->symbols = std::move(*symbols);
+  } else {
+    image->symbols_error = symbols.status();
+    ++symbol_failures_;
+  }
+  images_.push_back(std::move(image));
+  live_image_by_pid_[pid] = images_.back()->id;
+  return images_.back()->id;
+}
+
+}  // namespace pystrobe

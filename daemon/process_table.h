@@ -1,0 +1,65 @@
+// What userspace knows about each sampled process image (a pid between two
+// execs): its name, its threads' names, and the snapshot that names its
+// native frames. Images are never reused: a pid that execs or is recycled
+// gets a new image, so old stacks keep their old symbols.
+#ifndef PYSTROBE_DAEMON_PROCESS_TABLE_H_
+#define PYSTROBE_DAEMON_PROCESS_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "daemon/symbolizer/native_symbolizer.h"
+
+namespace pystrobe {
+
+using ImageId = uint32_t;
+
+struct ProcessImage {
+  ImageId id = 0;
+  uint32_t pid = 0;
+  std::string comm;  // the process's name (its main thread's comm)
+  absl::flat_hash_map<uint32_t, std::string> thread_names;  // tid -> comm
+  // Names native frames; null when the snapshot failed (see symbols_error).
+  std::unique_ptr<ProcessSymbols> symbols;
+  absl::Status symbols_error;
+  bool exited = false;
+};
+
+class ProcessTable {
+ public:
+  // `symbolizer` must outlive the table.
+  explicit ProcessTable(NativeSymbolizer* symbolizer) : symbolizer_(symbolizer) {}
+
+  // The image a sample of (pid, tid) belongs to. The first sample of an image
+  // snapshots its symbols, while the process is alive.
+  ImageId OnSample(uint32_t pid, uint32_t tid, absl::string_view thread_comm);
+  // The process replaced its image: later samples belong to a new one.
+  void OnExec(uint32_t pid, absl::string_view comm);
+  // The process exited: its pid may be reused by an unrelated process.
+  void OnExit(uint32_t pid);
+
+  const ProcessImage& image(ImageId id) const { return *images_[id]; }
+  size_t image_count() const { return images_.size(); }
+  // Images whose symbols could not be snapshotted.
+  size_t symbol_failures() const { return symbol_failures_; }
+
+ private:
+  ImageId NewImage(uint32_t pid, std::string comm);
+
+  NativeSymbolizer* symbolizer_;
+  std::vector<std::unique_ptr<ProcessImage>> images_;
+  absl::flat_hash_map<uint32_t, ImageId> live_image_by_pid_;
+  // Names from exec events, used when the first sample of the new image comes.
+  absl::flat_hash_map<uint32_t, std::string> exec_comm_by_pid_;
+  size_t symbol_failures_ = 0;
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_PROCESS_TABLE_H_

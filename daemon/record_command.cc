@@ -1,0 +1,203 @@
+#include "daemon/record_command.h"
+#include "absl/strings/string_view.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "daemon/bpf_sampler.h"
+#include "daemon/capabilities.h"
+#include "daemon/libbpf_errors.h"
+#include "daemon/profile_builder.h"
+#include "daemon/record_options.h"
+#include "daemon/recorder.h"
+#include "daemon/symbolizer/bcc_native_symbolizer.h"
+#include "daemon/symbolizer/kernel_symbolizer.h"
+#include "daemon/target_launcher.h"
+#include "exporters/profile_writer.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+// How long a started command gets to exit on SIGTERM before SIGKILL.
+constexpr absl::Duration kCommandGracePeriod = absl::Seconds(2);
+
+std::atomic<int> stop_signal{0};
+
+void OnStopSignal(int signal) { stop_signal.store(signal); }
+
+// SIGINT and SIGTERM end the recording; without SA_RESTART they also wake
+// the ring buffer poll at once.
+void InstallStopHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+bool ProcessExists(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+
+int Fail(const absl::Status& status) {
+  fprintf(stderr, "pystrobe record: %s\n", std::string(status.message()).c_str());
+  return kExitFailure;
+}
+
+int UsageError(absl::string_view message) {
+  fprintf(stderr, "pystrobe record: %s\n", std::string(message).c_str());
+  return kExitUsage;
+}
+
+// Ends a command we started that outlived the recording.
+void StopCommand(LaunchedCommand& command) {
+  if (command.TryReap()) return;
+  kill(command.pid(), SIGTERM);
+  absl::Time deadline = absl::Now() + kCommandGracePeriod;
+  while (!command.TryReap() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  if (!command.TryReap()) {
+    kill(command.pid(), SIGKILL);
+    waitpid(command.pid(), nullptr, 0);
+  }
+}
+
+std::string TargetDescription(const RecordOptions& options) {
+  if (!options.command.empty()) return absl::StrJoin(options.command, " ");
+  if (!options.pids.empty()) return absl::StrCat("pid ", absl::StrJoin(options.pids, ", "));
+  return "all processes";
+}
+
+void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl::Duration elapsed,
+                  int rate_hz) {
+  fprintf(stderr, "pystrobe: %llu samples of %zu processes in %.1f s at %d Hz\n",
+          static_cast<unsigned long long>(recorder.samples()),
+          const_cast<Recorder&>(recorder).processes().image_count(), absl::ToDoubleSeconds(elapsed),
+          rate_hz);
+  fprintf(stderr,
+          "pystrobe: lost %llu samples (ring buffer full), %llu malformed records, "
+          "%llu process events; stack reads failed: %llu kernel, %llu user\n",
+          static_cast<unsigned long long>(kernel.lost_ringbuf_full),
+          static_cast<unsigned long long>(recorder.malformed_records()),
+          static_cast<unsigned long long>(kernel.process_events_lost),
+          static_cast<unsigned long long>(kernel.kernel_stack_failed),
+          static_cast<unsigned long long>(kernel.user_stack_failed));
+}
+
+}  // namespace
+
+int RunRecordCommand(const std::vector<std::string>& args) {
+  absl::StatusOr<RecordOptions> parsed = ParseRecordOptions(args);
+  if (!parsed.ok()) return UsageError(parsed.status().message());
+  const RecordOptions& options = *parsed;
+  if (options.help) {
+    fputs(RecordUsage(), stdout);
+    return kExitOk;
+  }
+  absl::StatusOr<std::unique_ptr<ProfileWriter>> writer = MakeProfileWriter(options.format);
+  if (!writer.ok()) return UsageError(writer.status().message());
+  for (uint32_t pid : options.pids) {
+    if (!ProcessExists(pid)) return UsageError(absl::StrCat("no process with pid ", pid));
+  }
+  if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
+    return Fail(caps);
+  }
+
+  // Open the output first: a recording must not end in an unwritable path.
+  std::string output =
+      options.output.empty()
+          ? DefaultOutputPath(options, absl::Now(), std::string((*writer)->extension()))
+          : options.output;
+  std::ofstream out(output, std::ios::binary | std::ios::trunc);
+  if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", output)));
+
+  LibbpfLog::Capture(options.verbose);
+  std::optional<LaunchedCommand> command;
+  if (!options.command.empty()) {
+    absl::StatusOr<LaunchedCommand> launched = LaunchedCommand::Start(options.command);
+    if (!launched.ok()) return Fail(launched.status());
+    command.emplace(std::move(*launched));
+  }
+
+  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = BpfSampler::Open();
+  if (!sampler.ok()) return Fail(sampler.status());
+  SamplerConfig config;
+  config.filter_pids = !options.all;
+  if (absl::Status s = (*sampler)->Configure(config); !s.ok()) return Fail(s);
+  if (absl::Status s = (*sampler)->Load(); !s.ok()) return Fail(s);
+  std::vector<uint32_t> targets = options.pids;
+  if (command) targets.push_back(static_cast<uint32_t>(command->pid()));
+  for (uint32_t pid : targets) {
+    if (absl::Status s = (*sampler)->AddTargetPid(pid); !s.ok()) return Fail(s);
+  }
+
+  absl::StatusOr<KernelSymbolizer> kernel_symbols = KernelSymbolizer::FromFile();
+  if (!kernel_symbols.ok()) {
+    fprintf(stderr, "pystrobe record: warning: kernel frames stay unnamed: %s\n",
+            std::string(kernel_symbols.status().message()).c_str());
+  }
+  BccNativeSymbolizer native_symbols;
+  Recorder recorder(&native_symbols, RecorderOptions{.threads = options.threads});
+
+  InstallStopHandlers();
+  absl::Status attached = (*sampler)->Attach(
+      options.rate_hz,
+      [&recorder](std::span<const uint8_t> record) { recorder.HandleRecord(record); });
+  if (!attached.ok()) return Fail(attached);
+  absl::Time start = absl::Now();
+  if (command) {
+    if (absl::Status s = command->Release(); !s.ok()) {
+      fprintf(stderr, "pystrobe record: %s\n", std::string(s.message()).c_str());
+      return s.code() == absl::StatusCode::kNotFound ? kExitUsage : kExitFailure;
+    }
+  }
+  fprintf(stderr, "pystrobe: recording %s at %d Hz; Ctrl-C to stop\n",
+          TargetDescription(options).c_str(), options.rate_hz);
+
+  while (stop_signal.load() == 0) {
+    if (absl::Status s = (*sampler)->Poll(kPollInterval); !s.ok()) {
+      fprintf(stderr, "pystrobe record: %s; writing what was recorded\n",
+              std::string(s.message()).c_str());
+      break;
+    }
+    if (options.duration && absl::Now() - start >= *options.duration) break;
+    if (command && command->TryReap()) break;
+    if (!options.pids.empty() &&
+        std::none_of(options.pids.begin(), options.pids.end(), ProcessExists)) {
+      break;
+    }
+  }
+  absl::Duration elapsed = absl::Now() - start;
+  // Stop sampling, then drain what is still in the ring buffer.
+  (*sampler)->Detach();
+  (*sampler)->Poll(absl::ZeroDuration()).IgnoreError();
+  SamplerCounters counters = (*sampler)->ReadCounters();
+  if (command) StopCommand(*command);
+
+  Profile profile;
+  profile.title = absl::StrCat("pystrobe record: ", TargetDescription(options));
+  profile.sample_rate_hz = options.rate_hz;
+  ProfileBuilder builder(&recorder.processes(), kernel_symbols.ok() ? &*kernel_symbols : nullptr,
+                         ProfileBuilderOptions{.threads = options.threads});
+  builder.AddTo(recorder.stacks(), profile);
+  PrintSummary(counters, recorder, elapsed, options.rate_hz);
+  if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail(s);
+  out.close();
+  if (!out) return Fail(absl::DataLossError(absl::StrCat("writing ", output, " failed")));
+  std::error_code ignored;
+  std::filesystem::path written = std::filesystem::absolute(output, ignored);
+  fprintf(stderr, "pystrobe: wrote %s\n", written.c_str());
+  return kExitOk;
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,23 @@
+// `pystrobe record`: samples a command, some processes or the whole system
+// and writes the profile when the target exits, the duration ends, or on
+// SIGINT/SIGTERM.
+#ifndef PYSTROBE_DAEMON_RECORD_COMMAND_H_
+#define PYSTROBE_DAEMON_RECORD_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+namespace pystrobe {
+
+// Exit statuses of the command line.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;  // bad flags, or a target that does not exist
+
+// Runs `pystrobe record` with the arguments after "record"; returns the exit
+// status. Messages go to stderr.
+int RunRecordCommand(const std::vector<std::string>& args);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_RECORD_COMMAND_H_

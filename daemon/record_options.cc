@@ -1,0 +1,176 @@
+#include "daemon/record_options.h"
+#include "absl/strings/string_view.h"
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace pystrobe {
+namespace {
+
+// Walks the argument list; a flag's value is the next argument or the part
+// after '=' ("--rate=99").
+class ArgCursor {
+ public:
+  explicit ArgCursor(const std::vector<std::string>& args) : args_(args) {}
+
+  bool Done() const { return index_ >= args_.size(); }
+  // The next argument, split into the flag and an inline value if any.
+  std::string NextFlag() {
+    std::string arg = args_[index_++];
+    size_t equals = arg.find('=');
+    if (absl::StartsWith(arg, "--") && equals != std::string::npos) {
+      inline_value_ = arg.substr(equals + 1);
+      return arg.substr(0, equals);
+    }
+    inline_value_.reset();
+    return arg;
+  }
+  absl::StatusOr<std::string> Value(absl::string_view flag) {
+    if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
+    if (Done()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    return args_[index_++];
+  }
+  bool HadInlineValue() const { return inline_value_.has_value(); }
+  std::vector<std::string> Rest() {
+    std::vector<std::string> rest(args_.begin() + index_, args_.end());
+    index_ = args_.size();
+    return rest;
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  size_t index_ = 0;
+  std::optional<std::string> inline_value_;
+};
+
+absl::StatusOr<int64_t> ParseInteger(absl::string_view flag, absl::string_view text, int64_t min,
+                                     int64_t max, absl::string_view unit) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " takes a whole number of ", unit, " from ", min, " to ", max, ", not '", text, "'"));
+  }
+  return value;
+}
+
+}  // namespace
+
+const char* RecordUsage() {
+  return R"(usage: pystrobe record [options] [-- COMMAND ARGS...]
+
+Records a CPU profile with kernel, native (and Python) frames.
+
+Targets (one kind; the whole system when none is given):
+  -- COMMAND ARGS...   start COMMAND and profile it, all its threads, until it exits
+  -p, --pid PID        profile a running process, all its threads (repeatable)
+  -a, --all            profile every process on the system
+
+Options:
+  -r, --rate HZ        samples per second on each CPU (1 to 1000, default 99)
+  -d, --duration SECS  stop after SECS seconds (default: when the target exits,
+                       or on Ctrl-C / SIGTERM; the profile is written either way)
+  -f, --format FMT     folded or svg (default svg)
+  -o, --output FILE    where to write (default pystrobe-<target>-<time>.<format>)
+      --threads        add a frame per thread ("<name> tid=<tid>") under the process
+  -v, --verbose        print libbpf's log, including the verifier's
+  -h, --help           this text
+)";
+}
+
+absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>& args) {
+  RecordOptions options;
+  ArgCursor cursor(args);
+  while (!cursor.Done()) {
+    std::string flag = cursor.NextFlag();
+    if (flag == "--") {
+      options.command = cursor.Rest();
+      if (options.command.empty()) {
+        return absl::InvalidArgumentError("'--' must be followed by a command to run");
+      }
+      break;
+    }
+    auto takes_no_value = [&]() -> absl::Status {
+      if (cursor.HadInlineValue()) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, " takes no value"));
+      }
+      return absl::OkStatus();
+    };
+    if (flag == "-p" || flag == "--pid") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      absl::StatusOr<int64_t> pid = ParseInteger(flag, *value, 1, (1 << 22), "process ids");
+      if (!pid.ok()) return pid.status();
+      options.pids.push_back(static_cast<uint32_t>(*pid));
+    } else if (flag == "-a" || flag == "--all") {
+      if (absl::Status s = takes_no_value(); !s.ok()) return s;
+      options.all = true;
+    } else if (flag == "-r" || flag == "--rate") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      absl::StatusOr<int64_t> rate = ParseInteger(flag, *value, kMinRateHz, kMaxRateHz, "Hz");
+      if (!rate.ok()) return rate.status();
+      options.rate_hz = static_cast<int>(*rate);
+    } else if (flag == "-d" || flag == "--duration") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      double seconds = 0;
+      if (!absl::SimpleAtod(*value, &seconds) || !(seconds > 0) || seconds > 365 * 86400.0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, " takes a positive number of seconds, not '", *value, "'"));
+      }
+      options.duration = absl::Seconds(seconds);
+    } else if (flag == "-f" || flag == "--format") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      options.format = *value;
+    } else if (flag == "-o" || flag == "--output") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a path"));
+      options.output = *value;
+    } else if (flag == "--threads") {
+      if (absl::Status s = takes_no_value(); !s.ok()) return s;
+      options.threads = true;
+    } else if (flag == "-h" || flag == "--help") {
+      options.help = true;
+      return options;
+    } else if (flag == "-v" || flag == "--verbose") {
+      if (absl::Status s = takes_no_value(); !s.ok()) return s;
+      options.verbose = true;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '", flag, "' (see pystrobe record --help)"));
+    }
+  }
+
+  int kinds =
+      (options.command.empty() ? 0 : 1) + (options.pids.empty() ? 0 : 1) + (options.all ? 1 : 0);
+  if (kinds > 1) {
+    return absl::InvalidArgumentError(
+        "choose one kind of target: -- COMMAND, --pid PID..., or --all");
+  }
+  if (kinds == 0) options.all = true;
+  if (options.format != "svg" && options.format != "folded") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format takes folded or svg, not '", options.format, "'"));
+  }
+  return options;
+}
+
+std::string DefaultOutputPath(const RecordOptions& options, absl::Time now,
+                              absl::string_view extension) {
+  std::string target = "all";
+  if (!options.command.empty()) {
+    target = std::filesystem::path(options.command.front()).filename().string();
+  } else if (!options.pids.empty()) {
+    target = absl::StrCat("pid", options.pids.front());
+  }
+  return absl::StrCat("pystrobe-", target, "-",
+                      absl::FormatTime("%Y%m%d-%H%M%S", now, absl::LocalTimeZone()), ".",
+                      extension);
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,48 @@
+// The command line of `pystrobe record`, parsed and validated.
+#ifndef PYSTROBE_DAEMON_RECORD_OPTIONS_H_
+#define PYSTROBE_DAEMON_RECORD_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace pystrobe {
+
+struct RecordOptions {
+  // Exactly one kind of target: a command to start, running pids, or all.
+  std::vector<std::string> command;
+  std::vector<uint32_t> pids;
+  bool all = false;
+
+  int rate_hz = 99;
+  std::optional<absl::Duration> duration;  // none: until the target exits or a signal
+  std::string format = "svg";
+  std::string output;  // empty: pystrobe-<target>-<timestamp>.<format>
+  bool threads = false;
+  bool verbose = false;
+  bool help = false;  // -h/--help: print the usage and do nothing else
+};
+
+inline constexpr int kMinRateHz = 1;
+inline constexpr int kMaxRateHz = 1000;
+
+// Parses the arguments after "record". InvalidArgument names the bad flag or
+// value. Does not check that the pids exist.
+absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>& args);
+
+// The usage text for `pystrobe record`.
+const char* RecordUsage();
+
+// "pystrobe-<target>-<YYYYmmdd-HHMMSS>.<extension>", target being the
+// command's base name, "pid<PID>" or "all".
+std::string DefaultOutputPath(const RecordOptions& options, absl::Time now,
+                              absl::string_view extension);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_RECORD_OPTIONS_H_

@@ -1,0 +1,43 @@
+// Consumes the sampler's ring buffer records: validates each one, keeps the
+// process table current, and counts samples per raw stack.
+#ifndef PYSTROBE_DAEMON_RECORDER_H_
+#define PYSTROBE_DAEMON_RECORDER_H_
+
+#include <cstdint>
+#include <span>
+
+#include "daemon/process_table.h"
+#include "daemon/stack_aggregator.h"
+
+namespace pystrobe {
+
+struct RecorderOptions {
+  bool threads = false;  // keep samples of different threads apart
+};
+
+class Recorder {
+ public:
+  // `symbolizer` must outlive the recorder.
+  Recorder(NativeSymbolizer* symbolizer, RecorderOptions options)
+      : processes_(symbolizer), options_(options) {}
+
+  // Handles one ring buffer record. Malformed records are counted and dropped.
+  void HandleRecord(std::span<const uint8_t> record);
+
+  ProcessTable& processes() { return processes_; }
+  const StackAggregator& stacks() const { return stacks_; }
+  uint64_t samples() const { return stacks_.total(); }
+  uint64_t malformed_records() const { return malformed_records_; }
+
+ private:
+  void HandleSample(std::span<const uint8_t> record);
+
+  ProcessTable processes_;
+  StackAggregator stacks_;
+  RecorderOptions options_;
+  uint64_t malformed_records_ = 0;
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_RECORDER_H_

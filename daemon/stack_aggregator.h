@@ -1,0 +1,47 @@
+// Counts samples per distinct raw stack (addresses, not names), so the cost
+// of symbolization is paid once per distinct address, not once per sample.
+#ifndef PYSTROBE_DAEMON_STACK_AGGREGATOR_H_
+#define PYSTROBE_DAEMON_STACK_AGGREGATOR_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/process_table.h"
+
+namespace pystrobe {
+
+// A sample's identity before symbolization. Stacks are leaf first, as the
+// kernel reports them.
+struct RawStack {
+  ImageId image = 0;
+  uint32_t tid = 0;  // 0 when threads are not told apart
+  std::vector<uint64_t> kernel_ips;
+  std::vector<uint64_t> user_ips;
+
+  friend bool operator==(const RawStack&, const RawStack&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const RawStack& stack) {
+    return H::combine(std::move(h), stack.image, stack.tid, stack.kernel_ips, stack.user_ips);
+  }
+};
+
+class StackAggregator {
+ public:
+  void Add(RawStack stack, uint64_t count = 1) {
+    counts_[std::move(stack)] += count;
+    total_ += count;
+  }
+
+  const absl::flat_hash_map<RawStack, uint64_t>& counts() const { return counts_; }
+  uint64_t total() const { return total_; }
+
+ private:
+  absl::flat_hash_map<RawStack, uint64_t> counts_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_STACK_AGGREGATOR_H_

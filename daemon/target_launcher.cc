@@ -1,0 +1,108 @@
+#include "daemon/target_launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pystrobe {
+
+absl::StatusOr<LaunchedCommand> LaunchedCommand::Start(const std::vector<std::string>& argv) {
+  if (argv.empty()) return absl::InvalidArgumentError("no command to run");
+  int release_pipe[2];
+  int error_pipe[2];
+  if (pipe2(release_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  if (pipe2(error_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    close(release_pipe[0]);
+    close(release_pipe[1]);
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(err)));
+  }
+  // Build argv before fork: the child may only call async-signal-safe functions.
+  std::vector<char*> exec_argv;
+  for (const std::string& arg : argv) exec_argv.push_back(const_cast<char*>(arg.c_str()));
+  exec_argv.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    for (int fd : {release_pipe[0], release_pipe[1], error_pipe[0], error_pipe[1]}) close(fd);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(err)));
+  }
+  if (pid == 0) {
+    close(release_pipe[1]);
+    close(error_pipe[0]);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    char go;
+    // Returns 0 (EOF) when the parent releases us or dies.
+    while (read(release_pipe[0], &go, 1) < 0 && errno == EINTR) {
+    }
+    execvp(exec_argv[0], exec_argv.data());
+    int err = errno;
+    ssize_t ignored = write(error_pipe[1], &err, sizeof(err));
+    (void)ignored;
+    _exit(127);
+  }
+  close(release_pipe[0]);
+  close(error_pipe[1]);
+  LaunchedCommand command(pid, release_pipe[1], error_pipe[0]);
+  command.command_ = argv.front();
+  return command;
+}
+
+LaunchedCommand::LaunchedCommand(LaunchedCommand&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)),
+      release_fd_(std::exchange(other.release_fd_, -1)),
+      exec_error_fd_(std::exchange(other.exec_error_fd_, -1)),
+      released_(other.released_),
+      wait_status_(other.wait_status_),
+      command_(std::move(other.command_)) {}
+
+LaunchedCommand::~LaunchedCommand() {
+  if (release_fd_ >= 0) close(release_fd_);
+  if (exec_error_fd_ >= 0) close(exec_error_fd_);
+  if (pid_ > 0 && !released_ && !exited()) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+absl::Status LaunchedCommand::Release() {
+  released_ = true;
+  close(release_fd_);
+  release_fd_ = -1;
+  int err = 0;
+  ssize_t n;
+  while ((n = read(exec_error_fd_, &err, sizeof(err))) < 0 && errno == EINTR) {
+  }
+  close(exec_error_fd_);
+  exec_error_fd_ = -1;
+  if (n == sizeof(err)) {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    wait_status_ = status;
+    std::string message = absl::StrCat("cannot run '", command_, "': ", std::strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(message);
+    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+    return absl::InternalError(message);
+  }
+  return absl::OkStatus();
+}
+
+std::optional<int> LaunchedCommand::TryReap() {
+  if (wait_status_) return wait_status_;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) wait_status_ = status;
+  return wait_status_;
+}
+
+}  // namespace pystrobe
