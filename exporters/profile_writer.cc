@@ -1,0 +1,21 @@
+#include "exporters/profile_writer.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "exporters/flamegraph_svg_writer.h"
+#include "exporters/folded_writer.h"
+
+namespace pystrobe {
+
+absl::StatusOr<std::unique_ptr<ProfileWriter>> MakeProfileWriter(std::string_view format) {
+  if (format == "folded") return std::make_unique<FoldedWriter>();
+  if (format == "svg") return std::make_unique<FlameGraphSvgWriter>();
+  return absl::InvalidArgumentError(absl::StrCat("unknown profile format \"", std::string(format),
+                                                 "\"; accepted formats: folded, svg"));
+}
+
+}  // namespace pystrobe
