@@ -1,0 +1,174 @@
+// The path from ring buffer records to a symbolized profile, with a fake
+// native symbolizer standing in for BCC.
+#include "daemon/recorder.h"
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/profile_builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pystrobe_abi.h"
+
+namespace pystrobe {
+namespace {
+
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+// Names address A of any process "fn_<hex A>_in_<pid>#<snapshot>", so a test can
+// tell which snapshot (process image) named a frame.
+class FakeSymbolizer : public NativeSymbolizer {
+ public:
+  class Symbols : public ProcessSymbols {
+   public:
+    Symbols(uint32_t pid, int snapshot) : pid_(pid), snapshot_(snapshot) {}
+    std::string Symbolize(uint64_t addr) override {
+      return absl::StrCat("fn_", absl::Hex(addr), "_in_", pid_, "#", snapshot_);
+    }
+
+   private:
+    uint32_t pid_;
+    int snapshot_;
+  };
+
+  absl::StatusOr<std::unique_ptr<ProcessSymbols>> ForProcess(uint32_t pid) override {
+    if (pid == kGonePid) return absl::NotFoundError("gone");
+    return std::make_unique<Symbols>(pid, ++snapshots_);
+  }
+
+  static constexpr uint32_t kGonePid = 999;
+  int snapshots_ = 0;
+};
+
+std::vector<uint8_t> SampleRecord(uint32_t pid, uint32_t tid, const char* comm,
+                                  std::vector<uint64_t> kernel, std::vector<uint64_t> user) {
+  pystrobe_sample sample = {};
+  sample.kind = PYSTROBE_EVENT_SAMPLE;
+  sample.pid = pid;
+  sample.tid = tid;
+  std::strncpy(sample.comm, comm, sizeof(sample.comm));
+  sample.kernel_frames = kernel.size();
+  sample.user_frames = user.size();
+  std::copy(kernel.begin(), kernel.end(), sample.ips);
+  std::copy(user.begin(), user.end(), sample.ips + kernel.size());
+  size_t size = offsetof(pystrobe_sample, ips) + 8 * (kernel.size() + user.size());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&sample);
+  return std::vector<uint8_t>(bytes, bytes + size);
+}
+
+std::vector<uint8_t> ProcessEvent(uint32_t kind, uint32_t pid, const char* comm) {
+  pystrobe_process_event event = {};
+  event.kind = kind;
+  event.pid = pid;
+  std::strncpy(event.comm, comm, sizeof(event.comm));
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&event);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(event));
+}
+
+std::map<std::string, uint64_t> Folded(Recorder& recorder, const KernelSymbolizer* kernel,
+                                       bool threads = false) {
+  Profile profile;
+  ProfileBuilder builder(&recorder.processes(), kernel, ProfileBuilderOptions{.threads = threads});
+  builder.AddTo(recorder.stacks(), profile);
+  std::map<std::string, uint64_t> folded;
+  for (const ProfileStack& stack : profile.stacks()) {
+    std::vector<std::string> names;
+    for (const Frame& frame : stack.frames) names.push_back(frame.name);
+    folded[absl::StrJoin(names, ";")] += stack.count;
+  }
+  return folded;
+}
+
+TEST(RecorderTest, SameStackIsCountedOnceWithItsSamples) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, {});
+  for (int i = 0; i < 3; ++i) recorder.HandleRecord(SampleRecord(1, 1, "worker", {}, {0x10, 0x20}));
+  recorder.HandleRecord(SampleRecord(1, 1, "worker", {}, {0x30, 0x20}));
+  EXPECT_EQ(recorder.samples(), 4u);
+  // Root first: the outermost caller (last user ip) comes right after the
+  // process; caller frames are looked up at the return address minus one.
+  EXPECT_THAT(Folded(recorder, nullptr),
+              UnorderedElementsAre(Pair("worker (1);fn_1f_in_1#1;fn_10_in_1#1", 3),
+                                   Pair("worker (1);fn_1f_in_1#1;fn_30_in_1#1", 1)));
+}
+
+TEST(RecorderTest, KernelFramesSitAboveUserFrames) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, {});
+  absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromText(
+      "ffffffff81000000 T do_syscall_64\nffffffff81001000 T ksys_read\n"
+      "ffffffff81002000 T end_of_text\n");
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  recorder.HandleRecord(
+      SampleRecord(7, 7, "reader", {0xffffffff81001010, 0xffffffff81000020}, {0x40}));
+  EXPECT_THAT(
+      Folded(recorder, &*kernel),
+      UnorderedElementsAre(Pair("reader (7);fn_40_in_7#1;do_syscall_64_[k];ksys_read_[k]", 1)));
+}
+
+TEST(RecorderTest, ExecStartsANewImageWithItsOwnSymbolsAndName) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, {});
+  recorder.HandleRecord(SampleRecord(5, 5, "bash", {}, {0x100}));
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXEC, 5, "python3"));
+  recorder.HandleRecord(SampleRecord(5, 5, "python3", {}, {0x100}));
+  EXPECT_THAT(Folded(recorder, nullptr),
+              UnorderedElementsAre(Pair("bash (5);fn_100_in_5#1", 1),
+                                   Pair("python3 (5);fn_100_in_5#2", 1)));
+}
+
+TEST(RecorderTest, ReusedPidAfterExitNeverInheritsOldSymbols) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, {});
+  recorder.HandleRecord(SampleRecord(8, 8, "old", {}, {0x1}));
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 8, "old"));
+  recorder.HandleRecord(SampleRecord(8, 8, "new", {}, {0x1}));
+  EXPECT_EQ(recorder.processes().image_count(), 2u);
+  EXPECT_THAT(Folded(recorder, nullptr),
+              UnorderedElementsAre(Pair("old (8);fn_1_in_8#1", 1), Pair("new (8);fn_1_in_8#2", 1)));
+}
+
+TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, RecorderOptions{.threads = true});
+  recorder.HandleRecord(SampleRecord(3, 3, "main", {}, {0x1}));
+  recorder.HandleRecord(SampleRecord(3, 4, "loader", {}, {0x1}));
+  auto folded = Folded(recorder, nullptr, /*threads=*/true);
+  EXPECT_EQ(folded.size(), 2u);
+  EXPECT_EQ(folded.at("main (3);loader tid=4;fn_1_in_3#1"), 1u);
+  EXPECT_EQ(folded.at("main (3);main tid=3;fn_1_in_3#1"), 1u);
+}
+
+TEST(RecorderTest, ProcessWithoutSymbolsStillCountsItsSamples) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, {});
+  recorder.HandleRecord(SampleRecord(FakeSymbolizer::kGonePid, 1000, "gone", {}, {0xabc}));
+  recorder.HandleRecord(SampleRecord(FakeSymbolizer::kGonePid, 1000, "gone", {}, {}));
+  EXPECT_EQ(recorder.processes().symbol_failures(), 1u);
+  auto folded = Folded(recorder, nullptr);
+  EXPECT_EQ(folded.at("gone (999);[unknown] 0xabc"), 1u);
+  EXPECT_EQ(folded.at("gone (999);[unknown]"), 1u);
+}
+
+TEST(RecorderTest, MalformedRecordsAreCountedNotTrusted) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, {});
+  std::vector<uint8_t> truncated = SampleRecord(1, 1, "x", {}, {0x1, 0x2});
+  truncated.resize(truncated.size() - 4);
+  recorder.HandleRecord(truncated);
+  std::vector<uint8_t> lying = SampleRecord(1, 1, "x", {}, {0x1});
+  reinterpret_cast<pystrobe_sample*>(lying.data())->user_frames = 500;
+  recorder.HandleRecord(lying);
+  recorder.HandleRecord(std::vector<uint8_t>{1, 2});
+  recorder.HandleRecord(ProcessEvent(77, 1, "x"));
+  EXPECT_EQ(recorder.malformed_records(), 4u);
+  EXPECT_EQ(recorder.samples(), 0u);
+}
+
+}  // namespace
+}  // namespace pystrobe
