@@ -119,7 +119,10 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	sample->time_ns = bpf_ktime_get_ns();
 	sample->cgroup_id = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(sample->comm, sizeof(sample->comm));
-	sample->flags = (ctx->regs.cs & 3) == 0 ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
+	/* Kernel text lives in the upper half of the address space on x86_64;
+	 * the 8-byte ip is also a context access the verifier accepts, unlike
+	 * the 2-byte cs. */
+	sample->flags = (__s64)ctx->regs.ip < 0 ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
 
 	/* The kernel stack is empty for a sample taken in user mode. */
 	kernel_bytes = 0;

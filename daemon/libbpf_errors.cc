@@ -25,14 +25,20 @@ std::string* captured_log = nullptr;  // guarded by log_mutex
 bool echo_log = false;                // guarded by log_mutex
 
 int CapturePrint(enum libbpf_print_level /*level*/, const char* format, va_list args) {
-  char line[1024];
-  vsnprintf(line, sizeof(line), format, args);
+  // libbpf hands over the whole verifier log in one call: size it first.
+  va_list copy;
+  va_copy(copy, args);
+  int length = vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  if (length <= 0) return 0;
+  std::string text(static_cast<size_t>(length), '\0');
+  vsnprintf(text.data(), text.size() + 1, format, args);
   absl::MutexLock lock(&log_mutex);
   if (captured_log == nullptr) captured_log = new std::string();
   // Keep the log bounded: a verifier log can run to megabytes.
-  if (captured_log->size() < (1 << 20)) captured_log->append(line);
+  if (captured_log->size() < (4 << 20)) captured_log->append(text);
   // Everything is kept for the error message; only --verbose shows it live.
-  if (echo_log) fputs(line, stderr);
+  if (echo_log) fputs(text.c_str(), stderr);
   return 0;
 }
 
