@@ -1,0 +1,268 @@
+"""Shared helpers for pystrobe's end-to-end tests: run the real binary, start
+the native workloads, parse folded output, and decide whether BPF is usable.
+
+Paths come from the environment (tests/e2e/CMakeLists.txt sets them for ctest):
+  PYSTROBE_BIN            the pystrobe binary
+  PYSTROBE_WORKLOADS_DIR  directory holding the native workloads (cpu_split, ...)
+  PYSTROBE_SKIP_BPF_TESTS=1  skip, instead of fail, the tests that need BPF when
+                          BPF cannot be used here (not root, no permission).
+"""
+
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+PYSTROBE_BIN = os.environ.get("PYSTROBE_BIN", os.path.join(REPO, "build", "pystrobe"))
+WORKLOADS_DIR = os.environ.get(
+    "PYSTROBE_WORKLOADS_DIR", os.path.join(REPO, "build", "tests", "workloads", "native"))
+CHROMIUM_RENDER = os.path.join(HERE, "chromium_render.py")
+
+EXIT_USAGE = 2
+PROCESS_FRAME = re.compile(r"^(?P<comm>.*) \((?P<pid>\d+)\)$")
+THREAD_FRAME = re.compile(r"^(?P<name>.*) tid=(?P<tid>\d+)$")
+KERNEL_SUFFIX = "_[k]"
+
+
+def workload(name):
+    """Absolute path of a native workload, failing clearly when it is not built."""
+    path = os.path.join(WORKLOADS_DIR, name)
+    if not os.access(path, os.X_OK):
+        raise AssertionError(
+            f"workload {path} is missing: build the native_workloads target "
+            f"(or set PYSTROBE_WORKLOADS_DIR)")
+    return path
+
+
+# --- running pystrobe -------------------------------------------------------------
+
+class Recording:
+    """What one `pystrobe record` run left behind."""
+
+    def __init__(self, args, returncode, stdout, stderr, output_path, elapsed):
+        self.args = args
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.output_path = output_path
+        self.elapsed = elapsed
+        self._stacks = None
+
+    def describe(self):
+        return (f"`pystrobe {' '.join(self.args)}` exited {self.returncode} after "
+                f"{self.elapsed:.1f}s; stderr:\n{self.stderr}")
+
+    @property
+    def stacks(self):
+        """{tuple of frames: count} parsed from a folded output file."""
+        if self._stacks is None:
+            with open(self.output_path, encoding="utf-8", errors="replace") as f:
+                self._stacks = parse_folded(f.read())
+        return self._stacks
+
+    def reported_samples(self):
+        """The sample count pystrobe printed in its summary, or None."""
+        match = re.search(r"^pystrobe: (\d+) samples", self.stderr, re.M)
+        return int(match.group(1)) if match else None
+
+    def written_path(self):
+        """The path of the `pystrobe: wrote PATH` line, or None."""
+        match = re.search(r"^pystrobe: wrote (.+)$", self.stderr, re.M)
+        return match.group(1) if match else None
+
+
+def run_pystrobe(args, timeout=60, cwd=None):
+    """Runs `pystrobe ARGS` to completion; returns (returncode, stdout, stderr, elapsed)."""
+    start = time.monotonic()
+    proc = subprocess.run([PYSTROBE_BIN] + list(args), capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
+
+
+def record(args, output_dir, fmt="folded", name="profile", timeout=60):
+    """Runs `pystrobe record -f FMT -o DIR/NAME.FMT ARGS` and returns a Recording."""
+    output = os.path.join(output_dir, f"{name}.{fmt}")
+    full = ["record", "-f", fmt, "-o", output] + list(args)
+    returncode, stdout, stderr, elapsed = run_pystrobe(full, timeout=timeout)
+    return Recording(full, returncode, stdout, stderr, output, elapsed)
+
+
+# --- folded output ---------------------------------------------------------------
+
+def parse_folded(text):
+    """Parses folded stacks ("a;b;c 12" per line) into {("a", "b", "c"): 12}.
+
+    Raises ValueError on a line that is not in that form: malformed output is a
+    failure of its own, not something to skip over.
+    """
+    stacks = collections.Counter()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        stack, sep, count = line.rpartition(" ")
+        if not sep or not stack or not count.isdigit():
+            raise ValueError(f"folded line {number} is malformed: {line!r}")
+        stacks[tuple(stack.split(";"))] += int(count)
+    return dict(stacks)
+
+
+def process_pid(stack):
+    """The pid in the stack's process frame (its first frame), or None."""
+    match = PROCESS_FRAME.match(stack[0]) if stack else None
+    return int(match.group("pid")) if match else None
+
+
+def stacks_of_pid(stacks, pid):
+    return {s: c for s, c in stacks.items() if process_pid(s) == pid}
+
+
+def total(stacks):
+    return sum(stacks.values())
+
+
+def share(stacks, frame):
+    """Fraction of the samples in `stacks` whose stack contains `frame`."""
+    all_samples = total(stacks)
+    if all_samples == 0:
+        return 0.0
+    return sum(c for s, c in stacks.items() if frame in s) / all_samples
+
+
+def pids_with_frame(stacks, frame):
+    return {process_pid(s) for s in stacks if frame in s}
+
+
+def summarize(stacks, limit=15):
+    """The heaviest stacks, for assertion messages."""
+    top = sorted(stacks.items(), key=lambda item: -item[1])[:limit]
+    return "\n".join(f"  {count:6d} {';'.join(stack)}" for stack, count in top) or "  (none)"
+
+
+# --- workloads -------------------------------------------------------------------
+
+class Workload:
+    """A workload started with --announce; knows its pid once it is running."""
+
+    def __init__(self, name, args=(), announce=True):
+        self.name = name
+        self.proc = subprocess.Popen([workload(name)] + list(args) + (["--announce"] if announce else []),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        if announce:
+            line = self.proc.stdout.readline()
+            if line.strip() != f"ready {self.pid}":
+                self.kill()
+                raise AssertionError(f"{name} did not start: {line!r}")
+
+    def stop(self, timeout=10):
+        """SIGTERM, then waits; returns its remaining stdout."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=timeout)
+        return out
+
+    def wait(self, timeout=30):
+        out, _ = self.proc.communicate(timeout=timeout)
+        return out
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+def read_split_json(text):
+    """The JSON line cpu_split prints at its end."""
+    for line in text.splitlines():
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"cpu_split printed no result: {text!r}")
+
+
+# --- the BPF precondition ----------------------------------------------------------
+
+_bpf_verdict = None  # None until checked; then (usable, reason)
+
+# What pystrobe says when this machine, not pystrobe, is the problem: a missing
+# capability or a bpf()/perf_event_open() the kernel does not permit. A program
+# the verifier rejects (EACCES too) is a bug in pystrobe and must fail the tests.
+_BPF_UNAVAILABLE = re.compile(r"CAP_[A-Z_]+|capabilit|operation not permitted|EPERM|not root",
+                              re.I)
+_PYSTROBE_BUG = re.compile(r"verifier|rejected", re.I)
+
+
+def _check_bpf():
+    if os.geteuid() != 0:
+        return False, f"not root (euid {os.geteuid()}); BPF tests need root"
+    if not os.access(PYSTROBE_BIN, os.X_OK):
+        # Not a reason to skip: the binary under test is missing.
+        raise AssertionError(f"pystrobe binary {PYSTROBE_BIN} is missing (set PYSTROBE_BIN)")
+    with tempfile.TemporaryDirectory(prefix="pystrobe-probe-") as tmp:
+        out = os.path.join(tmp, "probe.folded")
+        try:
+            rc, _, err, _ = run_pystrobe(
+                ["record", "-d", "0.2", "-f", "folded", "-o", out, "--all"], timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("`pystrobe record -d 0.2 --all` did not finish within 60 s")
+        if rc == 0:
+            return True, ""
+        if _BPF_UNAVAILABLE.search(err) and not _PYSTROBE_BUG.search(err):
+            return False, f"`pystrobe record -d 0.2 --all` cannot use BPF here: {err.strip()}"
+        # Anything else is a bug in pystrobe, not a property of this machine.
+        raise AssertionError(f"`pystrobe record -d 0.2 --all` failed (exit {rc}): {err.strip()}")
+
+
+def require_bpf(test_case):
+    """Fails the test when BPF is unusable, or skips it if PYSTROBE_SKIP_BPF_TESTS=1."""
+    global _bpf_verdict
+    if _bpf_verdict is None:
+        _bpf_verdict = _check_bpf()
+    usable, reason = _bpf_verdict
+    if usable:
+        return
+    if os.environ.get("PYSTROBE_SKIP_BPF_TESTS") == "1":
+        what = f"{test_case.__module__}.{test_case.__name__}"
+        message = f"SKIPPED BPF test {what}: {reason} (PYSTROBE_SKIP_BPF_TESTS=1)"
+        print(message, file=sys.stderr)
+        raise unittest.SkipTest(message)
+    raise AssertionError(f"{reason}; set PYSTROBE_SKIP_BPF_TESTS=1 to skip the BPF tests instead")
+
+
+class BpfTestCase(unittest.TestCase):
+    """Base for tests that run pystrobe for real: checks the BPF precondition once
+    per class and gives each class a scratch directory."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_bpf(cls)
+        cls._tmp = tempfile.TemporaryDirectory(prefix=f"pystrobe-{cls.__name__}-")
+        cls.tmp = cls._tmp.name
+
+    @classmethod
+    def tearDownClass(cls):
+        tmp = getattr(cls, "_tmp", None)
+        if tmp is not None:
+            tmp.cleanup()
+
+    def assertRecorded(self, recording):
+        """The run succeeded and said where it wrote its output."""
+        self.assertEqual(recording.returncode, 0, recording.describe())
+        self.assertTrue(os.path.exists(recording.output_path), recording.describe())
+        self.assertEqual(recording.written_path(), os.path.abspath(recording.output_path),
+                         recording.describe())
+
+    def assertShareNear(self, stacks, frame, truth, tolerance=0.05):
+        measured = share(stacks, frame)
+        self.assertLessEqual(
+            abs(measured - truth), tolerance,
+            f"{frame}: {measured:.1%} of {total(stacks)} samples, truth {truth:.1%} "
+            f"(tolerance {tolerance:.0%}); heaviest stacks:\n{summarize(stacks)}")

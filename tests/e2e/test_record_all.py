@@ -1,0 +1,118 @@
+"""`pystrobe record --all` sees every process: busy ones by their own function
+names, a syscall-heavy one with its kernel frames, and one that exited before
+the recording ended, still named."""
+
+import threading
+import time
+import unittest
+
+from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, Workload, pids_with_frame, record,
+                              share, stacks_of_pid, summarize, total)
+
+
+def kernel_frames(stack):
+    return [f for f in stack if f.endswith(KERNEL_SUFFIX)]
+
+
+class RecordAllTest(BpfTestCase):
+    """One 3-second --all recording while cpu_split, bystander and syscall_storm
+    run, and short_lived starts half a second in and exits a second later."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.split = Workload("cpu_split", ["--seconds", "0"])
+        cls.bystander = Workload("bystander", ["--seconds", "0"])
+        cls.storm = Workload("syscall_storm", ["--seconds", "6"])
+        cls.short_lived = None
+        started = threading.Event()
+
+        def start_short_lived():
+            time.sleep(0.5)
+            try:
+                cls.short_lived = Workload("short_lived", ["--seconds", "1"])
+            finally:
+                started.set()
+
+        starter = threading.Thread(target=start_short_lived)
+        try:
+            starter.start()
+            cls.recording = record(["--all", "-r", "199", "-d", "3"], cls.tmp)
+            starter.join()
+            cls.short_lived_alive_at_end = cls.short_lived.proc.poll() is None
+            cls.short_lived.wait()
+        finally:
+            starter.join()
+            for w in (cls.split, cls.bystander, cls.storm, cls.short_lived):
+                if w is not None:
+                    w.kill()
+
+    def setUp(self):
+        self.assertRecorded(self.recording)
+
+    def test_all_shows_every_busy_process_by_name(self):
+        stacks = self.recording.stacks
+        self.assertEqual(pids_with_frame(stacks, "spin_alpha"), {self.split.pid},
+                         summarize(stacks))
+        self.assertEqual(pids_with_frame(stacks, "bystander_spin"), {self.bystander.pid},
+                         summarize(stacks))
+        self.assertTrue(any(s[0] == f"cpu_split ({self.split.pid})" for s in stacks))
+        self.assertTrue(any(s[0] == f"bystander ({self.bystander.pid})" for s in stacks))
+        # Each busy program had a good part of a CPU; most of its samples are named.
+        for pid, frame in ((self.split.pid, "spin_beta"), (self.bystander.pid, "bystander_spin")):
+            mine = stacks_of_pid(stacks, pid)
+            self.assertGreater(total(mine), 50, summarize(mine))
+        self.assertGreater(share(stacks_of_pid(stacks, self.bystander.pid), "bystander_spin"),
+                           0.9, summarize(stacks_of_pid(stacks, self.bystander.pid)))
+
+    def test_all_counts_samples_of_many_processes(self):
+        self.assertRegex(self.recording.stderr, r"(?m)^pystrobe: \d+ samples of \d+ processes")
+        self.assertGreaterEqual(len({s[0] for s in self.recording.stacks}), 4)
+
+    def test_syscall_heavy_program_shows_kernel_frames_below_its_own(self):
+        mine = stacks_of_pid(self.recording.stacks, self.storm.pid)
+        in_reader = {s: c for s, c in mine.items() if "syscall_storm_reader" in s}
+        self.assertGreater(total(in_reader), 20, summarize(mine))
+        with_kernel = {s: c for s, c in in_reader.items() if kernel_frames(s)}
+        # It spends most of its time inside read(2): most samples end in the kernel.
+        self.assertGreater(total(with_kernel) / total(in_reader), 0.5, summarize(mine))
+        for stack in with_kernel:
+            reader = stack.index("syscall_storm_reader")
+            first_kernel = stack.index(kernel_frames(stack)[0])
+            self.assertLess(reader, first_kernel, f"kernel frames above user frames: {stack}")
+            self.assertTrue(all(f.endswith(KERNEL_SUFFIX) for f in stack[first_kernel:]),
+                            f"user frame below a kernel frame: {stack}")
+        frames = {f for s in with_kernel for f in s}
+        self.assertTrue(frames & {"entry_SYSCALL_64_after_hwframe_[k]", "do_syscall_64_[k]"},
+                        f"no syscall entry frame among {sorted(frames)}")
+        self.assertTrue(any(f in frames for f in ("ksys_read_[k]", "vfs_read_[k]",
+                                                  "__x64_sys_read_[k]", "read_zero_[k]")),
+                        f"no read path frame among {sorted(frames)}")
+
+    def test_program_that_exited_mid_recording_is_still_symbolized(self):
+        self.assertFalse(self.short_lived_alive_at_end,
+                         "short_lived outlived the recording; the test proves nothing")
+        mine = stacks_of_pid(self.recording.stacks, self.short_lived.pid)
+        self.assertGreater(total(mine), 20, summarize(self.recording.stacks))
+        self.assertTrue(any(s[0] == f"short_lived ({self.short_lived.pid})" for s in mine),
+                        summarize(mine))
+        self.assertGreater(share(mine, "short_lived_burner"), 0.8, summarize(mine))
+
+
+class RecordPidUntilExitTest(BpfTestCase):
+
+    def test_pid_recording_ends_when_target_exits_and_names_its_frames(self):
+        target = Workload("short_lived", ["--seconds", "1"])
+        try:
+            recording = record(["--pid", str(target.pid), "-r", "199", "-d", "20"], self.tmp)
+        finally:
+            target.kill()
+        self.assertRecorded(recording)
+        self.assertLess(recording.elapsed, 8, "the recording did not end with its only target")
+        mine = stacks_of_pid(recording.stacks, target.pid)
+        self.assertGreater(total(mine), 20, summarize(recording.stacks))
+        self.assertGreater(share(mine, "short_lived_burner"), 0.8, summarize(mine))
+
+
+if __name__ == "__main__":
+    unittest.main()
