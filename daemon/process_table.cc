@@ -4,6 +4,7 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -57,6 +58,12 @@ void ProcessTable::OnExit(uint32_t pid) {
     live_image_by_pid_.erase(it);
   }
   exec_comm_by_pid_.erase(pid);
+}
+
+size_t ProcessTable::process_count() const {
+  absl::flat_hash_set<uint32_t> pids;
+  for (const auto& image : images_) pids.insert(image->pid);
+  return pids.size();
 }
 
 ImageId ProcessTable::NewImage(uint32_t pid, std::string comm) {

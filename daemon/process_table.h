@@ -46,6 +46,8 @@ class ProcessTable {
 
   const ProcessImage& image(ImageId id) const { return *images_[id]; }
   size_t image_count() const { return images_.size(); }
+  // Distinct pids seen (a process that execs has several images, one pid).
+  size_t process_count() const;
   // Images whose symbols could not be snapshotted.
   size_t symbol_failures() const { return symbol_failures_; }
 

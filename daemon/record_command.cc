@@ -81,9 +81,8 @@ std::string TargetDescription(const RecordOptions& options) {
 void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl::Duration elapsed,
                   int rate_hz) {
   fprintf(stderr, "pystrobe: %llu samples of %zu processes in %.1f s at %d Hz\n",
-          static_cast<unsigned long long>(recorder.samples()),
-          const_cast<Recorder&>(recorder).processes().image_count(), absl::ToDoubleSeconds(elapsed),
-          rate_hz);
+          static_cast<unsigned long long>(recorder.samples()), recorder.processes().process_count(),
+          absl::ToDoubleSeconds(elapsed), rate_hz);
   fprintf(stderr,
           "pystrobe: lost %llu samples (ring buffer full), %llu malformed records, "
           "%llu process events; stack reads failed: %llu kernel, %llu user\n",

@@ -25,6 +25,7 @@ class Recorder {
   void HandleRecord(std::span<const uint8_t> record);
 
   ProcessTable& processes() { return processes_; }
+  const ProcessTable& processes() const { return processes_; }
   const StackAggregator& stacks() const { return stacks_; }
   uint64_t samples() const { return stacks_.total(); }
   uint64_t malformed_records() const { return malformed_records_; }

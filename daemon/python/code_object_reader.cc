@@ -1,0 +1,222 @@
+#include "daemon/python/code_object_reader.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace pystrobe {
+namespace {
+
+void AppendUtf8(uint32_t code_point, std::string& out) {
+  // Lone surrogates are legal in a Python str but not in UTF-8.
+  if (code_point >= 0xd800 && code_point <= 0xdfff) code_point = 0xfffd;
+  if (code_point < 0x80) {
+    out.push_back(static_cast<char>(code_point));
+  } else if (code_point < 0x800) {
+    out.push_back(static_cast<char>(0xc0 | (code_point >> 6)));
+    out.push_back(static_cast<char>(0x80 | (code_point & 0x3f)));
+  } else if (code_point < 0x10000) {
+    out.push_back(static_cast<char>(0xe0 | (code_point >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (code_point & 0x3f)));
+  } else {
+    out.push_back(static_cast<char>(0xf0 | (code_point >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((code_point >> 12) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | (code_point & 0x3f)));
+  }
+}
+
+template <typename T>
+T Load(const uint8_t* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
+                                                         std::string_view what) const {
+  const PythonLayout& layout = interpreter_.layout;
+  if (address == 0) return absl::DataLossError(absl::StrCat(std::string(what), " is NULL"));
+  uint8_t header[128];
+  const size_t header_size = layout.unicode_state + 4;
+  if (header_size > sizeof(header)) return absl::InternalError("unicode layout too large");
+  if (absl::Status status = memory_.Read(address, header, header_size); !status.ok()) {
+    return status;
+  }
+  if (Load<uint64_t>(header + layout.abi.object_type) != interpreter_.unicode_type_address) {
+    return absl::DataLossError(absl::StrFormat("%s at 0x%x is not a str", what, address));
+  }
+  const int64_t length = Load<int64_t>(header + layout.unicode_length);
+  const uint32_t state = Load<uint32_t>(header + layout.unicode_state);
+  const uint32_t kind = (state >> layout.unicode_kind_shift) & 7;
+  const bool compact = (state >> layout.unicode_compact_shift) & 1;
+  const bool ascii = (state >> layout.unicode_ascii_shift) & 1;
+  if (length < 0 || static_cast<uint64_t>(length) > kMaxNameBytes) {
+    return absl::DataLossError(
+        absl::StrFormat("%s at 0x%x has implausible length %d", what, address, length));
+  }
+  if (!compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1)) {
+    return absl::DataLossError(
+        absl::StrFormat("%s at 0x%x has an unexpected str state 0x%x", what, address, state));
+  }
+  const uint64_t data = address + (ascii ? layout.unicode_ascii_data : layout.unicode_compact_data);
+  std::vector<uint8_t> raw(static_cast<size_t>(length) * kind);
+  if (absl::Status status = memory_.Read(data, raw.data(), raw.size()); !status.ok()) {
+    return status;
+  }
+  std::string out;
+  out.reserve(raw.size());
+  for (int64_t i = 0; i < length; ++i) {
+    uint32_t code_point = 0;
+    switch (kind) {
+      case 1:
+        code_point = raw[i];
+        break;
+      case 2:
+        code_point = Load<uint16_t>(&raw[i * 2]);
+        break;
+      default:
+        code_point = Load<uint32_t>(&raw[i * 4]);
+        break;
+    }
+    if ((ascii && code_point >= 0x80) || code_point > 0x10ffff) {
+      return absl::DataLossError(
+          absl::StrFormat("%s at 0x%x holds an invalid character 0x%x", what, address, code_point));
+    }
+    AppendUtf8(code_point, out);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<uint8_t>> CodeObjectReader::ReadBytes(uint64_t address,
+                                                                 size_t max_size,
+                                                                 std::string_view what) const {
+  const pystrobe_python_offsets& o = interpreter_.layout.abi;
+  if (address == 0) return absl::DataLossError(absl::StrCat(std::string(what), " is NULL"));
+  uint8_t header[32];
+  if (absl::Status status = memory_.Read(address, header, o.var_object_size + 8); !status.ok()) {
+    return status;
+  }
+  if (Load<uint64_t>(header + o.object_type) != interpreter_.bytes_type_address) {
+    return absl::DataLossError(absl::StrFormat("%s at 0x%x is not bytes", what, address));
+  }
+  const int64_t size = Load<int64_t>(header + o.var_object_size);
+  if (size < 0 || static_cast<uint64_t>(size) > max_size) {
+    return absl::DataLossError(
+        absl::StrFormat("%s at 0x%x has implausible size %d", what, address, size));
+  }
+  std::vector<uint8_t> data(static_cast<size_t>(size));
+  if (absl::Status status = memory_.Read(address + o.bytes_data, data.data(), data.size());
+      !status.ok()) {
+    return status;
+  }
+  return data;
+}
+
+absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFromMemory(
+    uint64_t address) const {
+  const pystrobe_python_offsets& o = interpreter_.layout.abi;
+  if (address == 0) return absl::DataLossError("code object address is NULL");
+  // Every field we need lies below co_code_adaptive / co_linetable + 8.
+  uint8_t header[256];
+  uint32_t header_size = o.code_linetable + 8;
+  for (uint32_t field : {o.code_filename, o.code_name, o.code_qualname, o.code_code}) {
+    if (field != PYSTROBE_PY_OFFSET_NONE) header_size = std::max(header_size, field + 8);
+  }
+  if (header_size > sizeof(header)) return absl::InternalError("code object layout too large");
+  if (absl::Status status = memory_.Read(address, header, header_size); !status.ok()) {
+    return status;
+  }
+  if (Load<uint64_t>(header + o.object_type) != interpreter_.code_type_address) {
+    return absl::DataLossError(absl::StrFormat("0x%x is not a code object", address));
+  }
+  auto code = std::make_shared<PythonCodeObject>();
+  code->address = address;
+  const uint64_t filename = Load<uint64_t>(header + o.code_filename);
+  const uint64_t name = Load<uint64_t>(header + o.code_name);
+  code->first_line = Load<int32_t>(header + o.code_firstlineno);
+  code->stamp =
+      pystrobe_python_code_stamp(filename, name, static_cast<uint32_t>(code->first_line));
+  if (code->first_line < 0) {
+    return absl::DataLossError(
+        absl::StrFormat("code object 0x%x has a negative first line", address));
+  }
+  const uint64_t display_name = o.code_qualname != PYSTROBE_PY_OFFSET_NONE
+                                    ? Load<uint64_t>(header + o.code_qualname)
+                                    : name;
+  absl::StatusOr<std::string> name_text = ReadString(display_name, "co_qualname/co_name");
+  if (!name_text.ok()) return name_text.status();
+  code->name = std::move(*name_text);
+  absl::StatusOr<std::string> filename_text = ReadString(filename, "co_filename");
+  if (!filename_text.ok()) return filename_text.status();
+  code->filename = std::move(*filename_text);
+  absl::StatusOr<std::vector<uint8_t>> table =
+      ReadBytes(Load<uint64_t>(header + o.code_linetable), kMaxLineTableBytes, "line table");
+  if (!table.ok()) return table.status();
+  code->line_table_bytes = std::move(*table);
+  code->line_table = LineTable::Decode(LineTableFormatFor(interpreter_.version),
+                                       code->line_table_bytes, code->first_line);
+  // The bytecode's length bounds the offsets the walker may send.
+  int64_t code_bytes = 0;
+  if (o.code_code != PYSTROBE_PY_OFFSET_NONE) {
+    const uint64_t bytecode = Load<uint64_t>(header + o.code_code);
+    absl::StatusOr<int64_t> size = memory_.ReadValue<int64_t>(bytecode + o.var_object_size);
+    if (!size.ok()) return size.status();
+    code_bytes = *size;
+  } else {
+    code_bytes = 2 * Load<int64_t>(header + o.var_object_size);  // Py_SIZE: code units
+  }
+  if (code_bytes < 0 || code_bytes > static_cast<int64_t>(kMaxLineTableBytes) * 64) {
+    return absl::DataLossError(
+        absl::StrFormat("code object 0x%x has implausible bytecode size %d", address, code_bytes));
+  }
+  code->code_bytes = static_cast<uint32_t>(code_bytes);
+  return code;
+}
+
+absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadCurrent(
+    uint64_t address) {
+  absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code = ReadFromMemory(address);
+  if (!code.ok()) {
+    cache_.erase(address);
+    return code.status();
+  }
+  if (cache_.size() >= kMaxCachedObjects) cache_.clear();
+  cache_[address] = *code;
+  return code;
+}
+
+absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::Read(uint64_t address,
+                                                                               uint64_t stamp) {
+  if (auto it = cache_.find(address); it != cache_.end() && it->second->stamp == stamp) {
+    return it->second;
+  }
+  absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code = ReadCurrent(address);
+  if (!code.ok()) return code.status();
+  if ((*code)->stamp != stamp) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "code object at 0x%x was replaced since it was sampled (stamp mismatch)", address));
+  }
+  return code;
+}
+
+absl::StatusOr<PythonFrameSymbol> CodeObjectReader::Symbolize(uint64_t address, uint64_t stamp,
+                                                              int32_t instr_offset) {
+  absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code = Read(address, stamp);
+  if (!code.ok()) return code.status();
+  if (instr_offset >= 0 && static_cast<uint32_t>(instr_offset) >= (*code)->code_bytes) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "instruction offset %d beyond the %u bytes of code object 0x%x (%s)", instr_offset,
+        (*code)->code_bytes, address, (*code)->name));
+  }
+  return PythonFrameSymbol{(*code)->name, (*code)->filename,
+                           (*code)->line_table.LineForOffset(instr_offset)};
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,152 @@
+#include "daemon/python/elf_file.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pystrobe {
+namespace {
+
+// A NUL-terminated string inside `table`, or empty when it runs off the end.
+absl::string_view StringAt(absl::Span<const uint8_t> table, uint64_t offset) {
+  if (offset >= table.size()) return {};
+  const char* start = reinterpret_cast<const char*>(table.data() + offset);
+  const void* end = std::memchr(start, '\0', table.size() - offset);
+  if (end == nullptr) return {};
+  return absl::string_view(start, static_cast<const char*>(end) - start);
+}
+
+}  // namespace
+
+absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not an ELF file (too small)"));
+  }
+  void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat("mmap ", path, ": ", std::strerror(errno)));
+  }
+  ElfFile file(static_cast<const uint8_t*>(map), static_cast<size_t>(st.st_size));
+  if (absl::Status status = file.Parse(); !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
+  }
+  return file;
+}
+
+ElfFile::ElfFile(ElfFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      load_segments_(std::move(other.load_segments_)),
+      sections_(std::move(other.sections_)) {}
+
+ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    load_segments_ = std::move(other.load_segments_);
+    sections_ = std::move(other.sections_);
+  }
+  return *this;
+}
+
+ElfFile::~ElfFile() {
+  if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+absl::Span<const uint8_t> ElfFile::Bytes(uint64_t offset, uint64_t count,
+                                         uint64_t item_size) const {
+  if (item_size != 0 && count > size_ / item_size) return {};
+  const uint64_t length = count * item_size;
+  if (offset > size_ || length > size_ - offset) return {};
+  return absl::Span<const uint8_t>(data_ + offset, length);
+}
+
+absl::Status ElfFile::Parse() {
+  Elf64_Ehdr header;
+  std::memcpy(&header, data_, sizeof(header));
+  if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0) {
+    return absl::InvalidArgumentError("not an ELF file");
+  }
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB) {
+    return absl::UnimplementedError("only 64-bit little-endian ELF is supported");
+  }
+  if (header.e_phentsize == sizeof(Elf64_Phdr)) {
+    absl::Span<const uint8_t> phdrs = Bytes(header.e_phoff, header.e_phnum, sizeof(Elf64_Phdr));
+    for (size_t i = 0; i * sizeof(Elf64_Phdr) < phdrs.size(); ++i) {
+      Elf64_Phdr ph;
+      std::memcpy(&ph, phdrs.data() + i * sizeof(ph), sizeof(ph));
+      if (ph.p_type == PT_LOAD) {
+        load_segments_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz});
+      }
+    }
+  }
+  if (header.e_shentsize != sizeof(Elf64_Shdr)) return absl::OkStatus();
+  absl::Span<const uint8_t> shdrs = Bytes(header.e_shoff, header.e_shnum, sizeof(Elf64_Shdr));
+  std::vector<Elf64_Shdr> raw(shdrs.size() / sizeof(Elf64_Shdr));
+  if (!raw.empty()) std::memcpy(raw.data(), shdrs.data(), shdrs.size());
+  absl::Span<const uint8_t> names;
+  if (header.e_shstrndx < raw.size()) {
+    const Elf64_Shdr& strtab = raw[header.e_shstrndx];
+    names = Bytes(strtab.sh_offset, strtab.sh_size, 1);
+  }
+  for (const Elf64_Shdr& sh : raw) {
+    sections_.push_back({std::string(StringAt(names, sh.sh_name)), sh.sh_type, sh.sh_link,
+                         sh.sh_offset, sh.sh_type == SHT_NOBITS ? 0 : sh.sh_size,
+                         sh.sh_entsize});
+  }
+  return absl::OkStatus();
+}
+
+absl::flat_hash_map<std::string, ElfSymbol> ElfFile::FindSymbols(
+    absl::Span<const absl::string_view> names) const {
+  absl::flat_hash_set<absl::string_view> wanted(names.begin(), names.end());
+  absl::flat_hash_map<std::string, ElfSymbol> found;
+  for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
+    for (const SectionInfo& section : sections_) {
+      if (section.type != type || section.entry_size != sizeof(Elf64_Sym) ||
+          section.link >= sections_.size()) {
+        continue;
+      }
+      const SectionInfo& strings = sections_[section.link];
+      absl::Span<const uint8_t> string_table = Bytes(strings.offset, strings.size, 1);
+      absl::Span<const uint8_t> symbols =
+          Bytes(section.offset, section.size / sizeof(Elf64_Sym), sizeof(Elf64_Sym));
+      for (size_t i = 0; i * sizeof(Elf64_Sym) < symbols.size(); ++i) {
+        Elf64_Sym sym;
+        std::memcpy(&sym, symbols.data() + i * sizeof(sym), sizeof(sym));
+        if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+        absl::string_view name = StringAt(string_table, sym.st_name);
+        if (!wanted.contains(name)) continue;
+        found.try_emplace(std::string(name), ElfSymbol{sym.st_value, sym.st_size});
+      }
+    }
+  }
+  return found;
+}
+
+absl::Span<const uint8_t> ElfFile::Section(absl::string_view name) const {
+  for (const SectionInfo& section : sections_) {
+    if (section.name == name) return Bytes(section.offset, section.size, 1);
+  }
+  return {};
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,294 @@
+#include "daemon/python/interpreter_finder.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "daemon/python/elf_file.h"
+#include "daemon/python/process_memory.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr uint64_t kPageMask = ~uint64_t{0xfff};
+
+constexpr absl::string_view kRuntimeSymbol = "_PyRuntime";
+constexpr absl::string_view kVersionSymbol = "Py_Version";
+constexpr absl::string_view kCodeTypeSymbol = "PyCode_Type";
+constexpr absl::string_view kUnicodeTypeSymbol = "PyUnicode_Type";
+constexpr absl::string_view kBytesTypeSymbol = "PyBytes_Type";
+
+absl::string_view BaseName(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// A binary worth opening: the executable itself, or a library named libpython*.
+bool IsCandidate(absl::string_view path, absl::string_view exe) {
+  if (path.empty() || path.front() != '/') return false;
+  return path == exe || absl::StartsWith(BaseName(path), "libpython");
+}
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("read ", path, ": ", std::strerror(errno)));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Opens the binary as the target sees it: through its root (containers), then
+// through map_files (deleted or replaced files).
+absl::StatusOr<ElfFile> OpenTargetBinary(pid_t pid, const MemoryMapping& mapping) {
+  absl::StatusOr<ElfFile> file = ElfFile::Open(absl::StrCat("/proc/", pid, "/root", mapping.path));
+  if (file.ok()) return file;
+  absl::StatusOr<ElfFile> mapped = ElfFile::Open(
+      absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end));
+  if (mapped.ok()) return mapped;
+  return file.status();
+}
+
+// Load bias of `path` from the mapping of its first loadable segment.
+std::optional<uint64_t> LoadBias(const std::vector<MemoryMapping>& maps, absl::string_view path,
+                                 const ElfFile& elf) {
+  for (const MemoryMapping& mapping : maps) {
+    if (mapping.path != path) continue;
+    for (const ElfLoadSegment& segment : elf.load_segments()) {
+      if ((segment.offset & kPageMask) == mapping.offset) {
+        return mapping.start - (segment.vaddr & kPageMask);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// Finds PY_VERSION ("3.9.18") in read-only data: a NUL-delimited string
+// "3.<minor>.<micro>" with an optional release suffix ("3.10.0rc1", "3.9.18+").
+// With minor < 0 any minor from 8 to 13 is accepted, but only one may appear.
+std::optional<PythonVersion> ScanVersionString(absl::Span<const uint8_t> rodata, int minor) {
+  std::optional<PythonVersion> found;
+  absl::flat_hash_set<int> minors;
+  const absl::string_view data(reinterpret_cast<const char*>(rodata.data()), rodata.size());
+  for (size_t at = data.find("\0003.", 0, 3); at != absl::string_view::npos;
+       at = data.find("\0003.", at + 1, 3)) {
+    const size_t end = data.find('\0', at + 1);
+    if (end == absl::string_view::npos || end - at > 16) continue;
+    absl::string_view text = data.substr(at + 1, end - at - 1);
+    std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
+    if (parts.size() != 3) continue;
+    int parsed_minor = 0;
+    if (!absl::SimpleAtoi(parts[1], &parsed_minor)) continue;
+    size_t digits = 0;
+    while (digits < parts[2].size() && std::isdigit(static_cast<unsigned char>(parts[2][digits]))) {
+      ++digits;
+    }
+    int micro = 0;
+    if (digits == 0 || !absl::SimpleAtoi(parts[2].substr(0, digits), &micro)) continue;
+    absl::string_view suffix = parts[2].substr(digits);
+    if (!suffix.empty() && suffix != "+" && !absl::StartsWith(suffix, "a") && !absl::StartsWith(suffix, "b") &&
+        !absl::StartsWith(suffix, "rc")) {
+      continue;
+    }
+    if (minor >= 0 ? parsed_minor != minor : (parsed_minor < 8 || parsed_minor > 13)) continue;
+    minors.insert(parsed_minor);
+    if (!found) found = PythonVersion{3, parsed_minor, micro};
+  }
+  if (minors.size() > 1) return std::nullopt;
+  return found;
+}
+
+absl::Status WithContext(const absl::Status& status, absl::string_view context) {
+  return absl::Status(status.code(), absl::StrCat(std::string(context), ": ", status.message()));
+}
+
+}  // namespace
+
+pystrobe_python_process PythonInterpreter::ToBpf() const {
+  pystrobe_python_process process = {};
+  process.runtime_addr = runtime_address;
+  process.code_type_addr = code_type_address;
+  process.offsets = layout.abi;
+  return process;
+}
+
+std::vector<MemoryMapping> ParseProcMaps(absl::string_view text) {
+  std::vector<MemoryMapping> maps;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    // start-end perms offset dev inode [path]
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::MaxSplits(' ', 5), absl::SkipEmpty());
+    if (fields.size() < 5) continue;
+    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(fields[0], '-');
+    MemoryMapping mapping;
+    if (!absl::SimpleHexAtoi(range.first, &mapping.start) ||
+        !absl::SimpleHexAtoi(range.second, &mapping.end) ||
+        !absl::SimpleHexAtoi(fields[2], &mapping.offset)) {
+      continue;
+    }
+    mapping.perms = std::string(fields[1]);
+    if (fields.size() == 6) {
+      mapping.path = std::string(absl::StripLeadingAsciiWhitespace(fields[5]));
+    }
+    maps.push_back(std::move(mapping));
+  }
+  return maps;
+}
+
+PythonVersion PythonVersionFromFileName(absl::string_view path) {
+  absl::string_view name = BaseName(path);
+  for (size_t at = name.find("python"); at != absl::string_view::npos;
+       at = name.find("python", at + 1)) {
+    absl::string_view rest = name.substr(at + 6);
+    if (rest.size() < 3 || !std::isdigit(static_cast<unsigned char>(rest[0])) || rest[1] != '.') {
+      continue;
+    }
+    size_t digits = 2;
+    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) {
+      ++digits;
+    }
+    int minor = 0;
+    if (digits == 2 || !absl::SimpleAtoi(rest.substr(2, digits - 2), &minor)) continue;
+    return PythonVersion{rest[0] - '0', minor, -1};
+  }
+  return PythonVersion{};
+}
+
+absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
+  absl::StatusOr<std::string> maps_text = ReadTextFile(absl::StrCat("/proc/", pid, "/maps"));
+  if (!maps_text.ok()) {
+    return absl::NotFoundError(absl::StrCat("process ", pid, " exited (no /proc/", pid, "/maps)"));
+  }
+  const std::vector<MemoryMapping> maps = ParseProcMaps(*maps_text);
+  char exe_buffer[4096];
+  const ssize_t exe_length =
+      readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), exe_buffer, sizeof(exe_buffer) - 1);
+  const std::string exe = exe_length > 0 ? std::string(exe_buffer, exe_length) : std::string();
+
+  PythonInterpreter interpreter;
+  interpreter.pid = pid;
+  std::optional<ElfFile> elf;
+  absl::flat_hash_map<std::string, ElfSymbol> symbols;
+  PythonVersion unsupported_hint;  // a python-named binary without _PyRuntime (2.7, 3.6)
+  std::string unsupported_path;
+  absl::Status last_open_error = absl::OkStatus();
+  absl::flat_hash_set<std::string> seen;
+  for (const MemoryMapping& mapping : maps) {
+    if (!IsCandidate(mapping.path, exe) || !seen.insert(mapping.path).second) continue;
+    absl::StatusOr<ElfFile> file = OpenTargetBinary(pid, mapping);
+    if (!file.ok()) {
+      last_open_error = file.status();
+      continue;
+    }
+    static constexpr absl::string_view kWanted[] = {kRuntimeSymbol, kVersionSymbol, kCodeTypeSymbol,
+                                                   kUnicodeTypeSymbol, kBytesTypeSymbol};
+    absl::flat_hash_map<std::string, ElfSymbol> found = file->FindSymbols(kWanted);
+    if (found.contains(kRuntimeSymbol)) {
+      interpreter.binary_path = mapping.path;
+      elf = std::move(*file);
+      symbols = std::move(found);
+      break;
+    }
+    const PythonVersion hint = PythonVersionFromFileName(mapping.path);
+    if (hint.major != 0 && found.contains(kCodeTypeSymbol)) {
+      unsupported_hint = hint;
+      unsupported_path = mapping.path;
+    }
+  }
+  if (!elf) {
+    if (unsupported_hint.major != 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          "process ", pid, " runs CPython ", unsupported_hint.ToString(), " (", unsupported_path,
+          "), which pystrobe does not support (3.8 to 3.13 are)"));
+    }
+    if (!last_open_error.ok() && absl::IsPermissionDenied(last_open_error)) {
+      return WithContext(last_open_error, absl::StrCat("process ", pid));
+    }
+    return absl::NotFoundError(absl::StrCat("process ", pid, " runs no CPython"));
+  }
+
+  const std::optional<uint64_t> bias = LoadBias(maps, interpreter.binary_path, *elf);
+  if (!bias) {
+    return absl::NotFoundError(absl::StrCat("process ", pid, ": cannot find the load address of ",
+                                            interpreter.binary_path));
+  }
+  interpreter.load_bias = *bias;
+  auto address_of = [&](absl::string_view name) -> uint64_t {
+    auto it = symbols.find(name);
+    return it == symbols.end() ? 0 : it->second.value + *bias;
+  };
+  interpreter.runtime_address = address_of(kRuntimeSymbol);
+  interpreter.code_type_address = address_of(kCodeTypeSymbol);
+  interpreter.unicode_type_address = address_of(kUnicodeTypeSymbol);
+  interpreter.bytes_type_address = address_of(kBytesTypeSymbol);
+
+  // The version: the interpreter's own _Py_DebugOffsets (3.13+), Py_Version
+  // (3.11+), then PY_VERSION in .rodata and the file name.
+  const std::string context =
+      absl::StrCat("process ", pid, " (", interpreter.binary_path, ")");
+  RemoteProcessMemory memory(pid);
+  uint8_t head[16];
+  if (absl::Status status = memory.Read(interpreter.runtime_address, head, sizeof(head));
+      !status.ok()) {
+    return WithContext(status, absl::StrCat(context, ": reading _PyRuntime"));
+  }
+  const PythonVersion name_version = PythonVersionFromFileName(interpreter.binary_path);
+  absl::StatusOr<uint64_t> debug_version = PythonDebugOffsetsVersion(head);
+  if (debug_version.ok()) {
+    interpreter.version = PythonVersionFromHex(*debug_version);
+  } else if (const uint64_t version_address = address_of(kVersionSymbol); version_address != 0) {
+    absl::StatusOr<uint32_t> hex = memory.ReadValue<uint32_t>(version_address);
+    if (!hex.ok()) return WithContext(hex.status(), absl::StrCat(context, ": reading Py_Version"));
+    interpreter.version = PythonVersionFromHex(*hex);
+  } else if (std::optional<PythonVersion> scanned = ScanVersionString(
+                 elf->Section(".rodata"), name_version.major == 3 ? name_version.minor : -1)) {
+    interpreter.version = *scanned;
+  } else if (name_version.major != 0) {
+    interpreter.version = name_version;
+  } else {
+    return absl::NotFoundError(absl::StrCat(context, ": has _PyRuntime but no version to be found"));
+  }
+  if (!IsSupportedPythonVersion(interpreter.version)) {
+    return absl::UnimplementedError(absl::StrCat("process ", pid, " runs CPython ",
+                                                 interpreter.version.ToString(), " (",
+                                                 interpreter.binary_path,
+                                                 "), which pystrobe does not support (3.8 to 3.13 are)"));
+  }
+  if (interpreter.code_type_address == 0 || interpreter.unicode_type_address == 0 ||
+      interpreter.bytes_type_address == 0) {
+    return absl::NotFoundError(
+        absl::StrCat(context, ": PyCode_Type, PyUnicode_Type or PyBytes_Type not in its symbols"));
+  }
+
+  if (debug_version.ok()) {
+    std::vector<uint8_t> blob(kPythonDebugOffsets313Size);
+    if (absl::Status status = memory.Read(interpreter.runtime_address, blob.data(), blob.size());
+        !status.ok()) {
+      return WithContext(status, absl::StrCat(context, ": reading _Py_DebugOffsets"));
+    }
+    absl::StatusOr<PythonLayout> layout = PythonLayoutFromDebugOffsets(blob);
+    if (!layout.ok()) return WithContext(layout.status(), context);
+    interpreter.layout = *layout;
+    interpreter.layout_from_debug_offsets = true;
+  } else {
+    absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion(interpreter.version);
+    if (!layout.ok()) return WithContext(layout.status(), context);
+    interpreter.layout = *layout;
+  }
+  return interpreter;
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,303 @@
+#include "daemon/python/python_offsets.h"
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr uint32_t kNone = PYSTROBE_PY_OFFSET_NONE;
+
+// One column of the offsets table: the values print_offsets.c prints for a
+// version, in the order of PythonLayoutFields.
+struct LayoutRow {
+  int minor;
+  uint32_t runtime_interpreters_head, runtime_gil, interp_gil_ptr, gil_last_holder, gil_locked,
+      interp_next, interp_tstate_head, tstate_next, tstate_thread_id, tstate_native_thread_id,
+      tstate_frame, cframe_current_frame, frame_previous, frame_code, frame_instr, frame_owner,
+      frame_owner_cstack, code_filename, code_name, code_qualname, code_firstlineno,
+      code_linetable, code_code, code_code_adaptive, unicode_ascii_data, unicode_compact_data;
+};
+
+// x86_64, generated from each version's headers (3.8.18, 3.9.18, 3.10.13,
+// 3.11.7, 3.12.1, 3.13.0) and checked by python_offsets_test.
+constexpr LayoutRow kRows[] = {
+    // clang-format off
+    //  minor rt_head rt_gil  i_gil  last  lock i_next i_tsh ts_nx  ts_tid ts_ntid ts_fr  cf_cur f_prev f_code f_instr f_own  cstack co_fn co_nm co_qn  co_fl co_lt co_cd  co_ad  u_asc u_cmp
+    {8,    32,   1152,  kNone, 8,    16,  0,     8,    8,    176,   kNone,  24,    kNone, 24,    32,    104,    kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 48,   72},
+    {9,    32,   352,   kNone, 8,    16,  0,     8,    8,    176,   kNone,  24,    kNone, 24,    32,    104,    kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 48,   72},
+    {10,   32,   352,   kNone, 8,    16,  0,     8,    8,    176,   kNone,  24,    kNone, 24,    32,    96,     kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 48,   72},
+    {11,   40,   360,   kNone, 8,    16,  0,     16,   8,    152,   160,    56,    8,     48,    32,    56,     69,    0xff,  112,  120,  128,   72,   136,  kNone, 184,   48,   72},
+    {12,   40,   kNone, 384,   8,    16,  0,     72,   8,    136,   144,    56,    0,     8,     0,     56,     70,    3,     112,  120,  128,   68,   136,  kNone, 192,   40,   56},
+    {13,   632,  kNone, 16,    8,    16,  7264,  7344, 8,    152,   160,    72,    kNone, 8,     0,     56,     70,    3,     112,  120,  128,   68,   136,  kNone, 200,   40,   56},
+    // clang-format on
+};
+
+uint8_t FrameModelFor(int minor) {
+  if (minor <= 9) return PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES;
+  if (minor == 10) return PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS;
+  if (minor <= 12) return PYSTROBE_PY_FRAMES_CFRAME;
+  return PYSTROBE_PY_FRAMES_CURRENT_FRAME;
+}
+
+PythonLayout LayoutFromRow(const LayoutRow& row) {
+  PythonLayout layout;
+  pystrobe_python_offsets& o = layout.abi;
+  o.major = 3;
+  o.minor = static_cast<uint8_t>(row.minor);
+  o.frame_model = FrameModelFor(row.minor);
+  o.frame_owner_cstack = static_cast<uint8_t>(row.frame_owner_cstack);
+  o.runtime_interpreters_head = row.runtime_interpreters_head;
+  o.runtime_gil = row.runtime_gil;
+  o.interp_next = row.interp_next;
+  o.interp_tstate_head = row.interp_tstate_head;
+  o.interp_gil_ptr = row.interp_gil_ptr;
+  o.gil_last_holder = row.gil_last_holder;
+  o.gil_locked = row.gil_locked;
+  o.tstate_next = row.tstate_next;
+  o.tstate_thread_id = row.tstate_thread_id;
+  o.tstate_native_thread_id = row.tstate_native_thread_id;
+  o.tstate_frame = row.tstate_frame;
+  o.cframe_current_frame = row.cframe_current_frame;
+  o.frame_previous = row.frame_previous;
+  o.frame_code = row.frame_code;
+  o.frame_instr = row.frame_instr;
+  o.frame_owner = row.frame_owner;
+  o.code_filename = row.code_filename;
+  o.code_name = row.code_name;
+  o.code_qualname = row.code_qualname;
+  o.code_firstlineno = row.code_firstlineno;
+  o.code_linetable = row.code_linetable;
+  o.code_code = row.code_code;
+  o.code_code_adaptive = row.code_code_adaptive;
+  o.object_type = 8;
+  o.var_object_size = 16;
+  o.bytes_data = 32;
+  layout.unicode_length = 16;
+  layout.unicode_state = 32;
+  layout.unicode_ascii_data = row.unicode_ascii_data;
+  layout.unicode_compact_data = row.unicode_compact_data;
+  layout.unicode_kind_shift = 2;
+  layout.unicode_compact_shift = 5;
+  layout.unicode_ascii_shift = 6;
+  return layout;
+}
+
+// _Py_DebugOffsets as 3.13 lays it out (Include/internal/pycore_runtime.h).
+struct DebugOffsets313 {
+  char cookie[8];
+  uint64_t version;
+  uint64_t free_threaded;
+  struct {
+    uint64_t size, finalizing, interpreters_head;
+  } runtime_state;
+  struct {
+    uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
+        gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
+        gil_runtime_state_holder;
+  } interpreter_state;
+  struct {
+    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+        datastack_chunk, status;
+  } thread_state;
+  struct {
+    uint64_t size, previous, executable, instr_ptr, localsplus, owner;
+  } interpreter_frame;
+  struct {
+    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
+        localspluskinds, co_code_adaptive;
+  } code_object;
+  struct {
+    uint64_t size, ob_type;
+  } pyobject;
+  struct {
+    uint64_t size, tp_name, tp_repr, tp_flags;
+  } type_object;
+  struct {
+    uint64_t size, ob_item, ob_size;
+  } tuple_object, list_object;
+  struct {
+    uint64_t size, ma_keys, ma_values;
+  } dict_object;
+  struct {
+    uint64_t size, ob_fval;
+  } float_object;
+  struct {
+    uint64_t size, lv_tag, ob_digit;
+  } long_object;
+  struct {
+    uint64_t size, ob_size, ob_sval;
+  } bytes_object;
+  struct {
+    uint64_t size, state, length, asciiobject_size;
+  } unicode_object;
+  struct {
+    uint64_t size, collecting;
+  } gc;
+};
+static_assert(sizeof(DebugOffsets313) == kPythonDebugOffsets313Size);
+
+// Offsets inside the structures we read stay far below 64 KiB; anything
+// larger means the blob is not what we think it is.
+absl::StatusOr<uint32_t> SmallOffset(uint64_t value, std::string_view name) {
+  if (value >= (1u << 16)) {
+    return absl::DataLossError(
+        absl::StrCat("_Py_DebugOffsets: implausible offset ", value, " for ", std::string(name)));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+}  // namespace
+
+std::string PythonVersion::ToString() const {
+  if (micro < 0) return absl::StrCat(major, ".", minor);
+  return absl::StrCat(major, ".", minor, ".", micro);
+}
+
+PythonVersion PythonVersionFromHex(uint64_t hex) {
+  return PythonVersion{static_cast<int>((hex >> 24) & 0xff), static_cast<int>((hex >> 16) & 0xff),
+                       static_cast<int>((hex >> 8) & 0xff)};
+}
+
+bool IsSupportedPythonVersion(const PythonVersion& version) {
+  return version.major == 3 && version.minor >= 8 && version.minor <= 13;
+}
+
+absl::StatusOr<PythonLayout> PythonLayoutForVersion(const PythonVersion& version) {
+  if (IsSupportedPythonVersion(version)) {
+    for (const LayoutRow& row : kRows) {
+      if (row.minor == version.minor) return LayoutFromRow(row);
+    }
+  }
+  return absl::UnimplementedError(absl::StrCat("CPython ", version.ToString(),
+                                               " is not supported (pystrobe supports 3.8 to 3.13)"));
+}
+
+absl::StatusOr<uint64_t> PythonDebugOffsetsVersion(absl::Span<const uint8_t> debug_offsets) {
+  if (debug_offsets.size() < 16 ||
+      std::memcmp(debug_offsets.data(), kPythonDebugOffsetsCookie.data(), 8) != 0) {
+    return absl::NotFoundError("no _Py_DebugOffsets cookie at the start of _PyRuntime");
+  }
+  uint64_t version;
+  std::memcpy(&version, debug_offsets.data() + 8, sizeof(version));
+  return version;
+}
+
+absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8_t> debug_offsets) {
+  absl::StatusOr<uint64_t> hex = PythonDebugOffsetsVersion(debug_offsets);
+  if (!hex.ok()) return hex.status();
+  const PythonVersion version = PythonVersionFromHex(*hex);
+  if (version.major != 3 || version.minor != 13) {
+    return absl::UnimplementedError(absl::StrCat("_Py_DebugOffsets of CPython ",
+                                                 version.ToString(),
+                                                 ": only the 3.13 layout is understood"));
+  }
+  if (debug_offsets.size() < sizeof(DebugOffsets313)) {
+    return absl::DataLossError("_Py_DebugOffsets truncated");
+  }
+  DebugOffsets313 d;
+  std::memcpy(&d, debug_offsets.data(), sizeof(d));
+  if (d.free_threaded != 0) {
+    return absl::UnimplementedError(absl::StrCat("CPython ", version.ToString(),
+                                                 " free-threaded build is not supported"));
+  }
+  absl::StatusOr<PythonLayout> base = PythonLayoutForVersion(version);
+  if (!base.ok()) return base.status();
+  PythonLayout layout = *base;
+  pystrobe_python_offsets& o = layout.abi;
+  struct Field {
+    uint32_t* target;
+    uint64_t value;
+    std::string_view name;
+  };
+  // The GIL lives inline in the interpreter (_gil); ceval.gil points at it.
+  if (d.interpreter_state.gil_runtime_state_holder < d.interpreter_state.gil_runtime_state ||
+      d.interpreter_state.gil_runtime_state_locked < d.interpreter_state.gil_runtime_state) {
+    return absl::DataLossError("_Py_DebugOffsets: GIL fields outside the GIL state");
+  }
+  const Field fields[] = {
+      {&o.runtime_interpreters_head, d.runtime_state.interpreters_head, "interpreters_head"},
+      {&o.interp_next, d.interpreter_state.next, "interpreter_state.next"},
+      {&o.interp_tstate_head, d.interpreter_state.threads_head, "threads_head"},
+      {&o.interp_gil_ptr, d.interpreter_state.ceval_gil, "ceval_gil"},
+      {&o.gil_last_holder,
+       d.interpreter_state.gil_runtime_state_holder - d.interpreter_state.gil_runtime_state,
+       "gil_runtime_state_holder"},
+      {&o.gil_locked,
+       d.interpreter_state.gil_runtime_state_locked - d.interpreter_state.gil_runtime_state,
+       "gil_runtime_state_locked"},
+      {&o.tstate_next, d.thread_state.next, "thread_state.next"},
+      {&o.tstate_thread_id, d.thread_state.thread_id, "thread_id"},
+      {&o.tstate_native_thread_id, d.thread_state.native_thread_id, "native_thread_id"},
+      {&o.tstate_frame, d.thread_state.current_frame, "current_frame"},
+      {&o.frame_previous, d.interpreter_frame.previous, "previous"},
+      {&o.frame_code, d.interpreter_frame.executable, "executable"},
+      {&o.frame_instr, d.interpreter_frame.instr_ptr, "instr_ptr"},
+      {&o.frame_owner, d.interpreter_frame.owner, "owner"},
+      {&o.code_filename, d.code_object.filename, "filename"},
+      {&o.code_name, d.code_object.name, "name"},
+      {&o.code_qualname, d.code_object.qualname, "qualname"},
+      {&o.code_firstlineno, d.code_object.firstlineno, "firstlineno"},
+      {&o.code_linetable, d.code_object.linetable, "linetable"},
+      {&o.code_code_adaptive, d.code_object.co_code_adaptive, "co_code_adaptive"},
+      {&o.object_type, d.pyobject.ob_type, "ob_type"},
+      {&o.var_object_size, d.bytes_object.ob_size, "bytes ob_size"},
+      {&o.bytes_data, d.bytes_object.ob_sval, "ob_sval"},
+      {&layout.unicode_length, d.unicode_object.length, "unicode length"},
+      {&layout.unicode_state, d.unicode_object.state, "unicode state"},
+      {&layout.unicode_ascii_data, d.unicode_object.asciiobject_size, "asciiobject_size"},
+  };
+  for (const Field& field : fields) {
+    absl::StatusOr<uint32_t> value = SmallOffset(field.value, field.name);
+    if (!value.ok()) return value.status();
+    *field.target = *value;
+  }
+  // PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+).
+  layout.unicode_compact_data = layout.unicode_ascii_data + 16;
+  return layout;
+}
+
+std::vector<std::pair<std::string_view, uint64_t>> PythonLayoutFields(const PythonLayout& layout) {
+  const pystrobe_python_offsets& o = layout.abi;
+  return {
+      {"version_minor", o.minor},
+      {"runtime_interpreters_head", o.runtime_interpreters_head},
+      {"runtime_gil", o.runtime_gil},
+      {"interp_gil_ptr", o.interp_gil_ptr},
+      {"gil_last_holder", o.gil_last_holder},
+      {"gil_locked", o.gil_locked},
+      {"interp_next", o.interp_next},
+      {"interp_tstate_head", o.interp_tstate_head},
+      {"tstate_next", o.tstate_next},
+      {"tstate_thread_id", o.tstate_thread_id},
+      {"tstate_native_thread_id", o.tstate_native_thread_id},
+      {"tstate_frame", o.tstate_frame},
+      {"cframe_current_frame", o.cframe_current_frame},
+      {"frame_previous", o.frame_previous},
+      {"frame_code", o.frame_code},
+      {"frame_instr", o.frame_instr},
+      {"frame_owner", o.frame_owner},
+      {"frame_owner_cstack", o.frame_owner_cstack},
+      {"code_filename", o.code_filename},
+      {"code_name", o.code_name},
+      {"code_qualname", o.code_qualname},
+      {"code_firstlineno", o.code_firstlineno},
+      {"code_linetable", o.code_linetable},
+      {"code_code", o.code_code},
+      {"code_code_adaptive", o.code_code_adaptive},
+      {"object_type", o.object_type},
+      {"var_object_size", o.var_object_size},
+      {"bytes_data", o.bytes_data},
+      {"unicode_length", layout.unicode_length},
+      {"unicode_state", layout.unicode_state},
+      {"unicode_ascii_data", layout.unicode_ascii_data},
+      {"unicode_compact_data", layout.unicode_compact_data},
+      {"unicode_kind_shift", layout.unicode_kind_shift},
+      {"unicode_compact_shift", layout.unicode_compact_shift},
+      {"unicode_ascii_shift", layout.unicode_ascii_shift},
+  };
+}
+
+}  // namespace pystrobe

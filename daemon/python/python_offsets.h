@@ -1,0 +1,72 @@
+// CPython versions and the struct layouts pystrobe reads them with.
+#ifndef PYSTROBE_DAEMON_PYTHON_PYTHON_OFFSETS_H_
+#define PYSTROBE_DAEMON_PYTHON_PYTHON_OFFSETS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "bpf/pystrobe_abi.h"
+
+namespace pystrobe {
+
+struct PythonVersion {
+  int major = 0;
+  int minor = 0;
+  int micro = 0;
+
+  // "3.11.7"; "3.9" when the micro version is unknown (micro < 0).
+  std::string ToString() const;
+  friend bool operator==(const PythonVersion&, const PythonVersion&) = default;
+};
+
+// Builds a PythonVersion from a PY_VERSION_HEX value (0x030B07F0 is 3.11.7).
+PythonVersion PythonVersionFromHex(uint64_t hex);
+
+// Everything pystrobe needs to read one interpreter version's memory: the part
+// the kernel walker gets (`abi`) and what only userspace reads (str objects).
+struct PythonLayout {
+  pystrobe_python_offsets abi = {};
+  // PyASCIIObject / PyCompactUnicodeObject.
+  uint32_t unicode_length = 0;
+  uint32_t unicode_state = 0;
+  uint32_t unicode_ascii_data = 0;    // sizeof(PyASCIIObject): data of compact ASCII strings
+  uint32_t unicode_compact_data = 0;  // sizeof(PyCompactUnicodeObject): data of other compact ones
+  uint8_t unicode_kind_shift = 0;     // bit position of state.kind (3 bits)
+  uint8_t unicode_compact_shift = 0;  // bit position of state.compact
+  uint8_t unicode_ascii_shift = 0;    // bit position of state.ascii
+};
+
+// True for the versions pystrobe has verified tables for (3.8 to 3.13).
+bool IsSupportedPythonVersion(const PythonVersion& version);
+
+// The layout of `version` from pystrobe's own tables, which
+// tests/unit/python_offsets_test.cc checks against each version's headers.
+// Unimplemented, naming the version, for versions outside 3.8 to 3.13.
+absl::StatusOr<PythonLayout> PythonLayoutForVersion(const PythonVersion& version);
+
+// The cookie at the start of _PyRuntime in 3.13+ (_Py_DebugOffsets).
+inline constexpr std::string_view kPythonDebugOffsetsCookie = "xdebugpy";
+// Bytes of _Py_DebugOffsets as laid out by 3.13.
+inline constexpr size_t kPythonDebugOffsets313Size = 584;
+
+// The PY_VERSION_HEX stored in a _Py_DebugOffsets blob, or an error when the
+// cookie is missing or the blob is too short.
+absl::StatusOr<uint64_t> PythonDebugOffsetsVersion(absl::Span<const uint8_t> debug_offsets);
+
+// The layout of a 3.13 interpreter taken from its own _Py_DebugOffsets (the
+// bytes at the start of _PyRuntime), so patch releases that move fields keep
+// working. Fields the debug offsets do not carry come from the 3.13 table.
+absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8_t> debug_offsets);
+
+// (name, value) of every offset in `layout`, with the names printed by
+// tests/workloads/python/print_offsets.c; absent fields are PYSTROBE_PY_OFFSET_NONE.
+std::vector<std::pair<std::string_view, uint64_t>> PythonLayoutFields(const PythonLayout& layout);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_PYTHON_PYTHON_OFFSETS_H_
