@@ -94,8 +94,7 @@ absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
   return out;
 }
 
-absl::StatusOr<std::vector<uint8_t>> CodeObjectReader::ReadBytes(uint64_t address,
-                                                                 size_t max_size,
+absl::StatusOr<std::vector<uint8_t>> CodeObjectReader::ReadBytes(uint64_t address, size_t max_size,
                                                                  std::string_view what) const {
   const pystrobe_python_offsets& o = interpreter_.layout.abi;
   if (address == 0) return absl::DataLossError(absl::StrCat(std::string(what), " is NULL"));
@@ -141,15 +140,13 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFr
   const uint64_t filename = Load<uint64_t>(header + o.code_filename);
   const uint64_t name = Load<uint64_t>(header + o.code_name);
   code->first_line = Load<int32_t>(header + o.code_firstlineno);
-  code->stamp =
-      pystrobe_python_code_stamp(filename, name, static_cast<uint32_t>(code->first_line));
+  code->stamp = pystrobe_python_code_stamp(filename, name, static_cast<uint32_t>(code->first_line));
   if (code->first_line < 0) {
     return absl::DataLossError(
         absl::StrFormat("code object 0x%x has a negative first line", address));
   }
-  const uint64_t display_name = o.code_qualname != PYSTROBE_PY_OFFSET_NONE
-                                    ? Load<uint64_t>(header + o.code_qualname)
-                                    : name;
+  const uint64_t display_name =
+      o.code_qualname != PYSTROBE_PY_OFFSET_NONE ? Load<uint64_t>(header + o.code_qualname) : name;
   absl::StatusOr<std::string> name_text = ReadString(display_name, "co_qualname/co_name");
   if (!name_text.ok()) return name_text.status();
   code->name = std::move(*name_text);
@@ -211,9 +208,9 @@ absl::StatusOr<PythonFrameSymbol> CodeObjectReader::Symbolize(uint64_t address, 
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code = Read(address, stamp);
   if (!code.ok()) return code.status();
   if (instr_offset >= 0 && static_cast<uint32_t>(instr_offset) >= (*code)->code_bytes) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "instruction offset %d beyond the %u bytes of code object 0x%x (%s)", instr_offset,
-        (*code)->code_bytes, address, (*code)->name));
+    return absl::OutOfRangeError(
+        absl::StrFormat("instruction offset %d beyond the %u bytes of code object 0x%x (%s)",
+                        instr_offset, (*code)->code_bytes, address, (*code)->name));
   }
   return PythonFrameSymbol{(*code)->name, (*code)->filename,
                            (*code)->line_table.LineForOffset(instr_offset)};

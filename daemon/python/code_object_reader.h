@@ -18,9 +18,9 @@ namespace pystrobe {
 
 struct PythonCodeObject {
   uint64_t address = 0;
-  uint64_t stamp = 0;     // pystrobe_python_code_stamp of this object
-  std::string name;       // co_qualname (3.11+), else co_name; UTF-8
-  std::string filename;   // co_filename, UTF-8
+  uint64_t stamp = 0;    // pystrobe_python_code_stamp of this object
+  std::string name;      // co_qualname (3.11+), else co_name; UTF-8
+  std::string filename;  // co_filename, UTF-8
   int32_t first_line = 0;
   std::vector<uint8_t> line_table_bytes;  // co_lnotab / co_linetable as read
   LineTable line_table;
@@ -36,7 +36,7 @@ struct PythonFrameSymbol {
 
 class CodeObjectReader {
  public:
-  static constexpr size_t kMaxNameBytes = 4096;        // per str, in characters
+  static constexpr size_t kMaxNameBytes = 4096;  // per str, in characters
   static constexpr size_t kMaxLineTableBytes = 1 << 20;
   static constexpr size_t kMaxCachedObjects = 1 << 16;
 

@@ -109,8 +109,7 @@ absl::Status ElfFile::Parse() {
   }
   for (const Elf64_Shdr& sh : raw) {
     sections_.push_back({std::string(StringAt(names, sh.sh_name)), sh.sh_type, sh.sh_link,
-                         sh.sh_offset, sh.sh_type == SHT_NOBITS ? 0 : sh.sh_size,
-                         sh.sh_entsize});
+                         sh.sh_offset, sh.sh_type == SHT_NOBITS ? 0 : sh.sh_size, sh.sh_entsize});
   }
   return absl::OkStatus();
 }

@@ -79,9 +79,8 @@ absl::Status PythonFrameWalker::WalkFrames(uint64_t thread_state, PythonThread& 
             out.instr_offset = field(o.frame_instr, int32_t{}) * 2;
             break;
           default:
-            out.instr_offset = static_cast<int32_t>(
-                static_cast<int64_t>(field(o.frame_instr, uint64_t{}) -
-                                     (code + o.code_code_adaptive)));
+            out.instr_offset = static_cast<int32_t>(static_cast<int64_t>(
+                field(o.frame_instr, uint64_t{}) - (code + o.code_code_adaptive)));
             break;
         }
         thread.frames.push_back(out);

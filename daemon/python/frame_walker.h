@@ -22,8 +22,8 @@ struct PythonFrame {
 };
 
 struct PythonThread {
-  uint64_t thread_state_address = 0;        // PyThreadState *
-  uint64_t thread_id = 0;                   // PyThreadState.thread_id (pthread_t)
+  uint64_t thread_state_address = 0;         // PyThreadState *
+  uint64_t thread_id = 0;                    // PyThreadState.thread_id (pthread_t)
   std::optional<uint64_t> native_thread_id;  // the kernel tid (3.11+)
   bool holds_gil = false;
   std::vector<PythonFrame> frames;  // innermost first

@@ -56,8 +56,8 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
 absl::StatusOr<ElfFile> OpenTargetBinary(pid_t pid, const MemoryMapping& mapping) {
   absl::StatusOr<ElfFile> file = ElfFile::Open(absl::StrCat("/proc/", pid, "/root", mapping.path));
   if (file.ok()) return file;
-  absl::StatusOr<ElfFile> mapped = ElfFile::Open(
-      absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end));
+  absl::StatusOr<ElfFile> mapped =
+      ElfFile::Open(absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end));
   if (mapped.ok()) return mapped;
   return file.status();
 }
@@ -99,8 +99,8 @@ std::optional<PythonVersion> ScanVersionString(absl::Span<const uint8_t> rodata,
     int micro = 0;
     if (digits == 0 || !absl::SimpleAtoi(parts[2].substr(0, digits), &micro)) continue;
     absl::string_view suffix = parts[2].substr(digits);
-    if (!suffix.empty() && suffix != "+" && !absl::StartsWith(suffix, "a") && !absl::StartsWith(suffix, "b") &&
-        !absl::StartsWith(suffix, "rc")) {
+    if (!suffix.empty() && suffix != "+" && !absl::StartsWith(suffix, "a") &&
+        !absl::StartsWith(suffix, "b") && !absl::StartsWith(suffix, "rc")) {
       continue;
     }
     if (minor >= 0 ? parsed_minor != minor : (parsed_minor < 8 || parsed_minor > 13)) continue;
@@ -194,7 +194,7 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
       continue;
     }
     static constexpr absl::string_view kWanted[] = {kRuntimeSymbol, kVersionSymbol, kCodeTypeSymbol,
-                                                   kUnicodeTypeSymbol, kBytesTypeSymbol};
+                                                    kUnicodeTypeSymbol, kBytesTypeSymbol};
     absl::flat_hash_map<std::string, ElfSymbol> found = file->FindSymbols(kWanted);
     if (found.contains(kRuntimeSymbol)) {
       interpreter.binary_path = mapping.path;
@@ -210,9 +210,9 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
   }
   if (!elf) {
     if (unsupported_hint.major != 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          "process ", pid, " runs CPython ", unsupported_hint.ToString(), " (", unsupported_path,
-          "), which pystrobe does not support (3.8 to 3.13 are)"));
+      return absl::UnimplementedError(
+          absl::StrCat("process ", pid, " runs CPython ", unsupported_hint.ToString(), " (",
+                       unsupported_path, "), which pystrobe does not support (3.8 to 3.13 are)"));
     }
     if (!last_open_error.ok() && absl::IsPermissionDenied(last_open_error)) {
       return WithContext(last_open_error, absl::StrCat("process ", pid));
@@ -237,8 +237,7 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
 
   // The version: the interpreter's own _Py_DebugOffsets (3.13+), Py_Version
   // (3.11+), then PY_VERSION in .rodata and the file name.
-  const std::string context =
-      absl::StrCat("process ", pid, " (", interpreter.binary_path, ")");
+  const std::string context = absl::StrCat("process ", pid, " (", interpreter.binary_path, ")");
   RemoteProcessMemory memory(pid);
   uint8_t head[16];
   if (absl::Status status = memory.Read(interpreter.runtime_address, head, sizeof(head));
@@ -259,13 +258,13 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
   } else if (name_version.major != 0) {
     interpreter.version = name_version;
   } else {
-    return absl::NotFoundError(absl::StrCat(context, ": has _PyRuntime but no version to be found"));
+    return absl::NotFoundError(
+        absl::StrCat(context, ": has _PyRuntime but no version to be found"));
   }
   if (!IsSupportedPythonVersion(interpreter.version)) {
-    return absl::UnimplementedError(absl::StrCat("process ", pid, " runs CPython ",
-                                                 interpreter.version.ToString(), " (",
-                                                 interpreter.binary_path,
-                                                 "), which pystrobe does not support (3.8 to 3.13 are)"));
+    return absl::UnimplementedError(absl::StrCat(
+        "process ", pid, " runs CPython ", interpreter.version.ToString(), " (",
+        interpreter.binary_path, "), which pystrobe does not support (3.8 to 3.13 are)"));
   }
   if (interpreter.code_type_address == 0 || interpreter.unicode_type_address == 0 ||
       interpreter.bytes_type_address == 0) {

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "bpf/pystrobe_abi.h"
@@ -20,8 +20,8 @@ namespace pystrobe {
 struct PythonInterpreter {
   pid_t pid = 0;
   PythonVersion version;
-  std::string binary_path;  // the ELF holding _PyRuntime, as /proc/PID/maps names it
-  uint64_t load_bias = 0;   // runtime address minus link-time address in binary_path
+  std::string binary_path;            // the ELF holding _PyRuntime, as /proc/PID/maps names it
+  uint64_t load_bias = 0;             // runtime address minus link-time address in binary_path
   uint64_t runtime_address = 0;       // &_PyRuntime
   uint64_t code_type_address = 0;     // &PyCode_Type
   uint64_t unicode_type_address = 0;  // &PyUnicode_Type

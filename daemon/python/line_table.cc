@@ -12,8 +12,8 @@ constexpr int32_t kEndOfCode = std::numeric_limits<int32_t>::max();
 // Appends [start, end) -> line unless it is empty (CPython skips those).
 void AddRange(std::vector<LineRange>& ranges, int64_t start, int64_t end, int32_t line) {
   if (end <= start || start >= kEndOfCode) return;
-  ranges.push_back({static_cast<int32_t>(start), static_cast<int32_t>(std::min<int64_t>(end, kEndOfCode)),
-                    line});
+  ranges.push_back({static_cast<int32_t>(start),
+                    static_cast<int32_t>(std::min<int64_t>(end, kEndOfCode)), line});
 }
 
 // co_lnotab (3.8, 3.9): the line of an address is first_line plus the line

@@ -25,8 +25,8 @@ absl::Status RemoteProcessMemory::Read(uint64_t address, void* out, size_t size)
   const ssize_t n = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
   if (n == static_cast<ssize_t>(size)) return absl::OkStatus();
   if (n >= 0) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "short read in process %d: %d of %u bytes at 0x%x", pid_, n, size, address));
+    return absl::OutOfRangeError(absl::StrFormat("short read in process %d: %d of %u bytes at 0x%x",
+                                                 pid_, n, size, address));
   }
   const int err = errno;
   switch (err) {
@@ -39,8 +39,8 @@ absl::Status RemoteProcessMemory::Read(uint64_t address, void* out, size_t size)
       return absl::PermissionDeniedError(absl::StrCat(
           "reading the memory of process ", pid_, ": permission denied (CAP_SYS_PTRACE needed)"));
     default:
-      return absl::InternalError(
-          absl::StrFormat("process_vm_readv(pid %d, 0x%x, %u): errno %d", pid_, address, size, err));
+      return absl::InternalError(absl::StrFormat("process_vm_readv(pid %d, 0x%x, %u): errno %d",
+                                                 pid_, address, size, err));
   }
 }
 

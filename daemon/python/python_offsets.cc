@@ -17,8 +17,8 @@ struct LayoutRow {
   uint32_t runtime_interpreters_head, runtime_gil, interp_gil_ptr, gil_last_holder, gil_locked,
       interp_next, interp_tstate_head, tstate_next, tstate_thread_id, tstate_native_thread_id,
       tstate_frame, cframe_current_frame, frame_previous, frame_code, frame_instr, frame_owner,
-      frame_owner_cstack, code_filename, code_name, code_qualname, code_firstlineno,
-      code_linetable, code_code, code_code_adaptive, unicode_ascii_data, unicode_compact_data;
+      frame_owner_cstack, code_filename, code_name, code_qualname, code_firstlineno, code_linetable,
+      code_code, code_code_adaptive, unicode_ascii_data, unicode_compact_data;
 };
 
 // x86_64, generated from each version's headers (3.8.18, 3.9.18, 3.10.13,
@@ -99,8 +99,8 @@ struct DebugOffsets313 {
         gil_runtime_state_holder;
   } interpreter_state;
   struct {
-    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
-        datastack_chunk, status;
+    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk,
+        status;
   } thread_state;
   struct {
     uint64_t size, previous, executable, instr_ptr, localsplus, owner;
@@ -171,8 +171,8 @@ absl::StatusOr<PythonLayout> PythonLayoutForVersion(const PythonVersion& version
       if (row.minor == version.minor) return LayoutFromRow(row);
     }
   }
-  return absl::UnimplementedError(absl::StrCat("CPython ", version.ToString(),
-                                               " is not supported (pystrobe supports 3.8 to 3.13)"));
+  return absl::UnimplementedError(absl::StrCat(
+      "CPython ", version.ToString(), " is not supported (pystrobe supports 3.8 to 3.13)"));
 }
 
 absl::StatusOr<uint64_t> PythonDebugOffsetsVersion(absl::Span<const uint8_t> debug_offsets) {
@@ -190,8 +190,7 @@ absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8
   if (!hex.ok()) return hex.status();
   const PythonVersion version = PythonVersionFromHex(*hex);
   if (version.major != 3 || version.minor != 13) {
-    return absl::UnimplementedError(absl::StrCat("_Py_DebugOffsets of CPython ",
-                                                 version.ToString(),
+    return absl::UnimplementedError(absl::StrCat("_Py_DebugOffsets of CPython ", version.ToString(),
                                                  ": only the 3.13 layout is understood"));
   }
   if (debug_offsets.size() < sizeof(DebugOffsets313)) {
@@ -200,8 +199,8 @@ absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8
   DebugOffsets313 d;
   std::memcpy(&d, debug_offsets.data(), sizeof(d));
   if (d.free_threaded != 0) {
-    return absl::UnimplementedError(absl::StrCat("CPython ", version.ToString(),
-                                                 " free-threaded build is not supported"));
+    return absl::UnimplementedError(
+        absl::StrCat("CPython ", version.ToString(), " free-threaded build is not supported"));
   }
   absl::StatusOr<PythonLayout> base = PythonLayoutForVersion(version);
   if (!base.ok()) return base.status();

@@ -1,0 +1,90 @@
+// The offsets tables against the real headers of every installed CPython:
+// tests/workloads/python/print_offsets.c is compiled against each version's
+// own headers and must print exactly what PythonLayoutForVersion claims.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "daemon/python/python_offsets.h"
+#include "tests/unit/python_test_support.h"
+
+namespace pystrobe {
+namespace {
+
+using testing::InstalledPython;
+using testing::InstalledPythons;
+using testing::RunCommand;
+
+std::map<std::string, uint64_t> ParseLines(const std::string& text) {
+  std::map<std::string, uint64_t> values;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    values[line.substr(0, eq)] = std::stoull(line.substr(eq + 1));
+  }
+  return values;
+}
+
+TEST(PythonOffsetsTest, TablesMatchTheHeadersOfEveryInstalledVersion) {
+  const std::vector<InstalledPython> pythons = InstalledPythons();
+  ASSERT_FALSE(pythons.empty()) << "no CPython 3.8 to 3.13 on this machine";
+  const std::string binary = ::testing::TempDir() + "/pystrobe_print_offsets";
+  for (const InstalledPython& python : pythons) {
+    SCOPED_TRACE(python.label);
+    std::string command = "cc -DPy_BUILD_CORE -o " + binary +
+                          " " PYSTROBE_SOURCE_DIR "/tests/workloads/python/print_offsets.c";
+    for (const std::string& dir : python.include_dirs) {
+      command += " -I" + dir + " -I" + dir + "/internal";
+    }
+    int status = 0;
+    const std::string compile_output = RunCommand(command + " 2>&1", &status);
+    ASSERT_EQ(status, 0) << command << "\n" << compile_output;
+    const std::map<std::string, uint64_t> expected = ParseLines(RunCommand(binary, &status));
+    ASSERT_EQ(status, 0);
+    ASSERT_EQ(expected.at("version_minor"), static_cast<uint64_t>(python.minor));
+
+    absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion({3, python.minor, 0});
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    size_t checked = 0;
+    for (const auto& [name, value] : PythonLayoutFields(*layout)) {
+      auto it = expected.find(std::string(name));
+      ASSERT_NE(it, expected.end()) << "print_offsets.c does not print " << name;
+      EXPECT_EQ(value, it->second) << name;
+      ++checked;
+    }
+    EXPECT_EQ(checked, expected.size()) << "print_offsets.c prints fields the table lacks";
+    std::cout << "[ CHECKED  ] " << python.label << ": " << checked << " offsets\n";
+  }
+}
+
+TEST(PythonOffsetsTest, UnsupportedVersionsNameTheVersion) {
+  for (PythonVersion version : {PythonVersion{2, 7, 18}, PythonVersion{3, 6, 15},
+                                PythonVersion{3, 7, 16}, PythonVersion{3, 14, 0}}) {
+    absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion(version);
+    ASSERT_FALSE(layout.ok());
+    EXPECT_EQ(layout.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(layout.status().message().find(version.ToString()), std::string::npos)
+        << layout.status();
+  }
+}
+
+TEST(PythonOffsetsTest, FrameModelFollowsTheVersion) {
+  EXPECT_EQ(PythonLayoutForVersion({3, 8, 0})->abi.frame_model,
+            PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES);
+  EXPECT_EQ(PythonLayoutForVersion({3, 10, 0})->abi.frame_model,
+            PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS);
+  EXPECT_EQ(PythonLayoutForVersion({3, 12, 0})->abi.frame_model, PYSTROBE_PY_FRAMES_CFRAME);
+  EXPECT_EQ(PythonLayoutForVersion({3, 13, 0})->abi.frame_model, PYSTROBE_PY_FRAMES_CURRENT_FRAME);
+}
+
+TEST(PythonOffsetsTest, DebugOffsetsWithoutCookieAreRejected) {
+  std::vector<uint8_t> blob(kPythonDebugOffsets313Size, 0);
+  EXPECT_EQ(PythonLayoutFromDebugOffsets(blob).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace pystrobe
