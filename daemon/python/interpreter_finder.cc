@@ -76,18 +76,22 @@ std::optional<uint64_t> LoadBias(const std::vector<MemoryMapping>& maps, absl::s
   return std::nullopt;
 }
 
-// Finds PY_VERSION ("3.9.18") in read-only data: a NUL-delimited string
+// Finds PY_VERSION ("3.9.18") in read-only data: a NUL-terminated string
 // "3.<minor>.<micro>" with an optional release suffix ("3.10.0rc1", "3.9.18+").
-// With minor < 0 any minor from 8 to 13 is accepted, but only one may appear.
+// The linker may merge it into the tail of a longer string (a path ending in
+// ".../versions/3.8.18"), so it need only follow a byte that is not a digit or
+// a dot. With minor < 0 any minor from 8 to 13 is accepted, but only one may appear.
 std::optional<PythonVersion> ScanVersionString(absl::Span<const uint8_t> rodata, int minor) {
   std::optional<PythonVersion> found;
   absl::flat_hash_set<int> minors;
   const absl::string_view data(reinterpret_cast<const char*>(rodata.data()), rodata.size());
-  for (size_t at = data.find("\0003.", 0, 3); at != absl::string_view::npos;
-       at = data.find("\0003.", at + 1, 3)) {
-    const size_t end = data.find('\0', at + 1);
-    if (end == absl::string_view::npos || end - at > 16) continue;
-    absl::string_view text = data.substr(at + 1, end - at - 1);
+  for (size_t at = data.find("3.", 1); at != absl::string_view::npos;
+       at = data.find("3.", at + 1)) {
+    const char before = data[at - 1];
+    if (before == '.' || std::isdigit(static_cast<unsigned char>(before))) continue;
+    const size_t end = data.find('\0', at);
+    if (end == absl::string_view::npos || end - at > 15) continue;
+    absl::string_view text = data.substr(at, end - at);
     std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
     if (parts.size() != 3) continue;
     int parsed_minor = 0;

@@ -1,0 +1,328 @@
+// Discovery, offsets, frame walk and symbolization against live interpreters:
+// every installed CPython runs tests/workloads/python/threads_waiting.py, and
+// the userspace walker (the same steps as the kernel walker) must find every
+// thread with the expected functions and lines, and the GIL holder.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "daemon/python/code_object_reader.h"
+#include "daemon/python/frame_walker.h"
+#include "daemon/python/interpreter_finder.h"
+#include "daemon/python/process_memory.h"
+#include "tests/unit/python_test_support.h"
+
+namespace pystrobe {
+namespace {
+
+using testing::InstalledPython;
+using testing::InstalledPythons;
+
+constexpr char kWorkload[] = PYSTROBE_SOURCE_DIR "/tests/workloads/python/threads_waiting.py";
+
+// A child process whose stdout we read line by line; killed on destruction.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      std::vector<char*> args;
+      for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fdopen(fds[0], "r");
+  }
+  ~Child() {
+    Kill();
+    if (out_ != nullptr) fclose(out_);
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // Lines up to (not including) `last`; empty when the child ends first.
+  std::vector<std::string> ReadUntil(const std::string& last) {
+    std::vector<std::string> lines;
+    char buffer[16384];
+    while (out_ != nullptr && fgets(buffer, sizeof(buffer), out_) != nullptr) {
+      std::string line(buffer);
+      if (!line.empty() && line.back() == '\n') line.pop_back();
+      if (line == last) return lines;
+      lines.push_back(line);
+    }
+    return {};
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+};
+
+struct ExpectedThread {
+  uint64_t ident = 0;
+  uint64_t native_id = 0;
+  std::vector<std::pair<std::string, std::string>> frames;  // name, line or "*"
+};
+
+std::vector<ExpectedThread> ParseReport(const std::vector<std::string>& lines) {
+  std::vector<ExpectedThread> threads;
+  for (const std::string& line : lines) {
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() < 4 || words[0] != "thread") continue;
+    ExpectedThread thread;
+    thread.ident = std::stoull(words[1]);
+    thread.native_id = std::stoull(words[2]);
+    for (size_t i = 3; i < words.size(); ++i) {
+      std::pair<std::string, std::string> frame = absl::StrSplit(words[i], '@');
+      thread.frames.push_back(frame);
+    }
+    threads.push_back(thread);
+  }
+  return threads;
+}
+
+struct SymbolizedThread {
+  PythonThread thread;
+  std::vector<PythonFrameSymbol> frames;
+};
+
+std::string Describe(const SymbolizedThread& t) {
+  std::vector<std::string> parts;
+  for (const PythonFrameSymbol& f : t.frames) {
+    parts.push_back(f.name + "@" + std::to_string(f.line));
+  }
+  return absl::StrCat("thread ", t.thread.thread_id, " gil=", t.thread.holds_gil, ": ",
+                      absl::StrJoin(parts, " "));
+}
+
+// Empty when `actual` is what `expected` says, else what differs.
+std::string Compare(const ExpectedThread& expected, const SymbolizedThread& actual, bool is_main) {
+  if (actual.frames.size() < expected.frames.size() + 1) return "too few frames";
+  for (size_t i = 0; i < expected.frames.size(); ++i) {
+    const PythonFrameSymbol& frame = actual.frames[i];
+    if (frame.name != expected.frames[i].first) return "name of frame " + std::to_string(i);
+    if (expected.frames[i].second != "*" &&
+        std::to_string(frame.line) != expected.frames[i].second) {
+      return "line of frame " + std::to_string(i);
+    }
+    if (frame.filename != kWorkload) return "file of frame " + std::to_string(i);
+  }
+  const PythonFrameSymbol& outermost = actual.frames.back();
+  if (is_main) {
+    if (outermost.name != "<module>" || outermost.filename != kWorkload) return "main's bottom";
+  } else if (outermost.name != "_bootstrap" && outermost.name != "Thread._bootstrap") {
+    return "thread's bottom frame is " + outermost.name;
+  } else if (!absl::EndsWith(outermost.filename, "threading.py")) {
+    return "thread's bottom frame not in threading.py";
+  }
+  return "";
+}
+
+void CheckInterpreter(const InstalledPython& python) {
+  Child child({python.executable, kWorkload});
+  ASSERT_GT(child.pid(), 0);
+  const std::vector<ExpectedThread> expected = ParseReport(child.ReadUntil("ready"));
+  ASSERT_EQ(expected.size(), 5u) << "the workload did not report its threads";
+
+  absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
+  ASSERT_TRUE(interpreter.ok()) << interpreter.status();
+  EXPECT_EQ(interpreter->version.major, 3);
+  EXPECT_EQ(interpreter->version.minor, python.minor);
+  EXPECT_GE(interpreter->version.micro, 0);
+  EXPECT_EQ(interpreter->layout_from_debug_offsets, python.minor >= 13);
+  if (interpreter->layout_from_debug_offsets) {
+    // The interpreter's own offsets agree with our 3.13 table.
+    absl::StatusOr<PythonLayout> table = PythonLayoutForVersion(interpreter->version);
+    ASSERT_TRUE(table.ok());
+    EXPECT_EQ(PythonLayoutFields(interpreter->layout), PythonLayoutFields(*table));
+  }
+  std::cout << "[ FOUND    ] " << python.label << ": CPython " << interpreter->version.ToString()
+            << " in " << interpreter->binary_path << ", _PyRuntime at 0x" << std::hex
+            << interpreter->runtime_address << std::dec
+            << (interpreter->layout_from_debug_offsets ? " (offsets from _Py_DebugOffsets)" : "")
+            << "\n";
+
+  RemoteProcessMemory memory(child.pid());
+  PythonFrameWalker walker(memory, *interpreter);
+  CodeObjectReader reader(memory, *interpreter);
+  const uint64_t spinner_ident = expected[3].ident;
+  bool spinner_held_gil = false;
+  std::string mismatch = "never walked";
+  std::vector<SymbolizedThread> last;
+  // Threads report just before they block: retry until all have got there.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    absl::StatusOr<std::vector<PythonThread>> threads = walker.WalkAllThreads();
+    ASSERT_TRUE(threads.ok()) << threads.status();
+    last.clear();
+    int gil_holders = 0;
+    for (const PythonThread& thread : *threads) {
+      SymbolizedThread symbolized{thread, {}};
+      for (const PythonFrame& frame : thread.frames) {
+        absl::StatusOr<PythonFrameSymbol> symbol =
+            reader.Symbolize(frame.code_address, frame.stamp, frame.instr_offset);
+        ASSERT_TRUE(symbol.ok()) << symbol.status();
+        symbolized.frames.push_back(*symbol);
+      }
+      gil_holders += thread.holds_gil;
+      if (thread.holds_gil && thread.thread_id == spinner_ident) spinner_held_gil = true;
+      last.push_back(std::move(symbolized));
+    }
+    EXPECT_LE(gil_holders, 1);
+    mismatch.clear();
+    if (last.size() != expected.size()) {
+      mismatch = absl::StrCat(last.size(), " threads");
+    }
+    for (const ExpectedThread& want : expected) {
+      if (!mismatch.empty()) break;
+      const SymbolizedThread* found = nullptr;
+      for (const SymbolizedThread& t : last) {
+        if (t.thread.thread_id == want.ident) found = &t;
+      }
+      if (found == nullptr) {
+        mismatch = absl::StrCat("no thread ", want.ident);
+        break;
+      }
+      if (found->thread.native_thread_id.has_value() &&
+          *found->thread.native_thread_id != want.native_id) {
+        mismatch = absl::StrCat("native id of thread ", want.ident);
+        break;
+      }
+      if (python.minor >= 11 && !found->thread.native_thread_id.has_value()) {
+        mismatch = "no native thread id on 3.11+";
+        break;
+      }
+      std::string why = Compare(want, *found, &want == &expected.back());
+      if (!why.empty()) mismatch = absl::StrCat(Describe(*found), ": ", why);
+    }
+    if (mismatch.empty() && spinner_held_gil) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(mismatch, "");
+  EXPECT_TRUE(spinner_held_gil) << "the spinning thread was never seen holding the GIL";
+  for (const SymbolizedThread& t : last) {
+    EXPECT_FALSE(t.thread.truncated);
+    if (!mismatch.empty()) std::cout << "  " << Describe(t) << "\n";
+  }
+  EXPECT_GT(reader.cached_objects(), 5u);
+
+  // Garbage is an error, never a name: _PyRuntime is not a code object.
+  absl::StatusOr<PythonFrameSymbol> garbage = reader.Symbolize(interpreter->runtime_address, 0, 0);
+  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kDataLoss) << garbage.status();
+  // A stamp that does not match the object at the address: reused address.
+  const PythonFrame& top = last.front().thread.frames.front();
+  absl::StatusOr<PythonFrameSymbol> reused =
+      reader.Symbolize(top.code_address, top.stamp ^ 1, top.instr_offset);
+  EXPECT_EQ(reused.status().code(), absl::StatusCode::kFailedPrecondition) << reused.status();
+
+  // The process exits mid-use: a clear error, no crash.
+  child.Kill();
+  absl::StatusOr<std::vector<PythonThread>> after = walker.WalkAllThreads();
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kNotFound) << after.status();
+  EXPECT_TRUE(absl::StrContains(after.status().message(), "exited")) << after.status();
+}
+
+TEST(PythonFrameWalkerTest, WalksEveryThreadOfEveryInstalledInterpreter) {
+  const std::vector<InstalledPython> pythons = InstalledPythons();
+  ASSERT_FALSE(pythons.empty()) << "no CPython 3.8 to 3.13 on this machine";
+  for (const InstalledPython& python : pythons) {
+    SCOPED_TRACE(python.label);
+    CheckInterpreter(python);
+  }
+}
+
+TEST(PythonInterpreterFinderTest, UnsupportedVersionsAreNamed) {
+  const char* env_root = std::getenv("PYENV_ROOT");
+  const std::string root = env_root != nullptr ? env_root : "/root/.pyenv";
+  int checked = 0;
+  for (const std::string version : {"2.7", "3.6", "3.7"}) {
+    std::string exe;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(root + "/versions", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(version + ".", 0) == 0) exe = entry.path().string() + "/bin/python" + version;
+    }
+    if (exe.empty() || !testing::IsExecutable(exe)) {
+      std::cout << "[ SKIPPED  ] CPython not installed: pyenv " << version << "\n";
+      continue;
+    }
+    SCOPED_TRACE(exe);
+    Child child(
+        {exe, "-c", "import sys, time; print('ready'); sys.stdout.flush(); time.sleep(60)"});
+    child.ReadUntil("ready");
+    absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
+    ASSERT_FALSE(interpreter.ok());
+    EXPECT_EQ(interpreter.status().code(), absl::StatusCode::kUnimplemented)
+        << interpreter.status();
+    EXPECT_TRUE(absl::StrContains(interpreter.status().message(), "CPython " + version))
+        << interpreter.status();
+    ++checked;
+  }
+  std::cout << "[ CHECKED  ] " << checked << " unsupported versions\n";
+}
+
+TEST(PythonInterpreterFinderTest, ProcessWithoutPythonIsNotFound) {
+  Child child({"/bin/sh", "-c", "echo ready; exec sleep 60"});
+  child.ReadUntil("ready");
+  absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
+  EXPECT_EQ(interpreter.status().code(), absl::StatusCode::kNotFound) << interpreter.status();
+}
+
+TEST(PythonInterpreterFinderTest, ExitedProcessIsNotFound) {
+  Child child({"/bin/true"});
+  const pid_t pid = child.pid();
+  child.Kill();
+  absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(pid);
+  EXPECT_EQ(interpreter.status().code(), absl::StatusCode::kNotFound) << interpreter.status();
+}
+
+TEST(PythonInterpreterFinderTest, VersionFromFileNames) {
+  EXPECT_EQ(PythonVersionFromFileName("/usr/lib/libpython3.9.so.1.0"), (PythonVersion{3, 9, -1}));
+  EXPECT_EQ(PythonVersionFromFileName("/usr/bin/python3.11"), (PythonVersion{3, 11, -1}));
+  EXPECT_EQ(PythonVersionFromFileName("/x/libpython3.7m.so.1.0"), (PythonVersion{3, 7, -1}));
+  EXPECT_EQ(PythonVersionFromFileName("/x/libpython2.7.so"), (PythonVersion{2, 7, -1}));
+  EXPECT_EQ(PythonVersionFromFileName("/usr/bin/python3").major, 0);
+  EXPECT_EQ(PythonVersionFromFileName("/usr/bin/bash").major, 0);
+}
+
+TEST(PythonInterpreterFinderTest, ParsesProcMaps) {
+  const std::vector<MemoryMapping> maps = ParseProcMaps(
+      "00400000-00401000 r--p 00000000 08:01 123  /usr/bin/python3.11\n"
+      "7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n"
+      "7f0000100000-7f0000200000 r-xp 00012000 08:01 456   /lib/libpython3.9.so.1.0 (deleted)\n"
+      "garbage\n");
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_EQ(maps[0].start, 0x400000u);
+  EXPECT_EQ(maps[0].path, "/usr/bin/python3.11");
+  EXPECT_EQ(maps[1].path, "");
+  EXPECT_EQ(maps[2].offset, 0x12000u);
+  EXPECT_EQ(maps[2].perms, "r-xp");
+  EXPECT_EQ(maps[2].path, "/lib/libpython3.9.so.1.0 (deleted)");
+}
+
+}  // namespace
+}  // namespace pystrobe
