@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -150,34 +151,52 @@ def summarize(stacks, limit=15):
 # --- workloads -------------------------------------------------------------------
 
 class Workload:
-    """A workload started with --announce; knows its pid once it is running."""
+    """A workload started with --announce; knows its pid once it is running.
+
+    A thread reads its stdout and reaps it as soon as it exits, as a shell would:
+    an exited but unreaped child stays a zombie with a /proc entry.
+    """
 
     def __init__(self, name, args=(), announce=True):
         self.name = name
         self.proc = subprocess.Popen([workload(name)] + list(args) + (["--announce"] if announce else []),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.pid = self.proc.pid
         if announce:
             line = self.proc.stdout.readline()
             if line.strip() != f"ready {self.pid}":
                 self.kill()
+                self.proc.stdout.close()
                 raise AssertionError(f"{name} did not start: {line!r}")
+        self._output = ""
+        self._reaper = threading.Thread(target=self._reap, daemon=True)
+        self._reaper.start()
 
-    def stop(self, timeout=10):
-        """SIGTERM, then waits; returns its remaining stdout."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=timeout)
-        return out
+    def _reap(self):
+        with self.proc.stdout:
+            self._output = self.proc.stdout.read()
+        self.proc.wait()
+
+    def running(self):
+        return self.proc.poll() is None
 
     def wait(self, timeout=30):
-        out, _ = self.proc.communicate(timeout=timeout)
-        return out
+        """Waits for it to exit by itself; returns what it printed after 'ready'."""
+        self._reaper.join(timeout)
+        if self._reaper.is_alive():
+            raise AssertionError(f"{self.name} ({self.pid}) still runs after {timeout}s")
+        return self._output
+
+    def stop(self, timeout=10):
+        """SIGTERM, then waits; returns what it printed after 'ready'."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
 
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.communicate()
+        self.proc.wait()
 
 
 def read_split_json(text):

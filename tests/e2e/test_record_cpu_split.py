@@ -10,8 +10,8 @@ import os
 import time
 import unittest
 
-from pystrobe_testlib import (BpfTestCase, Workload, pids_with_frame, read_split_json, record,
-                              stacks_of_pid, summarize, total, workload)
+from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, Workload, pids_with_frame,
+                              read_split_json, record, stacks_of_pid, summarize, total, workload)
 
 ALPHA = "spin_alpha"
 BETA = "spin_beta"
@@ -35,6 +35,13 @@ class RecordCommandTest(BpfTestCase):
         self.assertEqual(pids_with_frame(recording.stacks, ALPHA), {truth["pid"]})
         self.assertShareNear(mine, ALPHA, truth["alpha_cpu_s"] / truth["process_cpu_s"])
         self.assertShareNear(mine, BETA, truth["beta_cpu_s"] / truth["process_cpu_s"])
+        # The frame-pointer walk goes through the program's own frames, in order
+        # (an interrupt may add kernel frames below them).
+        for stack in mine:
+            user = tuple(f for f in stack if not f.endswith(KERNEL_SUFFIX))
+            for leaf in (ALPHA, BETA):
+                if leaf in user:
+                    self.assertEqual(user[-3:], ("main", "RunSplit", leaf), stack)
 
     def test_command_summary_counts_every_sample_written(self):
         recording = record(["-r", "199", "--", workload("short_lived"), "--seconds", "0.5"],

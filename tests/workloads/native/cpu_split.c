@@ -24,10 +24,12 @@ static volatile sig_atomic_t stop_requested;
 static volatile unsigned long sink;
 
 __attribute__((noinline)) void spin_alpha(unsigned long iterations) {
+  KEEP_FRAME();
   for (unsigned long i = 0; i < iterations; ++i) sink += i;
 }
 
 __attribute__((noinline)) void spin_beta(unsigned long iterations) {
+  KEEP_FRAME();
   for (unsigned long i = 0; i < iterations; ++i) sink += i ^ 1;
 }
 

@@ -1,5 +1,6 @@
-// short_lived: burns CPU in short_lived_burner for a moment, then exits, so a
-// recording that outlasts it must still name its frames.
+// short_lived: burns CPU in short_lived_burner for S seconds of wall time (not
+// CPU time: it must end on time on a busy machine), then exits, so a recording
+// that outlasts it must still name its frames.
 //
 //   short_lived [--seconds S] [--announce]
 #include <unistd.h>
@@ -9,8 +10,8 @@
 static volatile unsigned long sink;
 
 __attribute__((noinline)) void short_lived_burner(double seconds) {
-  double start = ThreadCpuSeconds();
-  while (ThreadCpuSeconds() - start < seconds) {
+  double start = MonotonicSeconds();
+  while (MonotonicSeconds() - start < seconds) {
     for (unsigned long i = 0; i < 100000; ++i) sink += i;
   }
 }

@@ -3,9 +3,28 @@
 //
 //   syscall_storm [--seconds S] [--announce]
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "workload_common.h"
+
+// Issues read(2) itself rather than through libc, whose read has no frame
+// pointer: a frame-pointer walk from inside libc's read would skip its caller.
+// With the syscall instruction here, the user stack under the kernel frames is
+// main;syscall_storm_reader;syscall_storm_read.
+__attribute__((noinline)) long syscall_storm_read(int fd, char* buf, unsigned long count) {
+  KEEP_FRAME();
+#if defined(__x86_64__)
+  long ret;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "0"((long)SYS_read), "D"((long)fd), "S"(buf), "d"(count)
+                   : "rcx", "r11", "memory");
+  return ret;
+#else
+  return read(fd, buf, count);
+#endif
+}
 
 __attribute__((noinline)) unsigned long syscall_storm_reader(int fd, double seconds) {
   unsigned long reads = 0;
@@ -13,7 +32,7 @@ __attribute__((noinline)) unsigned long syscall_storm_reader(int fd, double seco
   double start = MonotonicSeconds();
   for (;;) {
     for (int i = 0; i < 4096; ++i) {
-      if (read(fd, &byte, 1) == 1) ++reads;
+      if (syscall_storm_read(fd, &byte, 1) == 1) ++reads;
     }
     if (MonotonicSeconds() - start >= seconds) return reads;
   }
