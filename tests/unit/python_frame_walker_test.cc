@@ -255,6 +255,50 @@ TEST(PythonFrameWalkerTest, WalksEveryThreadOfEveryInstalledInterpreter) {
   }
 }
 
+TEST(PythonFrameWalkerTest, FindsLibpythonEmbeddedInACProgram) {
+  int built = 0;
+  for (const InstalledPython& python : InstalledPythons()) {
+    if (!absl::StartsWith(python.label, "pyenv")) continue;  // a shared libpython to link
+    SCOPED_TRACE(python.label);
+    const std::string config = python.executable + "-config";
+    const std::string binary = ::testing::TempDir() + "/pystrobe_embed_python";
+    const std::string command =
+        "cc -o " + binary + " " PYSTROBE_SOURCE_DIR "/tests/workloads/python/embed_python.c $(" +
+        config + " --cflags) $(" + config + " --ldflags --embed) -Wl,-rpath,$(" + config +
+        " --prefix)/lib 2>&1";
+    int status = 0;
+    const std::string output = testing::RunCommand(command, &status);
+    ASSERT_EQ(status, 0) << command << "\n" << output;
+    ++built;
+    Child child({binary});
+    ASSERT_EQ(child.ReadUntil("ready").size(), 0u);
+    absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
+    ASSERT_TRUE(interpreter.ok()) << interpreter.status();
+    EXPECT_EQ(interpreter->version.minor, python.minor);
+    EXPECT_TRUE(absl::StrContains(interpreter->binary_path, "libpython3."));
+    RemoteProcessMemory memory(child.pid());
+    PythonFrameWalker walker(memory, *interpreter);
+    CodeObjectReader reader(memory, *interpreter);
+    bool seen = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!seen && std::chrono::steady_clock::now() < deadline) {
+      absl::StatusOr<std::vector<PythonThread>> threads = walker.WalkAllThreads();
+      ASSERT_TRUE(threads.ok()) << threads.status();
+      ASSERT_EQ(threads->size(), 1u);
+      const std::vector<PythonFrame>& frames = threads->front().frames;
+      if (frames.size() == 2) {
+        absl::StatusOr<PythonFrameSymbol> top =
+            reader.Symbolize(frames[0].code_address, frames[0].stamp, frames[0].instr_offset);
+        ASSERT_TRUE(top.ok()) << top.status();
+        seen = top->name == "embedded_wait" && top->line == 5 && top->filename == "<string>";
+      }
+      if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(seen) << "embedded_wait at <string>:5 never seen";
+  }
+  std::cout << "[ CHECKED  ] " << built << " embedding programs\n";
+}
+
 TEST(PythonInterpreterFinderTest, UnsupportedVersionsAreNamed) {
   const char* env_root = std::getenv("PYENV_ROOT");
   const std::string root = env_root != nullptr ? env_root : "/root/.pyenv";
