@@ -1,5 +1,6 @@
 #include "daemon/python/code_object_reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 

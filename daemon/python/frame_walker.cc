@@ -1,5 +1,8 @@
 #include "daemon/python/frame_walker.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 
