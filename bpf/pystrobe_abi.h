@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 1
+#define PYSTROBE_ABI_VERSION 2
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -41,12 +41,45 @@ enum pystrobe_sample_flags {
 	/* bpf_get_stack failed for the kernel or user stack; counted as well. */
 	PYSTROBE_SAMPLE_KSTACK_FAILED = 1u << 1,
 	PYSTROBE_SAMPLE_USTACK_FAILED = 1u << 2,
+	/* The sampled thread held the GIL (CPython processes only). */
+	PYSTROBE_SAMPLE_HOLDS_GIL = 1u << 3,
+	/* The Python stack was deeper than the walk: outer frames are missing. */
+	PYSTROBE_SAMPLE_PY_TRUNCATED = 1u << 4,
+};
+
+/* What the in-kernel CPython walk found; pystrobe_sample.python_status. */
+enum pystrobe_python_status {
+	/* The process is not (yet) known to run CPython: native frames only. */
+	PYSTROBE_PY_NOT_PYTHON = 0,
+	/* The thread's frames were walked (possibly zero: an idle interpreter). */
+	PYSTROBE_PY_WALKED = 1,
+	/* No PyThreadState belongs to this thread (a thread CPython never ran). */
+	PYSTROBE_PY_NO_THREAD_STATE = 2,
+	/* Reading the target's memory failed mid-walk; frames so far are kept. */
+	PYSTROBE_PY_READ_FAILED = 3,
+};
+
+/* One Python frame as the kernel saw it; userspace names it. */
+struct pystrobe_python_frame {
+	__u64 code;         /* PyCodeObject address */
+	__u32 stamp;        /* pystrobe_python_code_stamp32() of the code object */
+	__s32 instr_offset; /* byte offset of the instruction; < 0: not started */
 };
 
 /*
- * One cpu-clock sample. The stacks are variable length: only
- * kernel_frames + user_frames entries of `ips` are sent (kernel first), so
- * the record's size is offsetof(ips) + 8 * (kernel_frames + user_frames).
+ * Words of pystrobe_sample.data: kernel ips, then user ips, then Python
+ * frames (two words each). A power of two, so the kernel side can bound
+ * indices with a mask the verifier understands.
+ */
+#define PYSTROBE_SAMPLE_DATA_WORDS 1024
+/* Deepest Python walk that fits after two full native stacks. */
+#define PYSTROBE_MAX_PYTHON_FRAMES \
+	((PYSTROBE_SAMPLE_DATA_WORDS - 2 * PYSTROBE_MAX_NATIVE_FRAMES) / 2)
+
+/*
+ * One cpu-clock sample. Only the used words of `data` are sent:
+ * (kernel_frames + user_frames + 2 * python_frames) of them, so a record's
+ * size is offsetof(data) + 8 * that.
  */
 struct pystrobe_sample {
 	__u32 kind; /* PYSTROBE_EVENT_SAMPLE */
@@ -59,9 +92,13 @@ struct pystrobe_sample {
 	__u32 flags;                  /* enum pystrobe_sample_flags */
 	__u16 kernel_frames;
 	__u16 user_frames;
-	__u64 ips[2 * PYSTROBE_MAX_NATIVE_FRAMES];
+	__u16 python_frames;
+	__u16 python_status; /* enum pystrobe_python_status */
+	__u32 _pad;
+	__u64 data[PYSTROBE_SAMPLE_DATA_WORDS];
 };
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 56 + 8 * 2 * PYSTROBE_MAX_NATIVE_FRAMES,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_frame) == 16, "pystrobe_python_frame layout");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 64 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
 		    "pystrobe_sample layout changed: bump PYSTROBE_ABI_VERSION");
 
 /* An exec or exit of a process; `comm` is the name after the event. */
@@ -84,7 +121,11 @@ enum pystrobe_drop_reason {
 	PYSTROBE_DROP_USER_STACK = 2,
 	/* A process event could not be sent. */
 	PYSTROBE_DROP_PROCESS_EVENT = 3,
-	PYSTROBE_DROP_REASON_COUNT = 4,
+	/* A CPython walk stopped on a failed read of the target's memory. */
+	PYSTROBE_DROP_PYTHON_READ = 4,
+	/* A CPython process's thread had no PyThreadState we could find. */
+	PYSTROBE_DROP_PYTHON_NO_THREAD_STATE = 5,
+	PYSTROBE_DROP_REASON_COUNT = 6,
 };
 
 /* Indices of the per-CPU activity counters (map `sample_counters`). */
@@ -97,7 +138,11 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_FILTERED = 2,
 	/* Samples written to the ring buffer. */
 	PYSTROBE_COUNT_SENT = 3,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 4,
+	/* Samples whose Python stack was deeper than the walk. */
+	PYSTROBE_COUNT_PYTHON_TRUNCATED = 4,
+	/* Samples with a Python walk (status WALKED). */
+	PYSTROBE_COUNT_PYTHON_WALKED = 5,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 6,
 };
 
 /* ==== CPython frame walking (issue 3) ===================================
@@ -221,16 +266,10 @@ struct pystrobe_python_process {
 	struct pystrobe_python_offsets offsets;
 };
 
-#ifdef __cplusplus
-#define PYSTROBE_PY_STATIC_ASSERT static_assert
-#else
-#define PYSTROBE_PY_STATIC_ASSERT _Static_assert
-#endif
-PYSTROBE_PY_STATIC_ASSERT(sizeof(struct pystrobe_python_offsets) == 112,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 112,
 			  "ABI: pystrobe_python_offsets");
-PYSTROBE_PY_STATIC_ASSERT(sizeof(struct pystrobe_python_process) == 128,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 128,
 			  "ABI: pystrobe_python_process");
-#undef PYSTROBE_PY_STATIC_ASSERT
 
 /*
  * The stamp the walker records per code object. Interned names are shared
@@ -246,6 +285,12 @@ static inline __u64 pystrobe_python_code_stamp(__u64 co_filename, __u64 co_name,
 	h ^= (co_name << 17) | (co_name >> 47);
 	h ^= (__u64)co_firstlineno << 40;
 	return h;
+}
+
+/* The 32-bit stamp a sample carries: both halves of the 64-bit stamp folded. */
+static inline __u32 pystrobe_python_code_stamp32(__u64 stamp)
+{
+	return (__u32)(stamp ^ (stamp >> 32));
 }
 /* ==== end of CPython frame walking ======================================= */
 

@@ -66,6 +66,15 @@ struct {
 	__type(value, __u64);
 } sample_counters SEC(".maps");
 
+static __always_inline struct pystrobe_sample *current_sample(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&sample_scratch, &zero);
+}
+
+#include "python_stack.bpf.h"
+
 static __always_inline void count_drop(__u32 reason)
 {
 	__u64 *value = bpf_map_lookup_elem(&drop_counters, &reason);
@@ -94,9 +103,9 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
-	__u32 zero = 0;
 	struct pystrobe_sample *sample;
 	long kernel_bytes, user_bytes;
+	__u32 native_frames;
 	__u64 size;
 
 	count_sample(PYSTROBE_COUNT_TAKEN);
@@ -109,7 +118,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 
-	sample = bpf_map_lookup_elem(&sample_scratch, &zero);
+	sample = current_sample();
 	if (!sample)
 		return 0;
 	sample->kind = PYSTROBE_EVENT_SAMPLE;
@@ -127,7 +136,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	/* The kernel stack is empty for a sample taken in user mode. */
 	kernel_bytes = 0;
 	if (sample->flags & PYSTROBE_SAMPLE_KERNEL_MODE) {
-		kernel_bytes = bpf_get_stack(ctx, sample->ips,
+		kernel_bytes = bpf_get_stack(ctx, sample->data,
 					     PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), 0);
 		if (kernel_bytes < 0) {
 			count_drop(PYSTROBE_DROP_KERNEL_STACK);
@@ -141,7 +150,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		kernel_bytes = PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64);
 	sample->kernel_frames = kernel_bytes / sizeof(__u64);
 
-	user_bytes = bpf_get_stack(ctx, (void *)sample->ips + kernel_bytes,
+	user_bytes = bpf_get_stack(ctx, (void *)sample->data + kernel_bytes,
 				   PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64),
 				   BPF_F_USER_STACK);
 	if (user_bytes < 0) {
@@ -154,7 +163,24 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		user_bytes = PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64);
 	sample->user_frames = user_bytes / sizeof(__u64);
 
-	size = __builtin_offsetof(struct pystrobe_sample, ips) + kernel_bytes + user_bytes;
+	native_frames = sample->kernel_frames + sample->user_frames;
+	walk_python_stack(sample, native_frames, tgid, (__u32)pid_tgid);
+	switch (sample->python_status) {
+	case PYSTROBE_PY_WALKED:
+		count_sample(PYSTROBE_COUNT_PYTHON_WALKED);
+		break;
+	case PYSTROBE_PY_READ_FAILED:
+		count_drop(PYSTROBE_DROP_PYTHON_READ);
+		break;
+	case PYSTROBE_PY_NO_THREAD_STATE:
+		count_drop(PYSTROBE_DROP_PYTHON_NO_THREAD_STATE);
+		break;
+	}
+	if (sample->flags & PYSTROBE_SAMPLE_PY_TRUNCATED)
+		count_sample(PYSTROBE_COUNT_PYTHON_TRUNCATED);
+
+	size = __builtin_offsetof(struct pystrobe_sample, data) +
+	       sizeof(__u64) * (native_frames + 2 * (__u32)sample->python_frames);
 	if (size > sizeof(*sample))
 		size = sizeof(*sample);
 	if (bpf_ringbuf_output(&events, sample, size, 0)) {
@@ -186,6 +212,8 @@ int handle_exec(void *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
+	/* The new image is not the interpreter the daemon saw, if any. */
+	bpf_map_delete_elem(&python_processes, &tgid);
 	if (is_target(tgid))
 		send_process_event(PYSTROBE_EVENT_EXEC, tgid);
 	return 0;
@@ -198,8 +226,10 @@ int handle_exit(void *ctx)
 	__u32 tgid = pid_tgid >> 32;
 
 	/* Only the thread group leader's exit ends the process for us. */
-	if ((__u32)pid_tgid != tgid || !is_target(tgid))
+	if ((__u32)pid_tgid != tgid)
 		return 0;
-	send_process_event(PYSTROBE_EVENT_EXIT, tgid);
+	bpf_map_delete_elem(&python_processes, &tgid);
+	if (is_target(tgid))
+		send_process_event(PYSTROBE_EVENT_EXIT, tgid);
 	return 0;
 }

@@ -23,13 +23,13 @@ absl::StatusOr<std::vector<int>> ParseCpuList(absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
   if (text.empty()) return absl::InvalidArgumentError("empty CPU list");
   for (absl::string_view range : absl::StrSplit(text, ',')) {
-    std::pair<absl::string_view, absl::string_view> bounds =
-        absl::StrSplit(range, absl::MaxSplits('-', 1));
+    size_t dash = range.find('-');
+    absl::string_view low = range.substr(0, dash);
+    absl::string_view high = dash == absl::string_view::npos ? low : range.substr(dash + 1);
     int first = 0;
     int last = 0;
-    if (!absl::SimpleAtoi(bounds.first, &first) ||
-        !absl::SimpleAtoi(bounds.second.empty() ? bounds.first : bounds.second, &last) ||
-        first < 0 || last < first || last > 65535) {
+    if (!absl::SimpleAtoi(low, &first) || !absl::SimpleAtoi(high, &last) || first < 0 ||
+        last < first || last > 65535) {
       return absl::InvalidArgumentError(
           absl::StrCat("bad CPU range '", range, "' in '", text, "'"));
     }

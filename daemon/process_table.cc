@@ -9,17 +9,12 @@
 #include "absl/strings/strip.h"
 
 namespace pystrobe {
-namespace {
-
-// The process's own name from /proc, empty once it has gone.
-std::string ReadProcessComm(uint32_t pid) {
+std::string ProcessTable::ReadProcComm(uint32_t pid) {
   std::ifstream file(absl::StrCat("/proc/", pid, "/comm"));
   std::string comm;
   std::getline(file, comm);
   return std::string(absl::StripTrailingAsciiWhitespace(comm));
 }
-
-}  // namespace
 
 ImageId ProcessTable::OnSample(uint32_t pid, uint32_t tid, absl::string_view thread_comm) {
   auto it = live_image_by_pid_.find(pid);
@@ -32,7 +27,7 @@ ImageId ProcessTable::OnSample(uint32_t pid, uint32_t tid, absl::string_view thr
       comm = std::move(exec->second);
       exec_comm_by_pid_.erase(exec);
     } else {
-      comm = ReadProcessComm(pid);
+      comm = read_comm_(pid);
     }
     // A process that is already gone is named after the thread we saw.
     if (comm.empty()) comm = std::string(thread_comm);

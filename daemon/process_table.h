@@ -6,6 +6,7 @@
 #define PYSTROBE_DAEMON_PROCESS_TABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,8 +34,14 @@ struct ProcessImage {
 
 class ProcessTable {
  public:
+  // A process's own name (its main thread's comm), empty when unknown.
+  using CommReader = std::function<std::string(uint32_t pid)>;
+  // Reads /proc/PID/comm.
+  static std::string ReadProcComm(uint32_t pid);
+
   // `symbolizer` must outlive the table.
-  explicit ProcessTable(NativeSymbolizer* symbolizer) : symbolizer_(symbolizer) {}
+  explicit ProcessTable(NativeSymbolizer* symbolizer, CommReader read_comm = ReadProcComm)
+      : symbolizer_(symbolizer), read_comm_(std::move(read_comm)) {}
 
   // The image a sample of (pid, tid) belongs to. The first sample of an image
   // snapshots its symbols, while the process is alive.
@@ -55,6 +62,7 @@ class ProcessTable {
   ImageId NewImage(uint32_t pid, std::string comm);
 
   NativeSymbolizer* symbolizer_;
+  CommReader read_comm_;
   std::vector<std::unique_ptr<ProcessImage>> images_;
   absl::flat_hash_map<uint32_t, ImageId> live_image_by_pid_;
   // Names from exec events, used when the first sample of the new image comes.

@@ -46,7 +46,7 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
 
 void Recorder::HandleSample(std::span<const uint8_t> record) {
   // Copy the fixed part out: ring buffer records are only 8-byte aligned.
-  constexpr size_t kHeaderSize = offsetof(pystrobe_sample, ips);
+  constexpr size_t kHeaderSize = offsetof(pystrobe_sample, data);
   pystrobe_sample header;
   if (record.size() < kHeaderSize) {
     ++malformed_records_;

@@ -18,8 +18,9 @@ struct RecorderOptions {
 class Recorder {
  public:
   // `symbolizer` must outlive the recorder.
-  Recorder(NativeSymbolizer* symbolizer, RecorderOptions options)
-      : processes_(symbolizer), options_(options) {}
+  Recorder(NativeSymbolizer* symbolizer, RecorderOptions options,
+           ProcessTable::CommReader read_comm = ProcessTable::ReadProcComm)
+      : processes_(symbolizer, std::move(read_comm)), options_(options) {}
 
   // Handles one ring buffer record. Malformed records are counted and dropped.
   void HandleRecord(std::span<const uint8_t> record);

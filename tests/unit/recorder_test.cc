@@ -2,6 +2,7 @@
 // native symbolizer standing in for BCC.
 #include "daemon/recorder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -45,18 +46,21 @@ class FakeSymbolizer : public NativeSymbolizer {
   int snapshots_ = 0;
 };
 
+// Process names come from the samples alone, not from this machine's /proc.
+std::string NoProcComm(uint32_t) { return ""; }
+
 std::vector<uint8_t> SampleRecord(uint32_t pid, uint32_t tid, const char* comm,
                                   std::vector<uint64_t> kernel, std::vector<uint64_t> user) {
   pystrobe_sample sample = {};
   sample.kind = PYSTROBE_EVENT_SAMPLE;
   sample.pid = pid;
   sample.tid = tid;
-  std::strncpy(sample.comm, comm, sizeof(sample.comm));
+  std::memcpy(sample.comm, comm, std::min(sizeof(sample.comm), std::strlen(comm)));
   sample.kernel_frames = kernel.size();
   sample.user_frames = user.size();
-  std::copy(kernel.begin(), kernel.end(), sample.ips);
-  std::copy(user.begin(), user.end(), sample.ips + kernel.size());
-  size_t size = offsetof(pystrobe_sample, ips) + 8 * (kernel.size() + user.size());
+  std::copy(kernel.begin(), kernel.end(), sample.data);
+  std::copy(user.begin(), user.end(), sample.data + kernel.size());
+  size_t size = offsetof(pystrobe_sample, data) + 8 * (kernel.size() + user.size());
   const auto* bytes = reinterpret_cast<const uint8_t*>(&sample);
   return std::vector<uint8_t>(bytes, bytes + size);
 }
@@ -65,7 +69,7 @@ std::vector<uint8_t> ProcessEvent(uint32_t kind, uint32_t pid, const char* comm)
   pystrobe_process_event event = {};
   event.kind = kind;
   event.pid = pid;
-  std::strncpy(event.comm, comm, sizeof(event.comm));
+  std::memcpy(event.comm, comm, std::min(sizeof(event.comm), std::strlen(comm)));
   const auto* bytes = reinterpret_cast<const uint8_t*>(&event);
   return std::vector<uint8_t>(bytes, bytes + sizeof(event));
 }
@@ -86,7 +90,7 @@ std::map<std::string, uint64_t> Folded(Recorder& recorder, const KernelSymbolize
 
 TEST(RecorderTest, SameStackIsCountedOnceWithItsSamples) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {});
+  Recorder recorder(&symbolizer, {}, NoProcComm);
   for (int i = 0; i < 3; ++i) recorder.HandleRecord(SampleRecord(1, 1, "worker", {}, {0x10, 0x20}));
   recorder.HandleRecord(SampleRecord(1, 1, "worker", {}, {0x30, 0x20}));
   EXPECT_EQ(recorder.samples(), 4u);
@@ -99,7 +103,7 @@ TEST(RecorderTest, SameStackIsCountedOnceWithItsSamples) {
 
 TEST(RecorderTest, KernelFramesSitAboveUserFrames) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {});
+  Recorder recorder(&symbolizer, {}, NoProcComm);
   absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromText(
       "ffffffff81000000 T do_syscall_64\nffffffff81001000 T ksys_read\n"
       "ffffffff81002000 T end_of_text\n");
@@ -113,7 +117,7 @@ TEST(RecorderTest, KernelFramesSitAboveUserFrames) {
 
 TEST(RecorderTest, ExecStartsANewImageWithItsOwnSymbolsAndName) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {});
+  Recorder recorder(&symbolizer, {}, NoProcComm);
   recorder.HandleRecord(SampleRecord(5, 5, "bash", {}, {0x100}));
   recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXEC, 5, "python3"));
   recorder.HandleRecord(SampleRecord(5, 5, "python3", {}, {0x100}));
@@ -124,7 +128,7 @@ TEST(RecorderTest, ExecStartsANewImageWithItsOwnSymbolsAndName) {
 
 TEST(RecorderTest, ReusedPidAfterExitNeverInheritsOldSymbols) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {});
+  Recorder recorder(&symbolizer, {}, NoProcComm);
   recorder.HandleRecord(SampleRecord(8, 8, "old", {}, {0x1}));
   recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 8, "old"));
   recorder.HandleRecord(SampleRecord(8, 8, "new", {}, {0x1}));
@@ -135,7 +139,7 @@ TEST(RecorderTest, ReusedPidAfterExitNeverInheritsOldSymbols) {
 
 TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, RecorderOptions{.threads = true});
+  Recorder recorder(&symbolizer, RecorderOptions{.threads = true}, NoProcComm);
   recorder.HandleRecord(SampleRecord(3, 3, "main", {}, {0x1}));
   recorder.HandleRecord(SampleRecord(3, 4, "loader", {}, {0x1}));
   auto folded = Folded(recorder, nullptr, /*threads=*/true);
@@ -146,7 +150,7 @@ TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
 
 TEST(RecorderTest, ProcessWithoutSymbolsStillCountsItsSamples) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {});
+  Recorder recorder(&symbolizer, {}, NoProcComm);
   recorder.HandleRecord(SampleRecord(FakeSymbolizer::kGonePid, 1000, "gone", {}, {0xabc}));
   recorder.HandleRecord(SampleRecord(FakeSymbolizer::kGonePid, 1000, "gone", {}, {}));
   EXPECT_EQ(recorder.processes().symbol_failures(), 1u);
@@ -157,7 +161,7 @@ TEST(RecorderTest, ProcessWithoutSymbolsStillCountsItsSamples) {
 
 TEST(RecorderTest, MalformedRecordsAreCountedNotTrusted) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {});
+  Recorder recorder(&symbolizer, {}, NoProcComm);
   std::vector<uint8_t> truncated = SampleRecord(1, 1, "x", {}, {0x1, 0x2});
   truncated.resize(truncated.size() - 4);
   recorder.HandleRecord(truncated);

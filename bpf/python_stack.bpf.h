@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The in-kernel CPython walk: for a sample of a process the daemon has marked
+ * as CPython, find the sampled thread's PyThreadState, note whether it holds
+ * the GIL, and record its frames (code object, instruction offset, stamp)
+ * after the native stacks of the sample. See pystrobe_abi.h for the walk,
+ * step by step, and for who fills the offsets.
+ *
+ * Every read of the target's memory can fail (the process may be exiting or
+ * corrupt); a failed read ends the walk with the frames so far, counted.
+ * Reads are batched: one read of the frame and one of the code object's
+ * head per frame, with fields picked out of the copies.
+ *
+ * The including program provides current_sample(): the per-CPU sample being
+ * built (bpf_loop callbacks cannot be handed a map value).
+ */
+#ifndef PYSTROBE_BPF_PYTHON_STACK_BPF_H_
+#define PYSTROBE_BPF_PYTHON_STACK_BPF_H_
+
+#include <bpf/bpf_core_read.h>
+
+#include "pystrobe_abi.h"
+
+/* Set by the loader (--max-python-depth): frames walked per sample. */
+const volatile __u32 python_max_frames = 128;
+
+/* Threads examined when looking for a thread's PyThreadState. */
+#define PYTHON_MAX_THREADS 4096
+/* Bytes copied of a frame and of a code object; every offset the walk uses
+ * must be below this minus 8 (checked per process). Powers of two. */
+#define PYTHON_COPY_SIZE 256
+
+/*
+ * CPython processes and how to walk them.
+ * Key: tgid (host pid). Value: struct pystrobe_python_process.
+ * Written by the daemon at discovery; deleted here on exec and exit so a pid
+ * that changes image or is reused never inherits another's offsets.
+ * Sized for every process of a large host.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pystrobe_python_process);
+} python_processes SEC(".maps");
+
+/*
+ * The PyThreadState found for a thread last time, revalidated on every use.
+ * Key: tgid << 32 | tid. Value: PyThreadState address in the target.
+ * LRU, since threads end without telling us.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} python_thread_states SEC(".maps");
+
+/* Everything one walk needs, per CPU: too big for the BPF stack. */
+struct python_walk {
+	struct pystrobe_python_process proc;
+	__u64 pthread_self; /* the sampled thread's fs base: PyThreadState.thread_id */
+	__u64 interp;       /* interpreter being searched */
+	__u64 cursor;       /* thread state, then frame, being looked at */
+	__u64 tstate;
+	__u32 frames; /* Python frames written so far */
+	__u32 base;   /* index in sample->data of the first Python frame */
+	__u32 status; /* enum pystrobe_python_status */
+	__u32 _pad;
+	__u8 frame_copy[PYTHON_COPY_SIZE];
+	__u8 code_copy[PYTHON_COPY_SIZE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct python_walk);
+} python_walk_scratch SEC(".maps");
+
+static __always_inline struct python_walk *python_walk_state(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&python_walk_scratch, &zero);
+}
+
+/* Reads a pointer-sized field of the target; false on a failed read. */
+static __always_inline bool read_target_u64(__u64 addr, __u32 offset, __u64 *value)
+{
+	return bpf_probe_read_user(value, sizeof(*value), (void *)(addr + offset)) == 0;
+}
+
+/* A field out of a copy; offsets were checked against the copy's size. */
+static __always_inline __u64 copied_u64(const __u8 *copy, __u32 offset)
+{
+	return *(const __u64 *)(copy + (offset & (PYTHON_COPY_SIZE - 8)));
+}
+
+static __always_inline __u32 copied_u32(const __u8 *copy, __u32 offset)
+{
+	return *(const __u32 *)(copy + (offset & (PYTHON_COPY_SIZE - 4)));
+}
+
+static __always_inline bool offset_fits_copy(__u32 offset)
+{
+	return offset == PYSTROBE_PY_OFFSET_NONE || offset <= PYTHON_COPY_SIZE - 8;
+}
+
+/* One step of the search for the thread's PyThreadState. */
+static long find_thread_state_step(__u32 index, void *ctx)
+{
+	struct python_walk *walk = python_walk_state();
+	__u64 thread_id;
+
+	if (!walk)
+		return 1;
+	if (walk->cursor == 0) {
+		/* This interpreter's threads are done: on to the next one. */
+		if (!read_target_u64(walk->interp, walk->proc.offsets.interp_next, &walk->interp) ||
+		    walk->interp == 0 ||
+		    !read_target_u64(walk->interp, walk->proc.offsets.interp_tstate_head,
+				     &walk->cursor))
+			return 1;
+		return 0;
+	}
+	if (!read_target_u64(walk->cursor, walk->proc.offsets.tstate_thread_id, &thread_id))
+		return 1;
+	if (thread_id == walk->pthread_self) {
+		walk->tstate = walk->cursor;
+		return 1;
+	}
+	if (!read_target_u64(walk->cursor, walk->proc.offsets.tstate_next, &walk->cursor))
+		return 1;
+	return 0;
+}
+
+/* Finds (or revalidates) the sampled thread's PyThreadState into walk->tstate. */
+static __always_inline void find_thread_state(struct python_walk *walk, __u64 key)
+{
+	__u64 *cached = bpf_map_lookup_elem(&python_thread_states, &key);
+	__u64 thread_id;
+
+	walk->tstate = 0;
+	if (cached && read_target_u64(*cached, walk->proc.offsets.tstate_thread_id, &thread_id) &&
+	    thread_id == walk->pthread_self) {
+		walk->tstate = *cached;
+		return;
+	}
+	if (!read_target_u64(walk->proc.runtime_addr, walk->proc.offsets.runtime_interpreters_head,
+			     &walk->interp) ||
+	    walk->interp == 0 ||
+	    !read_target_u64(walk->interp, walk->proc.offsets.interp_tstate_head, &walk->cursor))
+		return;
+	bpf_loop(PYTHON_MAX_THREADS, find_thread_state_step, NULL, 0);
+	if (walk->tstate)
+		bpf_map_update_elem(&python_thread_states, &key, &walk->tstate, BPF_ANY);
+}
+
+/* True when the thread state `tstate` holds the GIL right now. */
+static __always_inline bool holds_gil(struct python_walk *walk)
+{
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	__u64 gil, interp, last_holder = 0;
+	__s32 locked = 0;
+
+	if (off->runtime_gil != PYSTROBE_PY_OFFSET_NONE) {
+		gil = walk->proc.runtime_addr + off->runtime_gil;
+	} else {
+		/* 3.12+: one GIL per interpreter, reached by pointer. */
+		if (!read_target_u64(walk->proc.runtime_addr, off->runtime_interpreters_head,
+				     &interp) ||
+		    !read_target_u64(interp, off->interp_gil_ptr, &gil) || gil == 0)
+			return false;
+	}
+	if (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_locked)) ||
+	    !read_target_u64(gil, off->gil_last_holder, &last_holder))
+		return false;
+	return locked != 0 && last_holder == walk->tstate;
+}
+
+/* The thread's innermost frame, by the version's frame model. */
+static __always_inline bool top_frame(struct python_walk *walk, __u64 *frame)
+{
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	__u64 cframe;
+
+	if (off->frame_model == PYSTROBE_PY_FRAMES_CFRAME) {
+		return read_target_u64(walk->tstate, off->tstate_frame, &cframe) &&
+		       (cframe == 0 ? (*frame = 0, true)
+				    : read_target_u64(cframe, off->cframe_current_frame, frame));
+	}
+	return read_target_u64(walk->tstate, off->tstate_frame, frame);
+}
+
+/* One frame: copy it, skip shims and non-code frames, record the rest. */
+static long walk_frame_step(__u32 index, void *ctx)
+{
+	struct pystrobe_sample *sample = current_sample();
+	struct python_walk *walk = python_walk_state();
+	const struct pystrobe_python_offsets *off;
+	__u64 frame, code, instr, stamp;
+	__s64 offset;
+	__u32 slot;
+
+	if (!walk || !sample)
+		return 1;
+	off = &walk->proc.offsets;
+	frame = walk->cursor;
+	if (frame == 0)
+		return 1;
+	if (bpf_probe_read_user(walk->frame_copy, sizeof(walk->frame_copy), (void *)frame)) {
+		walk->status = PYSTROBE_PY_READ_FAILED;
+		return 1;
+	}
+	walk->cursor = copied_u64(walk->frame_copy, off->frame_previous);
+	if (off->frame_owner != PYSTROBE_PY_OFFSET_NONE &&
+	    walk->frame_copy[off->frame_owner & (PYTHON_COPY_SIZE - 1)] == off->frame_owner_cstack)
+		return 0; /* a C-stack shim frame: nothing of the program's */
+
+	code = copied_u64(walk->frame_copy, off->frame_code);
+	if (code == 0 ||
+	    bpf_probe_read_user(walk->code_copy, sizeof(walk->code_copy), (void *)code)) {
+		walk->status = PYSTROBE_PY_READ_FAILED;
+		return 1;
+	}
+	/* 3.13's f_executable may hold something other than code: skip it. */
+	if (copied_u64(walk->code_copy, off->object_type) != walk->proc.code_type_addr)
+		return 0;
+
+	switch (off->frame_model) {
+	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES:
+		offset = (__s32)copied_u32(walk->frame_copy, off->frame_instr);
+		break;
+	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS:
+		offset = (__s64)(__s32)copied_u32(walk->frame_copy, off->frame_instr) * 2;
+		break;
+	default:
+		instr = copied_u64(walk->frame_copy, off->frame_instr);
+		offset = (__s64)(instr - (code + off->code_code_adaptive));
+		break;
+	}
+	if (offset > 0x7fffffff || offset < -0x7fffffff)
+		offset = -1;
+	stamp = pystrobe_python_code_stamp(copied_u64(walk->code_copy, off->code_filename),
+					   copied_u64(walk->code_copy, off->code_name),
+					   copied_u32(walk->code_copy, off->code_firstlineno));
+
+	slot = walk->base + 2 * walk->frames;
+	sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = code;
+	sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
+		(__u64)pystrobe_python_code_stamp32(stamp) | ((__u64)(__u32)(__s32)offset << 32);
+	walk->frames++;
+	return walk->frames >= python_max_frames ? 1 : 0;
+}
+
+/* Walks the sampled thread's Python stack into `sample`, after `base` words. */
+static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __u32 base,
+					      __u32 tgid, __u32 tid)
+{
+	const struct pystrobe_python_process *proc;
+	struct task_struct *task;
+	struct python_walk *walk;
+	const struct pystrobe_python_offsets *off;
+	__u64 frame;
+
+	sample->python_frames = 0;
+	sample->python_status = PYSTROBE_PY_NOT_PYTHON;
+	proc = bpf_map_lookup_elem(&python_processes, &tgid);
+	walk = python_walk_state();
+	if (!proc || !walk)
+		return;
+	__builtin_memcpy(&walk->proc, proc, sizeof(walk->proc));
+	off = &walk->proc.offsets;
+	if (!offset_fits_copy(off->frame_previous) || !offset_fits_copy(off->frame_code) ||
+	    !offset_fits_copy(off->frame_instr) || !offset_fits_copy(off->frame_owner) ||
+	    !offset_fits_copy(off->object_type) || !offset_fits_copy(off->code_filename) ||
+	    !offset_fits_copy(off->code_name) || !offset_fits_copy(off->code_firstlineno)) {
+		sample->python_status = PYSTROBE_PY_READ_FAILED;
+		return;
+	}
+
+	task = (struct task_struct *)bpf_get_current_task();
+	walk->pthread_self = BPF_CORE_READ(task, thread.fsbase);
+	find_thread_state(walk, (__u64)tgid << 32 | tid);
+	if (walk->tstate == 0) {
+		sample->python_status = PYSTROBE_PY_NO_THREAD_STATE;
+		return;
+	}
+	if (holds_gil(walk))
+		sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
+
+	walk->status = PYSTROBE_PY_WALKED;
+	walk->frames = 0;
+	walk->base = base;
+	if (!top_frame(walk, &frame)) {
+		sample->python_status = PYSTROBE_PY_READ_FAILED;
+		return;
+	}
+	walk->cursor = frame;
+	bpf_loop(python_max_frames, walk_frame_step, NULL, 0);
+	if (walk->status == PYSTROBE_PY_WALKED && walk->cursor != 0)
+		sample->flags |= PYSTROBE_SAMPLE_PY_TRUNCATED;
+	sample->python_frames = walk->frames;
+	sample->python_status = walk->status;
+}
+
+#endif /* PYSTROBE_BPF_PYTHON_STACK_BPF_H_ */
