@@ -141,7 +141,8 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFr
   const uint64_t filename = Load<uint64_t>(header + o.code_filename);
   const uint64_t name = Load<uint64_t>(header + o.code_name);
   code->first_line = Load<int32_t>(header + o.code_firstlineno);
-  code->stamp = pystrobe_python_code_stamp(filename, name, static_cast<uint32_t>(code->first_line));
+  code->stamp = pystrobe_python_code_stamp32(
+      pystrobe_python_code_stamp(filename, name, static_cast<uint32_t>(code->first_line)));
   if (code->first_line < 0) {
     return absl::DataLossError(
         absl::StrFormat("code object 0x%x has a negative first line", address));
@@ -191,7 +192,7 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadCu
 }
 
 absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::Read(uint64_t address,
-                                                                               uint64_t stamp) {
+                                                                               uint32_t stamp) {
   if (auto it = cache_.find(address); it != cache_.end() && it->second->stamp == stamp) {
     return it->second;
   }
@@ -204,7 +205,7 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::Read(u
   return code;
 }
 
-absl::StatusOr<PythonFrameSymbol> CodeObjectReader::Symbolize(uint64_t address, uint64_t stamp,
+absl::StatusOr<PythonFrameSymbol> CodeObjectReader::Symbolize(uint64_t address, uint32_t stamp,
                                                               int32_t instr_offset) {
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code = Read(address, stamp);
   if (!code.ok()) return code.status();

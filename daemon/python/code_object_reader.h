@@ -18,7 +18,7 @@ namespace pystrobe {
 
 struct PythonCodeObject {
   uint64_t address = 0;
-  uint64_t stamp = 0;    // pystrobe_python_code_stamp of this object
+  uint32_t stamp = 0;    // pystrobe_python_code_stamp32 of this object, as samples carry it
   std::string name;      // co_qualname (3.11+), else co_name; UTF-8
   std::string filename;  // co_filename, UTF-8
   int32_t first_line = 0;
@@ -49,14 +49,14 @@ class CodeObjectReader {
   // different stamp means the address was reused: the entry is replaced and,
   // if the object now there does not match `stamp` either, FailedPrecondition.
   // Garbage (a non-code object, a bad string) is an error, never a name.
-  absl::StatusOr<std::shared_ptr<const PythonCodeObject>> Read(uint64_t address, uint64_t stamp);
+  absl::StatusOr<std::shared_ptr<const PythonCodeObject>> Read(uint64_t address, uint32_t stamp);
 
   // Reads whatever code object is at `address` now, bypassing the cache check.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCurrent(uint64_t address);
 
   // Name, file and line of a frame: `instr_offset` is the byte offset the
   // walker sends (see bpf/pystrobe_abi.h).
-  absl::StatusOr<PythonFrameSymbol> Symbolize(uint64_t address, uint64_t stamp,
+  absl::StatusOr<PythonFrameSymbol> Symbolize(uint64_t address, uint32_t stamp,
                                               int32_t instr_offset);
 
   size_t cached_objects() const { return cache_.size(); }

@@ -73,7 +73,8 @@ absl::Status PythonFrameWalker::WalkFrames(uint64_t thread_state, PythonThread& 
       if (type == interpreter_.code_type_address) {
         PythonFrame out;
         out.code_address = code;
-        out.stamp = pystrobe_python_code_stamp(filename, name, static_cast<uint32_t>(first_line));
+        out.stamp = pystrobe_python_code_stamp32(
+            pystrobe_python_code_stamp(filename, name, static_cast<uint32_t>(first_line)));
         switch (o.frame_model) {
           case PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES:
             out.instr_offset = field(o.frame_instr, int32_t{});
