@@ -9,7 +9,8 @@
       `bpftool prog show -j` twice during the recording (the difference drops
       load and warm-up);
   (c) pystrobe's own CPU seconds and peak RSS over a 10-second `record --all`
-      at 99 Hz, with the same two busy processes running.
+      at 99 Hz, with the same two busy processes running;
+  (d) how much a --all recording's RSS grows per short-lived process it sampled.
 
 Run as root after a build:
   sudo tests/bench/run_foundation_bench.py [--bin build/pystrobe]
@@ -108,6 +109,39 @@ def sampler_stats(owner_pid):
     return None
 
 
+def rss_watcher(sampling_seconds):
+    """A `during` callback: VmRSS (KiB) of the recorder, polled every 0.1 s, split
+    into the sampling phase (first `sampling_seconds`) and what follows it
+    (draining, symbolizing, writing)."""
+
+    def watch(proc):
+        start = time.monotonic()
+        during, after = 0, 0
+        while True:
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    status = f.read()
+            except OSError:
+                break
+            match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+            if not match:  # a zombie has no VmRSS: it has exited
+                break
+            rss = int(match.group(1))
+            if time.monotonic() - start < sampling_seconds:
+                during = max(during, rss)
+            else:
+                after = max(after, rss)
+            time.sleep(0.1)
+        return during, after
+
+    return watch
+
+
+def bench_fixed_cost(binary):
+    """Start-up, kallsyms, writing: what a run costs with almost no samples."""
+    return Run(binary, ["--all", "-r", "1", "-d", "1"])
+
+
 def bench_userspace_rate(binary, seconds):
     with BusyProcesses():
         run = Run(binary, ["--all", "-r", "1000", "-d", str(seconds)])
@@ -145,6 +179,29 @@ def bench_kernel_cost(binary, seconds):
     return run, (ns1 - ns0) / (cnt1 - cnt0), cnt1 - cnt0, ns1 / max(cnt1, 1)
 
 
+def bench_rss_per_process(binary, spawns=30):
+    """VmRSS growth of a --all recording per short-lived process it samples:
+    `spawns` runs of the same interpreter, 0.1 s of CPU each, one after another.
+    A system-wide recorder must not grow with every process it has ever seen."""
+    code = "import time\ne = time.time() + 0.1\nwhile time.time() < e: pass\n"
+    values = []
+
+    def spawn(proc):
+        time.sleep(1.0)
+        values.append(_vm_rss_kib(proc.pid))
+        for _ in range(spawns):
+            subprocess.run([sys.executable, "-c", code], check=True)
+        values.append(_vm_rss_kib(proc.pid))
+
+    Run(binary, ["--all", "-r", "99", "-d", str(2 + spawns * 0.15)], during=spawn)
+    return values[0], values[1], spawns
+
+
+def _vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bin", default=default_binary(), help="the pystrobe binary")
@@ -159,11 +216,15 @@ def main():
     print(f"pystrobe foundation benchmark: {args.bin}, {ncpu} CPUs, kernel {os.uname().release}")
     print("(each run has two busy processes, so every CPU has a task to sample)\n", flush=True)
 
+    fixed = bench_fixed_cost(args.bin)
     rate = bench_userspace_rate(args.bin, args.seconds)
     kernel_run, ns_per_sample, kernel_samples, ns_overall = bench_kernel_cost(args.bin,
                                                                               args.seconds)
     with BusyProcesses():
-        steady = Run(args.bin, ["--all", "-r", "99", "-d", "10"])
+        steady = Run(args.bin, ["--all", "-r", "99", "-d", "10"], during=rss_watcher(10.0))
+    rss_sampling_kib, rss_after_kib = steady.during
+    rss_before, rss_after, spawns = bench_rss_per_process(args.bin)
+    marginal_cpu = max(rate.cpu_s - fixed.cpu_s, 0.0)
 
     rows = [
         ("(a) userspace, --all -r 1000, %.0f s" % rate.elapsed, ""),
@@ -173,7 +234,9 @@ def main():
         ("    lost (ring buffer) / failed stacks k,u", f"{rate.lost} / {rate.failed}"),
         ("    pystrobe CPU user + sys", f"{rate.user_s:.2f} + {rate.sys_s:.2f} s"
          f" = {100 * rate.cpu_s / rate.wall:.1f}% of one CPU"),
-        ("    pystrobe CPU per sample", f"{1e6 * rate.cpu_s / max(rate.samples, 1):.1f} us"),
+        ("    pystrobe CPU per sample, all in", f"{1e6 * rate.cpu_s / max(rate.samples, 1):.1f} us"),
+        ("    fixed cost (-r 1 -d 1: start, write)", f"{fixed.cpu_s:.2f} s CPU"),
+        ("    CPU per sample beyond the fixed cost", f"{1e6 * marginal_cpu / max(rate.samples, 1):.1f} us"),
         ("(b) in kernel, sample_cpu, -r 1000", ""),
         ("    runs measured (bpftool, 2 readings)", f"{kernel_samples}"),
         ("    ns per run (between readings)", f"{ns_per_sample:.0f} ns"),
@@ -182,13 +245,20 @@ def main():
         ("    samples", f"{steady.samples} in {steady.elapsed:.1f} s"),
         ("    pystrobe CPU user + sys", f"{steady.user_s:.2f} + {steady.sys_s:.2f} s"
          f" = {steady.cpu_s:.2f} s ({100 * steady.cpu_s / steady.wall:.1f}% of one CPU)"),
-        ("    pystrobe peak RSS", f"{steady.max_rss_kib / 1024:.1f} MiB"),
+        ("    pystrobe peak RSS (rusage)", f"{steady.max_rss_kib / 1024:.1f} MiB"),
+        ("    max VmRSS while sampling (first 10 s)", f"{rss_sampling_kib / 1024:.1f} MiB"),
+        ("    max VmRSS after (symbolize, write)", f"{rss_after_kib / 1024:.1f} MiB"),
         ("    wall time incl. start-up and writing", f"{steady.wall:.1f} s"),
+        (f"(d) --all while {spawns} short-lived {os.path.basename(sys.executable)} run", ""),
+        ("    VmRSS before / after", f"{rss_before / 1024:.1f} / {rss_after / 1024:.1f} MiB"),
+        ("    growth per exited process", f"{(rss_after - rss_before) / spawns:.0f} KiB"),
     ]
     width = max(len(name) for name, _ in rows) + 2
     for name, value in rows:
         print(f"{name:<{width}}{value}")
     del kernel_run
+    if rate.lost or steady.lost:
+        print("\nnote: the ring buffer lost samples; the rates above undercount.")
 
 
 if __name__ == "__main__":
