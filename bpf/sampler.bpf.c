@@ -17,6 +17,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by the loader before load: non-zero keeps only processes in target_pids. */
 const volatile __u8 filter_pids = 0;
+/* Set by the loader (--subprocesses): children of targets become targets. */
+const volatile __u8 follow_children = 0;
 
 /*
  * Processes to sample when filter_pids is set.
@@ -231,5 +233,29 @@ int handle_exit(void *ctx)
 	bpf_map_delete_elem(&python_processes, &tgid);
 	if (is_target(tgid))
 		send_process_event(PYSTROBE_EVENT_EXIT, tgid);
+	/* A later process with this pid is not a target. */
+	if (filter_pids)
+		bpf_map_delete_elem(&target_pids, &tgid);
+	return 0;
+}
+
+/* With --subprocesses, a new process whose parent is a target becomes one,
+ * before it can run: no sample of it is missed. */
+SEC("raw_tp/sched_process_fork")
+int handle_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx->args[0];
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	__u32 parent_tgid, child_tgid;
+	__u8 one = 1;
+
+	if (!follow_children || !filter_pids)
+		return 0;
+	parent_tgid = BPF_CORE_READ(parent, tgid);
+	child_tgid = BPF_CORE_READ(child, tgid);
+	/* A new thread joins its own process, which is already known. */
+	if (child_tgid == parent_tgid || !is_target(parent_tgid))
+		return 0;
+	bpf_map_update_elem(&target_pids, &child_tgid, &one, BPF_ANY);
 	return 0;
 }

@@ -52,7 +52,14 @@ BpfSampler::~BpfSampler() {
 }
 
 absl::Status BpfSampler::Configure(const SamplerConfig& config) {
+  if (config.python_max_frames < 1 || config.python_max_frames > PYSTROBE_MAX_PYTHON_FRAMES) {
+    return absl::InvalidArgumentError(absl::StrCat("Python walk depth ", config.python_max_frames,
+                                                   " is outside 1 to ",
+                                                   PYSTROBE_MAX_PYTHON_FRAMES));
+  }
   skeleton_->rodata->filter_pids = config.filter_pids ? 1 : 0;
+  skeleton_->rodata->follow_children = config.follow_children ? 1 : 0;
+  skeleton_->rodata->python_max_frames = static_cast<uint32_t>(config.python_max_frames);
   return absl::OkStatus();
 }
 
@@ -82,6 +89,15 @@ absl::Status BpfSampler::AddTargetPid(uint32_t pid) {
   return absl::OkStatus();
 }
 
+absl::Status BpfSampler::AddPythonProcess(uint32_t pid, const pystrobe_python_process& process) {
+  if (bpf_map__update_elem(skeleton_->maps.python_processes, &pid, sizeof(pid), &process,
+                           sizeof(process), BPF_ANY) != 0) {
+    return LibbpfError(-errno,
+                       absl::StrCat("hand process ", pid, "'s CPython layout to the kernel"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
   handler_ = std::move(handler);
   ring_buffer_ = ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfSampler::HandleRecord,
@@ -89,7 +105,8 @@ absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
   if (ring_buffer_ == nullptr) return LibbpfError(-errno, "create the ring buffer reader");
 
   // Process events first, so no sample arrives for an image we never heard of.
-  for (bpf_program* program : {skeleton_->progs.handle_exec, skeleton_->progs.handle_exit}) {
+  for (bpf_program* program :
+       {skeleton_->progs.handle_exec, skeleton_->progs.handle_exit, skeleton_->progs.handle_fork}) {
     bpf_link* link = bpf_program__attach(program);
     if (link == nullptr) {
       return LibbpfError(-errno, absl::StrCat("attach ", bpf_program__name(program)));
@@ -146,6 +163,10 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.kernel_stack_failed = drops[PYSTROBE_DROP_KERNEL_STACK];
   counters.user_stack_failed = drops[PYSTROBE_DROP_USER_STACK];
   counters.process_events_lost = drops[PYSTROBE_DROP_PROCESS_EVENT];
+  counters.python_walked = samples[PYSTROBE_COUNT_PYTHON_WALKED];
+  counters.python_truncated = samples[PYSTROBE_COUNT_PYTHON_TRUNCATED];
+  counters.python_read_failed = drops[PYSTROBE_DROP_PYTHON_READ];
+  counters.python_no_thread_state = drops[PYSTROBE_DROP_PYTHON_NO_THREAD_STATE];
   return counters;
 }
 

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/cpu_clock_events.h"
+#include "pystrobe_abi.h"
 
 struct pystrobe_sampler;  // the generated skeleton
 
@@ -26,6 +27,10 @@ namespace pystrobe {
 struct SamplerConfig {
   // Keep only processes added with AddTargetPid (else the whole system).
   bool filter_pids = false;
+  // Children of targets become targets as they are born.
+  bool follow_children = false;
+  // Python frames walked per sample (1 to PYSTROBE_MAX_PYTHON_FRAMES).
+  int python_max_frames = 128;
 };
 
 // What happened to samples in the kernel, summed over CPUs.
@@ -38,6 +43,10 @@ struct SamplerCounters {
   uint64_t kernel_stack_failed = 0;
   uint64_t user_stack_failed = 0;
   uint64_t process_events_lost = 0;
+  uint64_t python_walked = 0;           // samples with a Python walk
+  uint64_t python_truncated = 0;        // walks that hit the depth limit
+  uint64_t python_read_failed = 0;      // walks ended by a failed read
+  uint64_t python_no_thread_state = 0;  // CPython threads without a thread state
 };
 
 class BpfSampler {
@@ -57,6 +66,8 @@ class BpfSampler {
   absl::Status Load();
   // Adds a process (thread group id) to the in-kernel filter. After Load().
   absl::Status AddTargetPid(uint32_t pid);
+  // Lets the kernel walk the Python frames of process `pid`. After Load().
+  absl::Status AddPythonProcess(uint32_t pid, const pystrobe_python_process& process);
   // Starts sampling: opens a cpu-clock event at `rate_hz` on each online CPU
   // and attaches the programs. Records go to `handler` during Poll().
   absl::Status Attach(int rate_hz, RecordHandler handler);

@@ -34,6 +34,7 @@ ImageId ProcessTable::OnSample(uint32_t pid, uint32_t tid, absl::string_view thr
     id = NewImage(pid, std::move(comm));
   }
   ProcessImage& image = *images_[id];
+  MaybeDiscoverPython(image);
   auto [name, inserted] = image.thread_names.try_emplace(tid, thread_comm);
   if (!inserted && name->second != thread_comm) name->second = std::string(thread_comm);
   return id;
@@ -59,6 +60,29 @@ size_t ProcessTable::process_count() const {
   absl::flat_hash_set<uint32_t> pids;
   for (const auto& image : images_) pids.insert(image->pid);
   return pids.size();
+}
+
+void ProcessTable::MaybeDiscoverPython(ProcessImage& image) {
+  constexpr int kMaxAttempts = 5;
+  constexpr absl::Duration kRetryInterval = absl::Milliseconds(200);
+  if (python_discovery_ == nullptr || image.python != nullptr ||
+      image.python_attempts >= kMaxAttempts) {
+    return;
+  }
+  absl::Time now = absl::Now();
+  if (now < image.next_python_attempt) return;
+  ++image.python_attempts;
+  image.next_python_attempt = now + kRetryInterval;
+  absl::StatusOr<std::unique_ptr<PythonProcess>> python = python_discovery_->Discover(image.pid);
+  if (python.ok()) {
+    image.python = std::move(*python);
+    image.python_error = absl::OkStatus();
+    ++python_processes_;
+    return;
+  }
+  image.python_error = python.status();
+  // Only "no CPython here (yet)" is worth another look.
+  if (!absl::IsNotFound(python.status())) image.python_attempts = kMaxAttempts;
 }
 
 ImageId ProcessTable::NewImage(uint32_t pid, std::string comm) {

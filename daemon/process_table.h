@@ -15,6 +15,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/python_process.h"
 #include "daemon/symbolizer/native_symbolizer.h"
 
 namespace pystrobe {
@@ -29,7 +31,22 @@ struct ProcessImage {
   // Names native frames; null when the snapshot failed (see symbols_error).
   std::unique_ptr<ProcessSymbols> symbols;
   absl::Status symbols_error;
+  // Set once CPython is found in the image; its frames can then be named.
+  std::unique_ptr<PythonProcess> python;
+  // Why the last attempt found no usable CPython (NotFound: none at all).
+  absl::Status python_error;
+  int python_attempts = 0;
+  absl::Time next_python_attempt = absl::InfinitePast();
   bool exited = false;
+};
+
+// Looks for CPython in new process images and hands what it finds to the
+// kernel walker. An interface so tests run without /proc and BPF.
+class PythonDiscovery {
+ public:
+  virtual ~PythonDiscovery() = default;
+  // Finds CPython in `pid` and, when found, lets the kernel walk it.
+  virtual absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t pid) = 0;
 };
 
 class ProcessTable {
@@ -39,9 +56,11 @@ class ProcessTable {
   // Reads /proc/PID/comm.
   static std::string ReadProcComm(uint32_t pid);
 
-  // `symbolizer` must outlive the table.
-  explicit ProcessTable(NativeSymbolizer* symbolizer, CommReader read_comm = ReadProcComm)
-      : symbolizer_(symbolizer), read_comm_(std::move(read_comm)) {}
+  // `symbolizer` and `python` (may be null: no Python support) must outlive
+  // the table.
+  explicit ProcessTable(NativeSymbolizer* symbolizer, PythonDiscovery* python = nullptr,
+                        CommReader read_comm = ReadProcComm)
+      : symbolizer_(symbolizer), python_discovery_(python), read_comm_(std::move(read_comm)) {}
 
   // The image a sample of (pid, tid) belongs to. The first sample of an image
   // snapshots its symbols, while the process is alive.
@@ -57,11 +76,18 @@ class ProcessTable {
   size_t process_count() const;
   // Images whose symbols could not be snapshotted.
   size_t symbol_failures() const { return symbol_failures_; }
+  // Images found to run CPython.
+  size_t python_processes() const { return python_processes_; }
 
  private:
   ImageId NewImage(uint32_t pid, std::string comm);
+  // Looks for CPython in a live image, a few times: libpython is mapped by
+  // the dynamic loader after exec, or later still by an embedding program.
+  void MaybeDiscoverPython(ProcessImage& image);
 
   NativeSymbolizer* symbolizer_;
+  PythonDiscovery* python_discovery_;
+  size_t python_processes_ = 0;
   CommReader read_comm_;
   std::vector<std::unique_ptr<ProcessImage>> images_;
   absl::flat_hash_map<uint32_t, ImageId> live_image_by_pid_;

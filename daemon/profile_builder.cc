@@ -29,17 +29,80 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, Profile& profile) {
           {absl::StrCat(name != image.thread_names.end() ? name->second : "?", " tid=", stack.tid),
            FrameKind::kThread});
     }
-    for (size_t i = stack.user_ips.size(); i-- > 0;) {
-      frames.push_back({NativeName(image, LookupAddress(stack.user_ips, i)), FrameKind::kNative});
+    if (!stack.python_frames.empty() && image.python != nullptr) {
+      AddPythonStack(image, stack, frames);
+    } else {
+      for (size_t i = stack.user_ips.size(); i-- > 0;) {
+        frames.push_back({NativeName(image, LookupAddress(stack.user_ips, i)), FrameKind::kNative});
+      }
     }
     for (size_t i = stack.kernel_ips.size(); i-- > 0;) {
       frames.push_back({KernelName(LookupAddress(stack.kernel_ips, i)), FrameKind::kKernel});
     }
-    if (stack.user_ips.empty() && stack.kernel_ips.empty()) {
+    if (stack.user_ips.empty() && stack.kernel_ips.empty() && stack.python_frames.empty()) {
       frames.push_back({"[unknown]", FrameKind::kMarker});
     }
     profile.Add(std::move(frames), count);
   }
+}
+
+void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& stack,
+                                    std::vector<Frame>& frames) {
+  const PythonProcess& python = *image.python;
+  if (stack.python_truncated) frames.push_back({"[truncated]", FrameKind::kMarker});
+  // Native frames, root first, split around the interpreter's own frames:
+  // those below the outermost interpreter frame started the interpreter,
+  // those above the innermost one were called from Python.
+  size_t root_side_end = stack.user_ips.size();  // exclusive, in root-first order
+  size_t leaf_side_begin = stack.user_ips.size();
+  for (size_t depth = 0; depth < stack.user_ips.size(); ++depth) {
+    uint64_t address = LookupAddress(stack.user_ips, stack.user_ips.size() - 1 - depth);
+    if (python.InInterpreter(address)) {
+      if (root_side_end == stack.user_ips.size()) root_side_end = depth;
+      leaf_side_begin = depth + 1;
+    }
+  }
+  auto native_frame = [&](size_t depth) {
+    size_t index = stack.user_ips.size() - 1 - depth;
+    return Frame{NativeName(image, LookupAddress(stack.user_ips, index)), FrameKind::kNative};
+  };
+  bool interpreter_seen = root_side_end < stack.user_ips.size();
+  if (options_.native && interpreter_seen) {
+    for (size_t depth = 0; depth < root_side_end; ++depth) frames.push_back(native_frame(depth));
+  }
+  for (size_t i = stack.python_frames.size(); i-- > 0;) {
+    frames.push_back({PythonName(image, stack.python_frames[i]), FrameKind::kPython});
+  }
+  if (options_.native) {
+    size_t first = interpreter_seen ? leaf_side_begin : 0;
+    for (size_t depth = first; depth < stack.user_ips.size(); ++depth) {
+      frames.push_back(native_frame(depth));
+    }
+  } else if (stack.kernel_ips.empty() && !stack.user_ips.empty() &&
+             !python.InInterpreter(stack.user_ips.front())) {
+    // The thread was running native code (an extension, libc) for Python.
+    frames.push_back({"[native]", FrameKind::kMarker});
+  }
+}
+
+std::string ProfileBuilder::PythonName(const ProcessImage& image,
+                                       const RawPythonFrame& frame) const {
+  const PythonCodeObject* code = python_codes_->Get(frame.code);
+  if (code == nullptr) return "[unknown python frame]";
+  std::string filename = options_.full_filenames
+                             ? code->filename
+                             : ShortenPythonFilename(code->filename, image.python->cwd());
+  switch (options_.python_lines) {
+    case PythonLineMode::kNone:
+      return absl::StrCat(code->name, " (", filename, ")");
+    case PythonLineMode::kFunction:
+      return absl::StrCat(code->name, " (", filename, ":", code->first_line, ")");
+    case PythonLineMode::kCurrentLine:
+      break;
+  }
+  int32_t line = code->line_table.LineForOffset(frame.instr_offset);
+  if (line < 0) line = code->first_line;
+  return absl::StrCat(code->name, " (", filename, ":", line, ")");
 }
 
 const std::string& ProfileBuilder::NativeName(const ProcessImage& image, uint64_t address) {

@@ -16,17 +16,29 @@
 
 namespace pystrobe {
 
+// What a Python frame's line says.
+enum class PythonLineMode {
+  kCurrentLine,  // the line being run (default)
+  kFunction,     // the line of the function's definition (--function)
+  kNone,         // no line at all (--nolineno)
+};
+
 struct ProfileBuilderOptions {
   bool threads = false;  // add "<thread name> tid=<tid>" under the process
+  // Keep native frames around the Python ones (--native); otherwise a
+  // CPython process shows Python frames and one "[native]" leaf.
+  bool native = false;
+  PythonLineMode python_lines = PythonLineMode::kCurrentLine;
+  bool full_filenames = false;
 };
 
 class ProfileBuilder {
  public:
-  // `processes` and `kernel` must outlive the builder; `kernel` may be null
-  // (kernel frames then read "0x..._[k]").
-  ProfileBuilder(ProcessTable* processes, const KernelSymbolizer* kernel,
-                 ProfileBuilderOptions options)
-      : processes_(processes), kernel_(kernel), options_(options) {}
+  // `processes`, `python_codes` and `kernel` must outlive the builder;
+  // `kernel` may be null (kernel frames then read "0x..._[k]").
+  ProfileBuilder(const ProcessTable* processes, const PythonCodeTable* python_codes,
+                 const KernelSymbolizer* kernel, ProfileBuilderOptions options)
+      : processes_(processes), python_codes_(python_codes), kernel_(kernel), options_(options) {}
 
   // Adds every stack of `stacks` to `profile`.
   void AddTo(const StackAggregator& stacks, Profile& profile);
@@ -34,8 +46,13 @@ class ProfileBuilder {
  private:
   const std::string& NativeName(const ProcessImage& image, uint64_t address);
   const std::string& KernelName(uint64_t address);
+  std::string PythonName(const ProcessImage& image, const RawPythonFrame& frame) const;
+  // Frames of a sample that has Python frames, root first, after the
+  // process and thread frames.
+  void AddPythonStack(const ProcessImage& image, const RawStack& stack, std::vector<Frame>& frames);
 
-  ProcessTable* processes_;
+  const ProcessTable* processes_;
+  const PythonCodeTable* python_codes_;
   const KernelSymbolizer* kernel_;
   ProfileBuilderOptions options_;
   // Names are resolved once per distinct address.

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "daemon/bpf_sampler.h"
 #include "daemon/capabilities.h"
+#include "daemon/kernel_python_discovery.h"
 #include "daemon/libbpf_errors.h"
 #include "daemon/profile_builder.h"
 #include "daemon/record_options.h"
@@ -91,6 +92,22 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
           static_cast<unsigned long long>(kernel.process_events_lost),
           static_cast<unsigned long long>(kernel.kernel_stack_failed),
           static_cast<unsigned long long>(kernel.user_stack_failed));
+  if (recorder.processes().python_processes() > 0) {
+    fprintf(stderr,
+            "pystrobe: Python: %zu processes, %llu samples walked, %llu truncated, "
+            "%llu walks cut by failed reads, %llu threads without a thread state, "
+            "%zu code objects unreadable\n",
+            recorder.processes().python_processes(),
+            static_cast<unsigned long long>(kernel.python_walked),
+            static_cast<unsigned long long>(kernel.python_truncated),
+            static_cast<unsigned long long>(kernel.python_read_failed),
+            static_cast<unsigned long long>(kernel.python_no_thread_state),
+            recorder.python_codes().read_errors());
+  }
+  if (recorder.samples_without_gil() > 0) {
+    fprintf(stderr, "pystrobe: --gil left out %llu samples of threads not holding the GIL\n",
+            static_cast<unsigned long long>(recorder.samples_without_gil()));
+  }
 }
 
 }  // namespace
@@ -132,6 +149,8 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   if (!sampler.ok()) return Fail(sampler.status());
   SamplerConfig config;
   config.filter_pids = !options.all;
+  config.follow_children = options.subprocesses;
+  config.python_max_frames = options.max_python_depth;
   if (absl::Status s = (*sampler)->Configure(config); !s.ok()) return Fail(s);
   if (absl::Status s = (*sampler)->Load(); !s.ok()) return Fail(s);
   std::vector<uint32_t> targets = options.pids;
@@ -146,7 +165,9 @@ int RunRecordCommand(const std::vector<std::string>& args) {
             std::string(kernel_symbols.status().message()).c_str());
   }
   BccNativeSymbolizer native_symbols;
-  Recorder recorder(&native_symbols, RecorderOptions{.threads = options.threads});
+  KernelPythonDiscovery python_discovery(sampler->get());
+  Recorder recorder(&native_symbols, &python_discovery,
+                    RecorderOptions{.threads = options.threads, .gil_only = options.gil_only});
 
   InstallStopHandlers();
   absl::Status attached = (*sampler)->Attach(
@@ -186,8 +207,15 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   Profile profile;
   profile.title = absl::StrCat("pystrobe record: ", TargetDescription(options));
   profile.sample_rate_hz = options.rate_hz;
-  ProfileBuilder builder(&recorder.processes(), kernel_symbols.ok() ? &*kernel_symbols : nullptr,
-                         ProfileBuilderOptions{.threads = options.threads});
+  ProfileBuilderOptions build_options;
+  build_options.threads = options.threads;
+  build_options.native = options.native;
+  build_options.full_filenames = options.full_filenames;
+  build_options.python_lines = options.function_lines    ? PythonLineMode::kFunction
+                               : options.no_line_numbers ? PythonLineMode::kNone
+                                                         : PythonLineMode::kCurrentLine;
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(),
+                         kernel_symbols.ok() ? &*kernel_symbols : nullptr, build_options);
   builder.AddTo(recorder.stacks(), profile);
   PrintSummary(counters, recorder, elapsed, options.rate_hz);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail(s);

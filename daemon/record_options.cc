@@ -56,6 +56,18 @@ absl::StatusOr<int64_t> ParseInteger(absl::string_view flag, absl::string_view t
   return value;
 }
 
+// The boolean flag named `flag`, or null.
+bool* SwitchFlag(RecordOptions& options, absl::string_view flag) {
+  if (flag == "--threads") return &options.threads;
+  if (flag == "--subprocesses") return &options.subprocesses;
+  if (flag == "--native") return &options.native;
+  if (flag == "--gil") return &options.gil_only;
+  if (flag == "--function") return &options.function_lines;
+  if (flag == "--nolineno") return &options.no_line_numbers;
+  if (flag == "--full-filenames") return &options.full_filenames;
+  return nullptr;
+}
+
 }  // namespace
 
 const char* RecordUsage() {
@@ -75,6 +87,19 @@ Options:
   -f, --format FMT     folded or svg (default svg)
   -o, --output FILE    where to write (default pystrobe-<target>-<time>.<format>)
       --threads        add a frame per thread ("<name> tid=<tid>") under the process
+      --subprocesses   also profile the children of the targets (fork, exec,
+                       multiprocessing), decided in the kernel as they are born
+
+Python (any CPython 3.8 to 3.13, found automatically):
+      --native         keep native frames: extensions above the Python frame
+                       that called them, the interpreter's starters below
+      --gil            keep only samples whose thread held the GIL
+      --function       show the line a function starts at, not the line running
+      --nolineno       no line numbers
+      --full-filenames whole paths (default: shortened as py-spy does)
+      --max-python-depth N
+                       Python frames walked per sample (1 to 384, default 128);
+                       deeper stacks start with a [truncated] frame
   -v, --verbose        print libbpf's log, including the verifier's
   -h, --help           this text
 )";
@@ -131,9 +156,15 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
       if (!value.ok()) return value.status();
       if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a path"));
       options.output = *value;
-    } else if (flag == "--threads") {
+    } else if (flag == "--max-python-depth") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      absl::StatusOr<int64_t> depth = ParseInteger(flag, *value, 1, kMaxPythonDepth, "frames");
+      if (!depth.ok()) return depth.status();
+      options.max_python_depth = static_cast<int>(*depth);
+    } else if (bool* switch_flag = SwitchFlag(options, flag); switch_flag != nullptr) {
       if (absl::Status s = takes_no_value(); !s.ok()) return s;
-      options.threads = true;
+      *switch_flag = true;
     } else if (flag == "-h" || flag == "--help") {
       options.help = true;
       return options;
@@ -153,6 +184,13 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
         "choose one kind of target: -- COMMAND, --pid PID..., or --all");
   }
   if (kinds == 0) options.all = true;
+  if (options.function_lines && options.no_line_numbers) {
+    return absl::InvalidArgumentError("--function and --nolineno exclude each other");
+  }
+  if (options.subprocesses && options.all) {
+    return absl::InvalidArgumentError(
+        "--subprocesses follows the children of -- COMMAND or --pid; --all sees them anyway");
+  }
   if (options.format != "svg" && options.format != "folded") {
     return absl::InvalidArgumentError(
         absl::StrCat("--format takes folded or svg, not '", options.format, "'"));

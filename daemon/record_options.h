@@ -25,11 +25,21 @@ struct RecordOptions {
   std::string output;  // empty: pystrobe-<target>-<timestamp>.<format>
   bool threads = false;
   bool verbose = false;
-  bool help = false;  // -h/--help: print the usage and do nothing else
+
+  // CPython.
+  bool native = false;          // keep native frames around Python frames
+  bool gil_only = false;        // only samples whose thread held the GIL
+  bool function_lines = false;  // line of the function's definition
+  bool no_line_numbers = false;
+  bool full_filenames = false;
+  int max_python_depth = 128;
+  bool subprocesses = false;  // follow children of the targets
+  bool help = false;          // -h/--help: print the usage and do nothing else
 };
 
 inline constexpr int kMinRateHz = 1;
 inline constexpr int kMaxRateHz = 1000;
+inline constexpr int kMaxPythonDepth = 384;  // PYSTROBE_MAX_PYTHON_FRAMES
 
 // Parses the arguments after "record". InvalidArgument names the bad flag or
 // value. Does not check that the pids exist.

@@ -53,22 +53,42 @@ void Recorder::HandleSample(std::span<const uint8_t> record) {
     return;
   }
   std::memcpy(&header, record.data(), kHeaderSize);
-  size_t frames = size_t{header.kernel_frames} + header.user_frames;
+  size_t native_words = size_t{header.kernel_frames} + header.user_frames;
   if (header.kernel_frames > PYSTROBE_MAX_NATIVE_FRAMES ||
       header.user_frames > PYSTROBE_MAX_NATIVE_FRAMES ||
-      record.size() < kHeaderSize + frames * sizeof(uint64_t)) {
+      header.python_frames > PYSTROBE_MAX_PYTHON_FRAMES ||
+      record.size() < kHeaderSize + (native_words + 2 * header.python_frames) * sizeof(uint64_t)) {
     ++malformed_records_;
+    return;
+  }
+  if (options_.gil_only && (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
+    ++samples_without_gil_;
     return;
   }
   RawStack stack;
   stack.image = processes_.OnSample(header.pid, header.tid, CommView(header.comm));
   stack.tid = options_.threads ? header.tid : 0;
-  const uint8_t* ips = record.data() + kHeaderSize;
+  const uint8_t* data = record.data() + kHeaderSize;
   stack.kernel_ips.resize(header.kernel_frames);
   stack.user_ips.resize(header.user_frames);
-  std::memcpy(stack.kernel_ips.data(), ips, header.kernel_frames * sizeof(uint64_t));
-  std::memcpy(stack.user_ips.data(), ips + header.kernel_frames * sizeof(uint64_t),
+  std::memcpy(stack.kernel_ips.data(), data, header.kernel_frames * sizeof(uint64_t));
+  std::memcpy(stack.user_ips.data(), data + header.kernel_frames * sizeof(uint64_t),
               header.user_frames * sizeof(uint64_t));
+
+  // Python frames are named now, while the process (and its code objects) live.
+  PythonProcess* python = processes_.image(stack.image).python.get();
+  if (python != nullptr && header.python_frames > 0) {
+    const uint8_t* frames = data + native_words * sizeof(uint64_t);
+    stack.python_frames.reserve(header.python_frames);
+    for (size_t i = 0; i < header.python_frames; ++i) {
+      pystrobe_python_frame frame;
+      std::memcpy(&frame, frames + i * sizeof(frame), sizeof(frame));
+      stack.python_frames.push_back(
+          {python_codes_.Intern(stack.image, *python, frame.code, frame.stamp),
+           frame.instr_offset});
+    }
+    stack.python_truncated = (header.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
+  }
   stacks_.Add(std::move(stack));
 }
 

@@ -12,15 +12,16 @@
 namespace pystrobe {
 
 struct RecorderOptions {
-  bool threads = false;  // keep samples of different threads apart
+  bool threads = false;   // keep samples of different threads apart
+  bool gil_only = false;  // keep only samples whose thread held the GIL
 };
 
 class Recorder {
  public:
   // `symbolizer` must outlive the recorder.
-  Recorder(NativeSymbolizer* symbolizer, RecorderOptions options,
+  Recorder(NativeSymbolizer* symbolizer, PythonDiscovery* python, RecorderOptions options,
            ProcessTable::CommReader read_comm = ProcessTable::ReadProcComm)
-      : processes_(symbolizer, std::move(read_comm)), options_(options) {}
+      : processes_(symbolizer, python, std::move(read_comm)), options_(options) {}
 
   // Handles one ring buffer record. Malformed records are counted and dropped.
   void HandleRecord(std::span<const uint8_t> record);
@@ -28,16 +29,21 @@ class Recorder {
   ProcessTable& processes() { return processes_; }
   const ProcessTable& processes() const { return processes_; }
   const StackAggregator& stacks() const { return stacks_; }
+  const PythonCodeTable& python_codes() const { return python_codes_; }
   uint64_t samples() const { return stacks_.total(); }
   uint64_t malformed_records() const { return malformed_records_; }
+  // Samples left out by --gil because their thread did not hold the GIL.
+  uint64_t samples_without_gil() const { return samples_without_gil_; }
 
  private:
   void HandleSample(std::span<const uint8_t> record);
 
   ProcessTable processes_;
   StackAggregator stacks_;
+  PythonCodeTable python_codes_;
   RecorderOptions options_;
   uint64_t malformed_records_ = 0;
+  uint64_t samples_without_gil_ = 0;
 };
 
 }  // namespace pystrobe

@@ -9,8 +9,21 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "daemon/process_table.h"
+#include "daemon/python_code_table.h"
 
 namespace pystrobe {
+
+// A Python frame as sampled: its code object and the instruction's byte offset.
+struct RawPythonFrame {
+  PythonCodeId code = 0;
+  int32_t instr_offset = 0;
+
+  friend bool operator==(const RawPythonFrame&, const RawPythonFrame&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const RawPythonFrame& frame) {
+    return H::combine(std::move(h), frame.code, frame.instr_offset);
+  }
+};
 
 // A sample's identity before symbolization. Stacks are leaf first, as the
 // kernel reports them.
@@ -19,11 +32,14 @@ struct RawStack {
   uint32_t tid = 0;  // 0 when threads are not told apart
   std::vector<uint64_t> kernel_ips;
   std::vector<uint64_t> user_ips;
+  std::vector<RawPythonFrame> python_frames;
+  bool python_truncated = false;  // the Python stack was deeper than the walk
 
   friend bool operator==(const RawStack&, const RawStack&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const RawStack& stack) {
-    return H::combine(std::move(h), stack.image, stack.tid, stack.kernel_ips, stack.user_ips);
+    return H::combine(std::move(h), stack.image, stack.tid, stack.kernel_ips, stack.user_ips,
+                      stack.python_frames, stack.python_truncated);
   }
 };
 

@@ -77,7 +77,8 @@ std::vector<uint8_t> ProcessEvent(uint32_t kind, uint32_t pid, const char* comm)
 std::map<std::string, uint64_t> Folded(Recorder& recorder, const KernelSymbolizer* kernel,
                                        bool threads = false) {
   Profile profile;
-  ProfileBuilder builder(&recorder.processes(), kernel, ProfileBuilderOptions{.threads = threads});
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), kernel,
+                         ProfileBuilderOptions{.threads = threads});
   builder.AddTo(recorder.stacks(), profile);
   std::map<std::string, uint64_t> folded;
   for (const ProfileStack& stack : profile.stacks()) {
@@ -90,7 +91,7 @@ std::map<std::string, uint64_t> Folded(Recorder& recorder, const KernelSymbolize
 
 TEST(RecorderTest, SameStackIsCountedOnceWithItsSamples) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {}, NoProcComm);
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
   for (int i = 0; i < 3; ++i) recorder.HandleRecord(SampleRecord(1, 1, "worker", {}, {0x10, 0x20}));
   recorder.HandleRecord(SampleRecord(1, 1, "worker", {}, {0x30, 0x20}));
   EXPECT_EQ(recorder.samples(), 4u);
@@ -103,7 +104,7 @@ TEST(RecorderTest, SameStackIsCountedOnceWithItsSamples) {
 
 TEST(RecorderTest, KernelFramesSitAboveUserFrames) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {}, NoProcComm);
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
   absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromText(
       "ffffffff81000000 T do_syscall_64\nffffffff81001000 T ksys_read\n"
       "ffffffff81002000 T end_of_text\n");
@@ -117,7 +118,7 @@ TEST(RecorderTest, KernelFramesSitAboveUserFrames) {
 
 TEST(RecorderTest, ExecStartsANewImageWithItsOwnSymbolsAndName) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {}, NoProcComm);
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
   recorder.HandleRecord(SampleRecord(5, 5, "bash", {}, {0x100}));
   recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXEC, 5, "python3"));
   recorder.HandleRecord(SampleRecord(5, 5, "python3", {}, {0x100}));
@@ -128,7 +129,7 @@ TEST(RecorderTest, ExecStartsANewImageWithItsOwnSymbolsAndName) {
 
 TEST(RecorderTest, ReusedPidAfterExitNeverInheritsOldSymbols) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {}, NoProcComm);
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
   recorder.HandleRecord(SampleRecord(8, 8, "old", {}, {0x1}));
   recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 8, "old"));
   recorder.HandleRecord(SampleRecord(8, 8, "new", {}, {0x1}));
@@ -139,7 +140,7 @@ TEST(RecorderTest, ReusedPidAfterExitNeverInheritsOldSymbols) {
 
 TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, RecorderOptions{.threads = true}, NoProcComm);
+  Recorder recorder(&symbolizer, nullptr, RecorderOptions{.threads = true}, NoProcComm);
   recorder.HandleRecord(SampleRecord(3, 3, "main", {}, {0x1}));
   recorder.HandleRecord(SampleRecord(3, 4, "loader", {}, {0x1}));
   auto folded = Folded(recorder, nullptr, /*threads=*/true);
@@ -150,7 +151,7 @@ TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
 
 TEST(RecorderTest, ProcessWithoutSymbolsStillCountsItsSamples) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {}, NoProcComm);
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
   recorder.HandleRecord(SampleRecord(FakeSymbolizer::kGonePid, 1000, "gone", {}, {0xabc}));
   recorder.HandleRecord(SampleRecord(FakeSymbolizer::kGonePid, 1000, "gone", {}, {}));
   EXPECT_EQ(recorder.processes().symbol_failures(), 1u);
@@ -161,7 +162,7 @@ TEST(RecorderTest, ProcessWithoutSymbolsStillCountsItsSamples) {
 
 TEST(RecorderTest, MalformedRecordsAreCountedNotTrusted) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, {}, NoProcComm);
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
   std::vector<uint8_t> truncated = SampleRecord(1, 1, "x", {}, {0x1, 0x2});
   truncated.resize(truncated.size() - 4);
   recorder.HandleRecord(truncated);

@@ -1,0 +1,31 @@
+// Finds CPython in newly sampled processes and hands each one's layout to the
+// kernel walker, so its next samples carry Python frames.
+#ifndef PYSTROBE_DAEMON_KERNEL_PYTHON_DISCOVERY_H_
+#define PYSTROBE_DAEMON_KERNEL_PYTHON_DISCOVERY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "daemon/bpf_sampler.h"
+#include "daemon/process_table.h"
+
+namespace pystrobe {
+
+class KernelPythonDiscovery : public PythonDiscovery {
+ public:
+  // `sampler` must outlive this object.
+  explicit KernelPythonDiscovery(BpfSampler* sampler) : sampler_(sampler) {}
+
+  absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t pid) override;
+
+ private:
+  BpfSampler* sampler_;
+  // Unsupported versions already warned about: one warning per version.
+  absl::flat_hash_set<std::string> warned_;
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_KERNEL_PYTHON_DISCOVERY_H_

@@ -1,0 +1,92 @@
+#include "daemon/python_process.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace pystrobe {
+namespace {
+
+std::string ReadLink(const std::string& path) {
+  char buffer[4096];
+  ssize_t length = readlink(path.c_str(), buffer, sizeof(buffer) - 1);
+  return length > 0 ? std::string(buffer, length) : std::string();
+}
+
+// The part of `path` after the last "lib/pythonX.Y/" (or pythonX.Y/ under
+// any lib directory), or npos.
+size_t AfterStdlibPrefix(absl::string_view path) {
+  size_t found = absl::string_view::npos;
+  for (size_t at = path.find("/python3."); at != absl::string_view::npos;
+       at = path.find("/python3.", at + 1)) {
+    size_t slash = path.find('/', at + 1);
+    if (slash == absl::string_view::npos) break;
+    absl::string_view minor = path.substr(at + 9, slash - (at + 9));
+    if (!minor.empty() && minor.size() <= 2 &&
+        minor.find_first_not_of("0123456789") == absl::string_view::npos) {
+      found = slash + 1;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t pid) {
+  absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(static_cast<pid_t>(pid));
+  if (!interpreter.ok()) return interpreter.status();
+
+  std::ifstream maps_file(absl::StrCat("/proc/", pid, "/maps"));
+  std::stringstream maps_text;
+  maps_text << maps_file.rdbuf();
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const MemoryMapping& mapping : ParseProcMaps(maps_text.str())) {
+    if (mapping.path == interpreter->binary_path && absl::StrContains(mapping.perms, "x")) {
+      ranges.emplace_back(mapping.start, mapping.end);
+    }
+  }
+  std::string cwd = ReadLink(absl::StrCat("/proc/", pid, "/cwd"));
+  return std::make_unique<PythonProcess>(std::move(*interpreter),
+                                         std::make_unique<RemoteProcessMemory>(pid),
+                                         std::move(ranges), std::move(cwd));
+}
+
+PythonProcess::PythonProcess(PythonInterpreter interpreter, std::unique_ptr<ProcessMemory> memory,
+                             std::vector<std::pair<uint64_t, uint64_t>> interpreter_ranges,
+                             std::string cwd)
+    : interpreter_(std::move(interpreter)),
+      memory_(std::move(memory)),
+      code_reader_(*memory_, interpreter_),
+      interpreter_ranges_(std::move(interpreter_ranges)),
+      cwd_(std::move(cwd)) {}
+
+bool PythonProcess::InInterpreter(uint64_t address) const {
+  for (const auto& [start, end] : interpreter_ranges_) {
+    if (address >= start && address < end) return true;
+  }
+  return false;
+}
+
+std::string ShortenPythonFilename(absl::string_view path, absl::string_view cwd) {
+  // Relative already ("examples/x.py"), or not a file ("<string>", "<frozen ...>").
+  if (!absl::StartsWith(path, "/")) return std::string(path);
+  for (absl::string_view packages : {"/site-packages/", "/dist-packages/"}) {
+    size_t at = path.rfind(packages);
+    if (at != absl::string_view::npos) return std::string(path.substr(at + packages.size()));
+  }
+  if (size_t after = AfterStdlibPrefix(path); after != absl::string_view::npos) {
+    return std::string(path.substr(after));
+  }
+  if (!cwd.empty() && cwd != "/" && absl::StartsWith(path, cwd) && path.size() > cwd.size() &&
+      path[cwd.size()] == '/') {
+    return std::string(path.substr(cwd.size() + 1));
+  }
+  size_t slash = path.rfind('/');
+  return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+}
+
+}  // namespace pystrobe
