@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/dump_command.h"
 #include "daemon/record_command.h"
 
 namespace {
@@ -13,6 +14,7 @@ constexpr char kUsage[] = R"(usage: pystrobe <command> [options]
 
 Commands:
   record    record a CPU profile of a command, processes, or the whole system
+  dump      print the Python stack of every thread of a running process
   version   print the version
 
 Run 'pystrobe <command> --help' for a command's options.
@@ -28,6 +30,7 @@ int main(int argc, char** argv) {
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "record") return pystrobe::RunRecordCommand(args);
+  if (command == "dump") return pystrobe::RunDumpCommand(args);
   if (command == "version" || command == "--version") {
     printf("pystrobe %s\n", PYSTROBE_VERSION);
     return pystrobe::kExitOk;

@@ -1,0 +1,275 @@
+#include "daemon/dump_command.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "daemon/dump_report.h"
+#include "daemon/pthread_tid.h"
+#include "daemon/python/code_object_reader.h"
+#include "daemon/python/frame_walker.h"
+#include "daemon/python/interpreter_finder.h"
+#include "daemon/python/process_memory.h"
+#include "daemon/record_command.h"
+
+namespace pystrobe {
+namespace {
+
+// The process runs on while we read it: a thread state or frame freed between
+// two reads makes a walk fail or a frame unreadable. Such a walk is retried;
+// after the last attempt unreadable frames are shown as such.
+constexpr int kWalkAttempts = 5;
+
+struct DumpOptions {
+  pid_t pid = 0;
+  bool json = false;
+  bool help = false;
+};
+
+absl::StatusOr<DumpOptions> ParseDumpOptions(const std::vector<std::string>& args) {
+  DumpOptions options;
+  bool have_pid = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::optional<std::string> value;
+    if (const size_t equals = flag.find('='); flag.rfind("--", 0) == 0 && equals != flag.npos) {
+      value = flag.substr(equals + 1);
+      flag = flag.substr(0, equals);
+    }
+    if (flag == "-p" || flag == "--pid") {
+      if (!value) {
+        if (i + 1 >= args.size()) return absl::InvalidArgumentError(flag + " needs a value");
+        value = args[++i];
+      }
+      int32_t pid = 0;
+      if (!absl::SimpleAtoi(*value, &pid) || pid < 1 || pid > (1 << 22)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, " takes a process id from 1 to ", 1 << 22, ", not '", *value, "'"));
+      }
+      options.pid = pid;
+      have_pid = true;
+    } else if (flag == "--json" && !value) {
+      options.json = true;
+    } else if ((flag == "-h" || flag == "--help") && !value) {
+      options.help = true;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '", args[i], "' (see pystrobe dump --help)"));
+    }
+  }
+  if (!options.help && !have_pid) {
+    return absl::InvalidArgumentError("which process? give --pid PID");
+  }
+  return options;
+}
+
+bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string CommandLine(pid_t pid) {
+  std::optional<std::string> raw = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+  if (!raw) return "?";
+  std::string text = std::string(absl::StripSuffix(*raw, absl::string_view("\0", 1)));
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+// Name and state of one thread from /proc; empty name and '?' once it is gone.
+void ReadThreadProcInfo(pid_t pid, DumpThread& thread) {
+  if (!thread.tid) return;
+  const std::string task = absl::StrCat("/proc/", pid, "/task/", *thread.tid);
+  if (std::optional<std::string> comm = ReadFile(task + "/comm")) {
+    thread.name = std::string(absl::StripSuffix(*comm, "\n"));
+  }
+  if (std::optional<std::string> stat = ReadFile(task + "/stat")) {
+    thread.proc_state = ProcStatState(*stat);
+  }
+}
+
+// Fills in the kernel tid of threads whose interpreter does not record it
+// (3.8 to 3.10), through glibc's struct pthread (see pthread_tid.h). Threads
+// stay without a tid when the offset cannot be found; the reason is returned.
+absl::Status MapPthreadIds(const ProcessMemory& memory, pid_t pid,
+                           const std::vector<PythonThread>& walked,
+                           std::vector<DumpThread>& threads) {
+  std::vector<uint64_t> ids;
+  for (const PythonThread& thread : walked) {
+    if (!thread.native_thread_id) ids.push_back(thread.thread_id);
+  }
+  if (ids.empty()) return absl::OkStatus();
+  absl::StatusOr<uint32_t> offset = FindPthreadTidOffset(memory, pid, ids, ReadTaskTids(pid));
+  if (!offset.ok()) return offset.status();
+  for (DumpThread& thread : threads) {
+    if (thread.tid || thread.pthread_id == 0) continue;
+    absl::StatusOr<int32_t> tid = memory.ReadValue<int32_t>(thread.pthread_id + *offset);
+    if (tid.ok() && *tid > 0) thread.tid = *tid;
+  }
+  return absl::OkStatus();
+}
+
+bool IsTransient(const absl::Status& status) {
+  return status.code() != absl::StatusCode::kNotFound &&
+         status.code() != absl::StatusCode::kPermissionDenied;
+}
+
+// Walks and symbolizes every thread; retries walks that raced the process.
+absl::StatusOr<std::vector<DumpThread>> ReadThreads(const ProcessMemory& memory,
+                                                    const PythonInterpreter& interpreter,
+                                                    std::vector<PythonThread>& walked) {
+  PythonFrameWalker walker(memory, interpreter);
+  CodeObjectReader reader(memory, interpreter);
+  absl::Status last_error = absl::OkStatus();
+  for (int attempt = 1; attempt <= kWalkAttempts; ++attempt) {
+    const bool last_attempt = attempt == kWalkAttempts;
+    absl::StatusOr<std::vector<PythonThread>> threads = walker.WalkAllThreads();
+    if (!threads.ok()) {
+      if (!IsTransient(threads.status())) return threads.status();
+      last_error = threads.status();
+      continue;
+    }
+    std::vector<DumpThread> out;
+    bool complete = true;
+    for (const PythonThread& thread : *threads) {
+      DumpThread dumped;
+      if (thread.native_thread_id) dumped.tid = static_cast<pid_t>(*thread.native_thread_id);
+      dumped.pthread_id = thread.thread_id;
+      dumped.holds_gil = thread.holds_gil;
+      dumped.truncated = thread.truncated;
+      for (const PythonFrame& frame : thread.frames) {
+        absl::StatusOr<PythonFrameSymbol> symbol =
+            reader.Symbolize(frame.code_address, frame.stamp, frame.instr_offset);
+        if (symbol.ok()) {
+          dumped.frames.push_back({symbol->name, symbol->filename, symbol->line});
+          continue;
+        }
+        if (!IsTransient(symbol.status())) return symbol.status();
+        complete = false;
+        last_error = symbol.status();
+        dumped.frames.push_back({"<unreadable>", std::string(symbol.status().message()), -1});
+      }
+      out.push_back(std::move(dumped));
+    }
+    if (complete || last_attempt) {
+      walked = std::move(*threads);
+      return out;
+    }
+  }
+  return absl::Status(last_error.code(),
+                      absl::StrCat("the Python threads changed under every one of ", kWalkAttempts,
+                                   " walks; last: ", last_error.message()));
+}
+
+int Fail(absl::string_view message) {
+  fprintf(stderr, "pystrobe dump: %s\n", std::string(message).c_str());
+  return kExitFailure;
+}
+
+// The message for an error reading process `pid`: an exit, a refusal, or the rest.
+std::string ReadFailure(pid_t pid, const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kNotFound && !ProcessExists(pid)) {
+    return absl::StrCat("process ", pid, " exited while it was being read");
+  }
+  if (status.code() == absl::StatusCode::kPermissionDenied) {
+    return absl::StrCat(status.message(),
+                        "; pystrobe dump must run as root (it needs CAP_SYS_PTRACE to read "
+                        "another process's memory)");
+  }
+  return absl::StrCat("reading process ", pid, ": ", status.message());
+}
+
+}  // namespace
+
+const char* DumpUsage() {
+  return R"(usage: pystrobe dump --pid PID [--json]
+
+Prints the Python stack of every thread of a running CPython process (3.8 to
+3.13), innermost frame first, read from its memory without stopping it. Each
+thread shows its kernel thread id (as top and ps -L show it), its name, whether
+it is running or idle, and whether it holds the GIL. Needs root (CAP_SYS_PTRACE).
+
+Options:
+  -p, --pid PID   the process to dump
+      --json      print one JSON object instead:
+                  {"pid", "python_version", "threads": [{"tid", "name", "holds_gil",
+                   "state", "frames": [{"name", "filename", "line"}]}]}
+  -h, --help      this text
+)";
+}
+
+int RunDumpCommand(const std::vector<std::string>& args) {
+  absl::StatusOr<DumpOptions> parsed = ParseDumpOptions(args);
+  if (!parsed.ok()) {
+    fprintf(stderr, "pystrobe dump: %s\n", std::string(parsed.status().message()).c_str());
+    return kExitUsage;
+  }
+  const DumpOptions& options = *parsed;
+  if (options.help) {
+    fputs(DumpUsage(), stdout);
+    return kExitOk;
+  }
+  const pid_t pid = options.pid;
+  if (!ProcessExists(pid)) {
+    fprintf(stderr, "pystrobe dump: no process with pid %d\n", pid);
+    return kExitUsage;
+  }
+
+  absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(pid);
+  if (!interpreter.ok()) {
+    const absl::Status& status = interpreter.status();
+    if (status.code() == absl::StatusCode::kUnimplemented) {
+      return Fail(absl::StrCat("process ", pid,
+                               " runs a CPython pystrobe does not support: ", status.message()));
+    }
+    if (status.code() == absl::StatusCode::kNotFound && ProcessExists(pid)) {
+      return Fail(absl::StrCat("process ", pid, " (", CommandLine(pid),
+                               ") is not a CPython process: ", status.message()));
+    }
+    return Fail(ReadFailure(pid, status));
+  }
+
+  RemoteProcessMemory memory(pid);
+  std::vector<PythonThread> walked;
+  absl::StatusOr<std::vector<DumpThread>> threads = ReadThreads(memory, *interpreter, walked);
+  if (!threads.ok()) return Fail(ReadFailure(pid, threads.status()));
+  if (absl::Status mapped = MapPthreadIds(memory, pid, walked, *threads); !mapped.ok()) {
+    if (!IsTransient(mapped) && !ProcessExists(pid)) return Fail(ReadFailure(pid, mapped));
+    fprintf(stderr, "pystrobe dump: warning: thread ids unknown, shown as pthread_t: %s\n",
+            std::string(mapped.message()).c_str());
+  }
+  for (DumpThread& thread : *threads) ReadThreadProcInfo(pid, thread);
+  // Threads in the order they were born: the main thread (tid = pid) first.
+  std::stable_sort(threads->begin(), threads->end(), [](const DumpThread& a, const DumpThread& b) {
+    if (a.tid.has_value() != b.tid.has_value()) return a.tid.has_value();
+    return a.tid.value_or(0) < b.tid.value_or(0);
+  });
+
+  DumpReport report;
+  report.pid = pid;
+  report.command_line = CommandLine(pid);
+  report.python_version = interpreter->version.ToString();
+  report.python_binary = interpreter->binary_path;
+  report.threads = std::move(*threads);
+  const std::string text = options.json ? FormatDumpJson(report) : FormatDumpText(report);
+  fwrite(text.data(), 1, text.size(), stdout);
+  return fflush(stdout) == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace pystrobe
