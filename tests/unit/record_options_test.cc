@@ -77,6 +77,27 @@ TEST(RecordOptionsTest, OnlyOneKindOfTarget) {
               HasSubstr("one kind of target"));
 }
 
+TEST(RecordOptionsTest, PythonFlags) {
+  absl::StatusOr<RecordOptions> options =
+      Parse({"--native", "--gil", "--nolineno", "--full-filenames", "--max-python-depth", "300",
+             "--subprocesses", "--pid", "7"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->native);
+  EXPECT_TRUE(options->gil_only);
+  EXPECT_TRUE(options->no_line_numbers);
+  EXPECT_TRUE(options->full_filenames);
+  EXPECT_TRUE(options->subprocesses);
+  EXPECT_EQ(options->max_python_depth, 300);
+  EXPECT_EQ(Parse({}).value().max_python_depth, 128);
+}
+
+TEST(RecordOptionsTest, PythonFlagErrors) {
+  EXPECT_THAT(Parse({"--max-python-depth", "0"}).status().message(), HasSubstr("from 1 to 384"));
+  EXPECT_THAT(Parse({"--max-python-depth", "385"}).status().message(), HasSubstr("from 1 to 384"));
+  EXPECT_THAT(Parse({"--function", "--nolineno"}).status().message(), HasSubstr("exclude"));
+  EXPECT_THAT(Parse({"--subprocesses"}).status().message(), HasSubstr("--all sees them"));
+}
+
 TEST(RecordOptionsTest, DefaultOutputNamesTheTargetAndTime) {
   absl::Time now =
       absl::FromCivil(absl::CivilSecond(2026, 11, 21, 23, 5, 9), absl::LocalTimeZone());
