@@ -231,6 +231,17 @@ int RunDumpCommand(const std::vector<std::string>& args) {
     return kExitUsage;
   }
 
+  // Without CAP_SYS_PTRACE over the target even its maps are closed to us:
+  // say so, rather than that it runs no Python.
+  const std::string maps = absl::StrCat("/proc/", pid, "/maps");
+  if (FILE* file = fopen(maps.c_str(), "r"); file != nullptr) {
+    fclose(file);
+  } else if (errno == EACCES || errno == EPERM) {
+    return Fail(absl::StrCat("cannot read ", maps,
+                             ": permission denied; pystrobe dump must run as root (it needs "
+                             "CAP_SYS_PTRACE to read another process's memory)"));
+  }
+
   absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(pid);
   if (!interpreter.ok()) {
     const absl::Status& status = interpreter.status();

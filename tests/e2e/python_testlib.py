@@ -1,0 +1,137 @@
+"""Helpers for the CPython end-to-end tests (test_dump.py, test_record_python.py):
+which interpreters this machine has, and Python workloads that announce
+themselves with a JSON line followed by "ready".
+
+Interpreters: Debian's /usr/bin/python3.11 always, and each pyenv 3.8 to 3.13
+under $PYENV_ROOT (default /root/.pyenv) that exists; the missing ones are
+named by `skipped_pythons()` so a run says what it did not cover.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PYTHON_WORKLOADS = os.path.join(REPO, "tests", "workloads", "python", "e2e")
+PYENV_ROOT = os.environ.get("PYENV_ROOT", "/root/.pyenv")
+PYENV_VERSIONS = ("3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0")
+
+
+class Python:
+    def __init__(self, label, executable, minor, pyenv_prefix=None):
+        self.label = label            # "debian 3.11" or "pyenv 3.9.18"
+        self.executable = executable  # absolute path
+        self.minor = minor            # 3.<minor>
+        self.pyenv_prefix = pyenv_prefix  # the installation prefix, for libpython
+
+    def __repr__(self):
+        return self.label
+
+
+def _find_pythons():
+    found, missing = [], []
+    if os.access("/usr/bin/python3.11", os.X_OK):
+        found.append(Python("debian 3.11", "/usr/bin/python3.11", 11))
+    else:
+        missing.append("debian /usr/bin/python3.11")
+    for version in PYENV_VERSIONS:
+        prefix = os.path.join(PYENV_ROOT, "versions", version)
+        exe = os.path.join(prefix, "bin", "python3")
+        if os.access(exe, os.X_OK):
+            found.append(Python(f"pyenv {version}", exe, int(version.split(".")[1]), prefix))
+        else:
+            missing.append(f"pyenv {version} ({exe} not installed)")
+    return found, missing
+
+
+_PYTHONS, _MISSING = _find_pythons()
+
+
+def installed_pythons():
+    return list(_PYTHONS)
+
+
+def skipped_pythons():
+    return list(_MISSING)
+
+
+def report_skipped_pythons(test_name):
+    """Prints (to stderr, so unittest -v shows it) the interpreters not covered."""
+    for missing in _MISSING:
+        print(f"SKIPPED CPython for {test_name}: {missing}", file=sys.stderr)
+
+
+def python_workload(name):
+    path = os.path.join(PYTHON_WORKLOADS, name)
+    if not os.path.exists(path):
+        raise AssertionError(f"Python workload {path} is missing")
+    return path
+
+
+def frame_name(qualname, co_name, minor):
+    """How a Python frame is named: co_qualname on 3.11+, co_name before."""
+    return qualname if minor >= 11 else co_name
+
+
+class PythonWorkload:
+    """A Python program that prints one JSON line, then "ready", then runs on.
+
+    `info` is the JSON it printed. A reader thread drains the rest of its
+    stdout (a later JSON line is kept in `final`) and reaps it when it exits.
+    """
+
+    def __init__(self, argv, timeout=30, cwd=None, env=None):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, cwd=cwd, env=env)
+        self.pid = self.proc.pid
+        self.info = None
+        self.final = None
+        self._stderr = ""
+        lines = []
+        ready = threading.Event()
+
+        def read():
+            for line in self.proc.stdout:
+                line = line.rstrip("\n")
+                if not ready.is_set():
+                    if line == "ready":
+                        ready.set()
+                    else:
+                        lines.append(line)
+                elif line.startswith("{"):
+                    self.final = json.loads(line)
+            ready.set()
+            self._stderr = self.proc.stderr.read()
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+            self.proc.wait()
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        if not ready.wait(timeout) or self.proc.poll() is not None and not lines:
+            self.kill()
+            raise AssertionError(f"{argv} did not get ready: {lines!r} {self._stderr!r}")
+        for line in lines:
+            if line.startswith("{"):
+                self.info = json.loads(line)
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def wait(self, timeout=60):
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            raise AssertionError(f"pid {self.pid} still runs after {timeout}s")
+        return self.final
+
+    def stderr(self):
+        return self._stderr
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._reader.join(5)

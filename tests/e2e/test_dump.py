@@ -1,0 +1,252 @@
+"""`pystrobe dump --pid PID [--json]` on live CPython processes.
+
+For every installed CPython (Debian's 3.11 always, each pyenv 3.8 to 3.13 that
+exists; the missing ones are named), tests/workloads/python/e2e/dump_threads.py
+parks five threads in known places (one spinning with the GIL, the others
+sleeping or blocked) and reports their native thread ids, names and frames;
+the dump must show every thread with its tid, its name, its GIL and run state,
+and the expected functions and lines, innermost first, in both outputs. Also:
+the errors for a missing pid, a process without Python, an unsupported
+version, no permission, and processes that exit while being dumped.
+
+Needs root (process_vm_readv on another user's process). Without root these
+tests fail, unless PYSTROBE_SKIP_BPF_TESTS=1 is set, which skips them.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import unittest
+
+from pystrobe_testlib import run_pystrobe, PYSTROBE_BIN
+from python_testlib import (PythonWorkload, installed_pythons, python_workload,
+                            report_skipped_pythons, PYENV_ROOT)
+
+WORKLOAD = python_workload("dump_threads.py")
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def require_root(test_case):
+    if os.geteuid() == 0:
+        if not os.access(PYSTROBE_BIN, os.X_OK):
+            raise AssertionError(f"pystrobe binary {PYSTROBE_BIN} is missing (set PYSTROBE_BIN)")
+        return
+    reason = f"not root (euid {os.geteuid()}); pystrobe dump needs CAP_SYS_PTRACE"
+    if os.environ.get("PYSTROBE_SKIP_BPF_TESTS") == "1":
+        message = f"SKIPPED {test_case.__module__}.{test_case.__name__}: {reason}"
+        print(message, file=sys.stderr)
+        raise unittest.SkipTest(message)
+    raise AssertionError(f"{reason}; set PYSTROBE_SKIP_BPF_TESTS=1 to skip instead")
+
+
+def dump(pid, *flags):
+    return run_pystrobe(["dump", "--pid", str(pid)] + list(flags), timeout=30)
+
+
+def mismatches(expected, dumped, minor):
+    """What differs between the workload's report and one `dump --json` object."""
+    problems = []
+    by_tid = {t["tid"]: t for t in dumped["threads"]}
+    want_tids = {t["tid"] for t in expected["threads"]}
+    if set(by_tid) != want_tids:
+        problems.append(f"tids {sorted(by_tid, key=str)} != {sorted(want_tids)}")
+    for want in expected["threads"]:
+        got = by_tid.get(want["tid"])
+        if got is None:
+            continue
+        role = want["role"]
+        if got["name"] != want["name"]:
+            problems.append(f"{role}: name {got['name']!r}")
+        frames = got["frames"]
+        if len(frames) < len(want["frames"]) + 1:
+            problems.append(f"{role}: only {len(frames)} frames")
+            continue
+        for i, (name, lines) in enumerate(want["frames"]):
+            frame = frames[i]
+            if frame["name"] != name or (lines is not None and frame["line"] not in lines):
+                problems.append(f"{role}: frame {i} is {frame['name']}:{frame['line']}, "
+                                f"want {name}:{lines}")
+            if lines is None:  # a frame of the threading module
+                if not frame["filename"].endswith("/threading.py") or frame["line"] is None:
+                    problems.append(f"{role}: frame {i} at {frame['filename']}:{frame['line']}")
+            elif frame["filename"] != WORKLOAD:
+                problems.append(f"{role}: frame {i} file {frame['filename']}")
+        bottom = frames[-1]
+        if role == "mainthread":
+            if bottom["name"] != "<module>" or bottom["filename"] != WORKLOAD:
+                problems.append(f"main thread's bottom frame {bottom}")
+        elif not (bottom["name"].endswith("_bootstrap")
+                  and bottom["filename"].endswith("threading.py")):
+            problems.append(f"{role}: bottom frame {bottom}")
+        spinner = role == "spinner"
+        if got["holds_gil"] != spinner:
+            problems.append(f"{role}: holds_gil {got['holds_gil']}")
+        if got["state"] != ("running" if spinner else "idle"):
+            problems.append(f"{role}: state {got['state']} ({got.get('proc_state')})")
+        if got["truncated"]:
+            problems.append(f"{role}: truncated")
+    return problems
+
+
+class DumpEveryInterpreterTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        require_root(cls)
+        report_skipped_pythons("test_dump")
+
+    def check_python(self, python):
+        workload = PythonWorkload([python.executable, WORKLOAD])
+        try:
+            expected = workload.info
+            self.assertEqual(len(expected["threads"]), 5, expected)
+            # Threads report just before they park: retry until all got there.
+            deadline = time.monotonic() + 10
+            while True:
+                rc, out, err, _ = dump(workload.pid, "--json")
+                self.assertEqual(rc, 0, f"dump --json of {python}: {err}")
+                dumped = json.loads(out)
+                problems = mismatches(expected, dumped, python.minor)
+                if not problems or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(problems, [], f"{python}: dump --json:\n{out}")
+            self.assertEqual(dumped["pid"], workload.pid)
+            self.assertRegex(dumped["python_version"], rf"^3\.{python.minor}\.\d+$")
+            self.assertEqual(out.count("\n"), 1, "--json prints one line")
+
+            rc, text, err, _ = dump(workload.pid)
+            self.assertEqual(rc, 0, f"dump of {python}: {err}")
+            self.assertIn(f"Process {workload.pid}: ", text)
+            self.assertIn(f"Python v{dumped['python_version']}", text)
+            for want in expected["threads"]:
+                header = re.search(rf'^Thread {want["tid"]} "{want["name"]}" \((\w+)(, holds the GIL)?\)$',
+                                   text, re.M)
+                self.assertIsNotNone(header, f"{python}: no header for {want}:\n{text}")
+                if want["role"] == "spinner":
+                    self.assertEqual(header.group(1), "running", text)
+                    self.assertTrue(header.group(2), text)
+                block = text[header.end():].split("\n\n")[0].splitlines()
+                for i, (name, lines) in enumerate(want["frames"]):
+                    where = (r"\S*/threading\.py:\d+" if lines is None else
+                             rf"{re.escape(WORKLOAD)}:({'|'.join(map(str, lines))})")
+                    self.assertRegex(block[i + 1], rf"^    {re.escape(name)} \({where}\)$", text)
+            print(f"dump OK: {python}", file=sys.stderr)
+        finally:
+            workload.kill()
+
+    def test_every_thread_with_tid_name_gil_state_and_frames(self):
+        pythons = installed_pythons()
+        self.assertTrue(pythons, "no CPython on this machine")
+        for python in pythons:
+            with self.subTest(python=python.label):
+                self.check_python(python)
+
+
+class DumpErrorsTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        require_root(cls)
+
+    def test_no_such_pid_is_a_usage_error(self):
+        # A pid that is certainly free: one of ours that has been reaped.
+        proc = subprocess.Popen(["/bin/true"])
+        proc.wait()
+        rc, out, err, _ = dump(proc.pid)
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn(f"no process with pid {proc.pid}", err)
+        self.assertEqual(out, "")
+
+    def test_process_without_python_is_named(self):
+        proc = subprocess.Popen(["/bin/sleep", "30"])
+        try:
+            time.sleep(0.2)
+            rc, out, err, _ = dump(proc.pid)
+            self.assertEqual(rc, EXIT_FAILURE, err)
+            self.assertIn(f"process {proc.pid}", err)
+            self.assertIn("is not a CPython process", err)
+            self.assertEqual(out, "")
+        finally:
+            proc.kill()
+            proc.wait()
+
+    def test_unsupported_version_is_named(self):
+        checked = 0
+        for version in ("2.7.18", "3.6.15", "3.7.16"):
+            exe = os.path.join(PYENV_ROOT, "versions", version, "bin", "python")
+            if not os.access(exe, os.X_OK):
+                print(f"SKIPPED unsupported CPython {version}: not installed", file=sys.stderr)
+                continue
+            proc = subprocess.Popen([exe, "-c", "import time; time.sleep(30)"])
+            try:
+                time.sleep(0.5)
+                rc, _, err, _ = dump(proc.pid)
+                self.assertEqual(rc, EXIT_FAILURE, err)
+                self.assertIn("CPython " + version.rsplit(".", 1)[0], err)
+                self.assertIn("does not support", err)
+                checked += 1
+            finally:
+                proc.kill()
+                proc.wait()
+        print(f"checked {checked} unsupported versions", file=sys.stderr)
+
+    def test_bad_flags_are_usage_errors(self):
+        for args in (["dump"], ["dump", "--pid"], ["dump", "--pid", "x"], ["dump", "--bogus"]):
+            rc, _, err, _ = run_pystrobe(args)
+            self.assertEqual(rc, EXIT_USAGE, f"{args}: {err}")
+            self.assertTrue(err.startswith("pystrobe dump: "), err)
+        rc, out, _, _ = run_pystrobe(["dump", "--help"])
+        self.assertEqual(rc, 0)
+        self.assertIn("--json", out)
+
+    def test_without_ptrace_permission_says_root_is_needed(self):
+        proc = subprocess.Popen(["/usr/bin/python3.11", "-c", "import time; time.sleep(30)"])
+        try:
+            time.sleep(0.3)
+            result = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PYSTROBE_BIN,
+                 "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=30)
+            self.assertEqual(result.returncode, EXIT_FAILURE, result.stderr)
+            self.assertIn("permission denied", result.stderr)
+            self.assertIn("root", result.stderr)
+            self.assertIn("CAP_SYS_PTRACE", result.stderr)
+        finally:
+            proc.kill()
+            proc.wait()
+
+    def test_processes_exiting_while_dumped_give_clear_errors(self):
+        """Short-lived interpreters with threads, dumped as they exit: every
+        run ends with a dump or a clear message, never a crash."""
+        code = ("import threading, time\n"
+                "def f():\n    time.sleep(0.05)\n"
+                "ts = [threading.Thread(target=f) for _ in range(4)]\n"
+                "[t.start() for t in ts]\n"
+                "print('go', flush=True)\n"
+                "time.sleep(0.04)\n")
+        outcomes = {}
+        for i in range(25):
+            proc = subprocess.Popen(["/usr/bin/python3.11", "-c", code], stdout=subprocess.PIPE,
+                                    text=True)
+            proc.stdout.readline()
+            time.sleep(0.002 * (i % 20))
+            rc, out, err, _ = dump(proc.pid)
+            proc.wait()
+            proc.stdout.close()
+            self.assertIn(rc, (0, EXIT_FAILURE, EXIT_USAGE), f"dump crashed: rc {rc}: {err}")
+            if rc == 0:
+                self.assertIn(f"Process {proc.pid}", out)
+            else:
+                self.assertRegex(err, r"^pystrobe dump: .*(exited|no process|not a CPython)",
+                                 err)
+                self.assertEqual(err.count("\n"), 1, err)
+            outcomes[rc] = outcomes.get(rc, 0) + 1
+        print(f"dump of exiting processes: exit codes {outcomes}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
