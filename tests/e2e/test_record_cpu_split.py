@@ -15,6 +15,15 @@ from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, Workload, pids_with_fr
 
 ALPHA = "spin_alpha"
 BETA = "spin_beta"
+# High for many samples; odd, so samples do not fall in step with cpu_split's 2 ms chunks.
+RATE = 997
+
+
+def process_cpu_seconds(pid):
+    """utime + stime of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class RecordCommandTest(BpfTestCase):
@@ -22,16 +31,18 @@ class RecordCommandTest(BpfTestCase):
     def test_command_shares_match_thread_cpu_time(self):
         result_path = os.path.join(self.tmp, "split.json")
         recording = record(
-            ["-r", "499", "--", workload("cpu_split"), "--seconds", "4", "--alpha-percent", "70",
-             "--json", result_path], self.tmp)
+            ["-r", str(RATE), "--", workload("cpu_split"), "--seconds", "4", "--alpha-percent",
+             "70", "--json", result_path], self.tmp)
         self.assertRecorded(recording)
         with open(result_path) as f:
             truth = read_split_json(f.read())
         mine = stacks_of_pid(recording.stacks, truth["pid"])
-        # 4 s at 499 Hz is about 2000 samples; a quarter of that means stacks went missing.
-        self.assertGreater(total(mine), 500,
-                           f"too few samples of cpu_split ({truth['pid']}):\n"
-                           f"{summarize(recording.stacks)}")
+        # One sample per 1/RATE s of CPU the process used, give or take.
+        expected = truth["process_cpu_s"] * RATE
+        self.assertTrue(0.8 * expected <= total(mine) <= 1.1 * expected,
+                        f"{total(mine)} samples of cpu_split ({truth['pid']}) for "
+                        f"{truth['process_cpu_s']:.2f} s of CPU at {RATE} Hz:\n"
+                        f"{summarize(recording.stacks)}")
         self.assertEqual(pids_with_frame(recording.stacks, ALPHA), {truth["pid"]})
         self.assertShareNear(mine, ALPHA, truth["alpha_cpu_s"] / truth["process_cpu_s"])
         self.assertShareNear(mine, BETA, truth["beta_cpu_s"] / truth["process_cpu_s"])
@@ -64,7 +75,11 @@ class RecordPidTest(BpfTestCase):
         cls.split = Workload("cpu_split", ["--seconds", "0", "--alpha-percent", "70"])
         try:
             time.sleep(0.2)
-            cls.recording = record(["--pid", str(cls.split.pid), "-r", "499", "-d", "3"], cls.tmp)
+            cpu_before = process_cpu_seconds(cls.split.pid)
+            cls.recording = record(["--pid", str(cls.split.pid), "-r", str(RATE), "-d", "3"],
+                                   cls.tmp)
+            # An upper bound of its CPU while sampled: it includes pystrobe's start-up.
+            cls.cpu_while_recording = process_cpu_seconds(cls.split.pid) - cpu_before
         finally:
             cls.truth = read_split_json(cls.split.stop())
             cls.bystander.stop()
@@ -74,8 +89,10 @@ class RecordPidTest(BpfTestCase):
 
     def test_pid_shares_match_thread_cpu_time(self):
         mine = stacks_of_pid(self.recording.stacks, self.split.pid)
-        self.assertGreater(total(mine), 400,
-                           f"too few samples of cpu_split:\n{summarize(self.recording.stacks)}")
+        expected = self.cpu_while_recording * RATE
+        self.assertGreater(total(mine), max(0.6 * expected, 200),
+                           f"{total(mine)} samples for at most {self.cpu_while_recording:.2f} s "
+                           f"of CPU:\n{summarize(self.recording.stacks)}")
         process_cpu = self.truth["process_cpu_s"]
         self.assertShareNear(mine, ALPHA, self.truth["alpha_cpu_s"] / process_cpu)
         self.assertShareNear(mine, BETA, self.truth["beta_cpu_s"] / process_cpu)
