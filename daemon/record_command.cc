@@ -49,7 +49,18 @@ void InstallStopHandlers() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-bool ProcessExists(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+// True while `pid` is a live process: not gone, and not a zombie whose exit
+// its parent has yet to collect.
+bool ProcessExists(uint32_t pid) {
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  std::getline(stat_file, stat);
+  // The state follows the command name, which is in parentheses and may
+  // itself hold spaces and parentheses.
+  size_t name_end = stat.rfind(')');
+  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
+}
 
 int Fail(const absl::Status& status) {
   fprintf(stderr, "pystrobe record: %s\n", std::string(status.message()).c_str());
