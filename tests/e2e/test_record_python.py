@@ -1,0 +1,427 @@
+"""`pystrobe record` on CPython programs: Python frames in the recorded stacks.
+
+For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
+exists, the missing ones named on stderr), the workloads of
+tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
+must show, per the record CLI's contract:
+- Python frames `qualname (file:line)` (co_name before 3.11), root first right
+  after the process frame (and the thread frame with --threads), file names
+  shortened to the base name here; then kernel frames or one `[native]` leaf;
+- CPU shares between three functions within 5 points of what the program
+  measured with time.thread_time();
+- four threads in their own functions, each 25% +- 10 points of the four;
+- a hot leaf under 150 levels of recursion: `[truncated]` and 128 Python frames
+  by default, the whole chain with --max-python-depth 200;
+- two lines of 4:1 cost within 8 points;
+- --pid on a program already running; --subprocesses following a fork and an
+  exec'd interpreter; a Python process started after an --all recording began;
+- a C program embedding libpython (each pyenv version, built here with cc);
+- --gil keeps only samples of the thread holding the GIL.
+Needs root and BPF; PYSTROBE_SKIP_BPF_TESTS=1 skips instead of failing.
+"""
+
+import collections
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from pystrobe_testlib import (KERNEL_SUFFIX, PROCESS_FRAME, PYSTROBE_BIN, THREAD_FRAME,
+                              BpfTestCase, parse_folded, record, stacks_of_pid, summarize,
+                              total)
+from python_testlib import (PythonWorkload, installed_pythons, python_workload,
+                            report_skipped_pythons)
+
+RATE = "499"
+PY_FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+TRUNCATED = "[truncated]"
+NATIVE = "[native]"
+
+
+# --- reading stacks ----------------------------------------------------------------
+
+def json_line(text):
+    """The last JSON object line a workload printed."""
+    found = None
+    for line in text.splitlines():
+        if line.startswith("{"):
+            found = json.loads(line)
+    if found is None:
+        raise AssertionError(f"the workload printed no JSON result: {text!r}")
+    return found
+
+
+def has_function(stack, function, filename=None):
+    """Whether a Python frame of `function` (in `filename`, if given) is in the stack."""
+    prefix = f"{function} ("
+    for frame in stack[1:]:
+        if frame.startswith(prefix):
+            match = PY_FRAME.match(frame)
+            if match and (filename is None or match.group("file") == filename):
+                return True
+    return False
+
+
+def count_with(stacks, function, filename=None):
+    return sum(c for s, c in stacks.items() if has_function(s, function, filename))
+
+
+def python_part(stack, threads=False):
+    """Splits a stack as the contract lays it out: (truncated, python frames,
+    leaf frames), or raises ValueError naming what is out of place."""
+    if not stack or not PROCESS_FRAME.match(stack[0]):
+        raise ValueError("no process frame first")
+    i = 1
+    if threads:
+        if i >= len(stack) or not THREAD_FRAME.match(stack[i]):
+            raise ValueError("no thread frame after the process frame")
+        i += 1
+    truncated = i < len(stack) and stack[i] == TRUNCATED
+    if truncated:
+        i += 1
+    python = []
+    while i < len(stack) and PY_FRAME.match(stack[i]) and not stack[i].endswith(KERNEL_SUFFIX):
+        python.append(stack[i])
+        i += 1
+    leaf = list(stack[i:])
+    if not python:
+        raise ValueError("no Python frames")
+    rest = leaf[1:] if leaf[:1] == [NATIVE] else leaf
+    if any(not f.endswith(KERNEL_SUFFIX) for f in rest):
+        raise ValueError(f"after the Python frames: {leaf} (want kernel frames or one {NATIVE})")
+    return truncated, python, leaf
+
+
+def shape_errors(stacks, function, threads=False):
+    """Stacks holding `function` that break the layout, with the reason."""
+    errors = []
+    for stack, count in stacks.items():
+        if not has_function(stack, function):
+            continue
+        try:
+            python_part(stack, threads)
+        except ValueError as error:
+            errors.append(f"{count} x {';'.join(stack)}: {error}")
+    return errors
+
+
+class PythonRecordTest(BpfTestCase):
+    """Base: runs `check(python)` for every installed CPython, one subTest each."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        report_skipped_pythons(cls.__name__)
+
+    def for_each_python(self, check, pythons=None):
+        pythons = installed_pythons() if pythons is None else pythons
+        self.assertTrue(pythons, "no CPython on this machine")
+        for python in pythons:
+            with self.subTest(python=python.label):
+                started = time.monotonic()
+                check(python)
+                print(f"{self.id().split('.')[-1]}: {python.label} ok "
+                      f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
+
+    def record_python(self, python, script, script_args, flags=(), name=None, timeout=60):
+        args = ["-r", RATE] + list(flags) + ["--", python.executable, python_workload(script)]
+        args += list(script_args)
+        tag = name or script.split(".")[0]
+        recording = record(args, self.tmp, name=f"{tag}-{python.label.replace(' ', '_')}",
+                           timeout=timeout)
+        self.assertRecorded(recording)
+        return recording
+
+    def assertWellShaped(self, stacks, function, threads=False):
+        errors = shape_errors(stacks, function, threads)
+        self.assertEqual(errors, [], f"stacks with {function} out of shape:\n" +
+                         "\n".join(errors[:5]))
+
+    def assertShare(self, measured, truth, tolerance, what, stacks):
+        self.assertLessEqual(abs(measured - truth), tolerance,
+                             f"{what}: recorded {measured:.1%}, truth {truth:.1%} (tolerance "
+                             f"{tolerance:.0%}); heaviest stacks:\n{summarize(stacks, 8)}")
+
+
+class CpuSplitTest(PythonRecordTest):
+
+    def test_three_function_shares_match_thread_cpu_time(self):
+        def check(python):
+            recording = self.record_python(python, "cpu_split3.py", ["--seconds", "3.5"])
+            truth = json_line(recording.stdout)
+            mine = stacks_of_pid(recording.stacks, truth["pid"])
+            self.assertGreater(total(mine), 700, f"too few samples:\n{summarize(recording.stacks)}")
+            for key, function in (("alpha_cpu_s", "split_alpha"), ("beta_cpu_s", "split_beta"),
+                                  ("gamma_cpu_s", "split_gamma")):
+                self.assertShare(count_with(mine, function, "cpu_split3.py") / total(mine),
+                                 truth[key] / truth["process_cpu_s"], 0.05, function, mine)
+                self.assertWellShaped(mine, function)
+            # Root first: <module>, main, split_*, burn; file names shortened.
+            for stack in mine:
+                if has_function(stack, "split_alpha"):
+                    _, python_frames, _ = python_part(stack)
+                    self.assertRegex(python_frames[0], r"^<module> \(cpu_split3\.py:\d+\)$")
+                    self.assertRegex(python_frames[1], r"^main \(cpu_split3\.py:\d+\)$")
+                    self.assertRegex(python_frames[2], r"^split_alpha \(cpu_split3\.py:\d+\)$")
+                    if len(python_frames) > 3:
+                        self.assertRegex(python_frames[3], r"^burn \(cpu_split3\.py:\d+\)$")
+        self.for_each_python(check)
+
+
+class FourThreadsTest(PythonRecordTest):
+
+    def test_four_threads_appear_with_equal_shares(self):
+        functions = ("worker_a", "worker_b", "worker_c", "worker_d")
+
+        def check(python):
+            recording = self.record_python(python, "four_threads.py", ["--seconds", "2.5"],
+                                           flags=["--threads"])
+            truth = json_line(recording.stdout)
+            mine = stacks_of_pid(recording.stacks, truth["pid"])
+            counts = {f: count_with(mine, f, "four_threads.py") for f in functions}
+            four = sum(counts.values())
+            self.assertGreater(four, 500, f"too few samples:\n{summarize(recording.stacks)}")
+            for function in functions:
+                self.assertShare(counts[function] / four, 0.25, 0.10, function, mine)
+                self.assertWellShaped(mine, function, threads=True)
+                # Each function's samples sit under its own thread's frame.
+                tids = {THREAD_FRAME.match(s[1]).group("tid")
+                        for s in mine if has_function(s, function)}
+                self.assertEqual(tids, {str(truth["threads"][function]["tid"])}, function)
+        self.for_each_python(check)
+
+
+class DeepRecursionTest(PythonRecordTest):
+
+    def test_default_depth_marks_truncated_stacks(self):
+        def check(python):
+            recording = self.record_python(python, "deep_recursion.py", ["--seconds", "1.5"],
+                                           name="deep-default")
+            pid = json_line(recording.stdout)["pid"]
+            mine = stacks_of_pid(recording.stacks, pid)
+            leaves = {s: c for s, c in mine.items() if has_function(s, "hot_leaf")}
+            self.assertGreater(total(leaves), 300, f"hot_leaf barely seen:\n{summarize(mine)}")
+            self.assertWellShaped(leaves, "hot_leaf")
+            for stack in leaves:
+                truncated, python_frames, _ = python_part(stack)
+                self.assertTrue(truncated, f"no {TRUNCATED}: {';'.join(stack[:4])}...")
+                self.assertEqual(len(python_frames), 128, ";".join(stack))
+                self.assertRegex(python_frames[-1], r"^hot_leaf \(deep_recursion\.py:\d+\)$")
+                self.assertTrue(all(f.startswith("recurse (deep_recursion.py:")
+                                    for f in python_frames[:-1]), ";".join(stack))
+        self.for_each_python(check)
+
+    def test_deeper_walk_shows_the_whole_chain(self):
+        def check(python):
+            recording = self.record_python(python, "deep_recursion.py", ["--seconds", "1.5"],
+                                           flags=["--max-python-depth", "200"], name="deep-200")
+            pid = json_line(recording.stdout)["pid"]
+            mine = stacks_of_pid(recording.stacks, pid)
+            leaves = {s: c for s, c in mine.items() if has_function(s, "hot_leaf")}
+            self.assertGreater(total(leaves), 300, f"hot_leaf barely seen:\n{summarize(mine)}")
+            self.assertWellShaped(leaves, "hot_leaf")
+            for stack in leaves:
+                truncated, python_frames, _ = python_part(stack)
+                self.assertFalse(truncated, ";".join(stack[:4]))
+                names = [PY_FRAME.match(f).group("name") for f in python_frames]
+                self.assertEqual(names, ["<module>", "main"] + ["recurse"] * 150 + ["hot_leaf"],
+                                 ";".join(stack))
+        self.for_each_python(check)
+
+
+class LineCostTest(PythonRecordTest):
+
+    def test_two_lines_of_four_to_one_cost(self):
+        def check(python):
+            recording = self.record_python(python, "line_cost.py", ["--seconds", "3"])
+            truth = json_line(recording.stdout)
+            mine = stacks_of_pid(recording.stacks, truth["pid"])
+            heavy = f"two_lines (line_cost.py:{truth['heavy_line']})"
+            light = f"two_lines (line_cost.py:{truth['light_line']})"
+            heavy_n = sum(c for s, c in mine.items() if heavy in s)
+            light_n = sum(c for s, c in mine.items() if light in s)
+            self.assertGreater(heavy_n + light_n, 600,
+                               f"{heavy} / {light} barely seen:\n{summarize(mine)}")
+            truth_share = truth["heavy_cpu_s"] / (truth["heavy_cpu_s"] + truth["light_cpu_s"])
+            self.assertShare(heavy_n / (heavy_n + light_n), truth_share, 0.08, heavy, mine)
+        self.for_each_python(check)
+
+
+class AttachPidTest(PythonRecordTest):
+
+    def test_pid_of_a_running_program(self):
+        def check(python):
+            workload = PythonWorkload([python.executable, python_workload("cpu_split3.py"),
+                                       "--seconds", "0"])
+            try:
+                time.sleep(0.3)
+                recording = record(["--pid", str(workload.pid), "-r", RATE, "-d", "2.5"],
+                                   self.tmp, name=f"pid-{python.label.replace(' ', '_')}")
+            finally:
+                workload.proc.terminate()
+                truth = workload.wait(30)
+            self.assertRecorded(recording)
+            self.assertIsNotNone(truth, workload.stderr())
+            others = [s for s in recording.stacks if not s[0].endswith(f"({workload.pid})")]
+            self.assertEqual(others, [], "stacks of other processes")
+            mine = recording.stacks
+            self.assertGreater(total(mine), 500, summarize(mine))
+            for key, function in (("alpha_cpu_s", "split_alpha"), ("beta_cpu_s", "split_beta")):
+                self.assertShare(count_with(mine, function, "cpu_split3.py") / total(mine),
+                                 truth[key] / truth["process_cpu_s"], 0.05, function, mine)
+            self.assertWellShaped(mine, "split_alpha")
+        self.for_each_python(check)
+
+
+class SubprocessesTest(PythonRecordTest):
+
+    def test_forked_and_execd_children_show_python_frames(self):
+        def check(python):
+            recording = self.record_python(python, "subprocesses.py", ["--seconds", "2"],
+                                           flags=["--subprocesses"])
+            truth = json_line(recording.stdout)
+            for key, function in (("fork_pid", "child_of_fork"), ("exec_pid", "child_of_exec")):
+                theirs = stacks_of_pid(recording.stacks, truth[key])
+                seen = count_with(theirs, function, "subprocesses.py")
+                self.assertGreater(seen, 0.5 * total(theirs),
+                                   f"{function} in {seen} of {total(theirs)} samples of "
+                                   f"{truth[key]}:\n{summarize(recording.stacks)}")
+                self.assertGreater(seen, 300, f"{function}:\n{summarize(theirs)}")
+                self.assertWellShaped(theirs, function)
+        self.for_each_python(check)
+
+    def test_python_started_after_a_system_wide_recording_began(self):
+        def check(python):
+            output = os.path.join(self.tmp, f"late-{python.label.replace(' ', '_')}.folded")
+            proc = subprocess.Popen([PYSTROBE_BIN, "record", "--all", "-r", RATE, "-d", "3.5",
+                                     "-f", "folded", "-o", output],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stderr_lines = []
+            started = threading.Event()
+
+            def drain():
+                for line in proc.stderr:
+                    stderr_lines.append(line)
+                    if "recording" in line:
+                        started.set()
+                started.set()
+
+            reader = threading.Thread(target=drain, daemon=True)
+            reader.start()
+            try:
+                self.assertTrue(started.wait(30), "pystrobe record --all did not start")
+                self.assertIsNone(proc.poll(), "".join(stderr_lines))
+                time.sleep(0.3)
+                late = PythonWorkload([python.executable, python_workload("late_spinner.py"),
+                                       "--seconds", "2"])
+                late.wait(30)
+            finally:
+                rc = proc.wait(60)
+                reader.join(10)
+                proc.stderr.close()
+            self.assertEqual(rc, 0, "".join(stderr_lines))
+            with open(output, encoding="utf-8", errors="replace") as f:
+                stacks = parse_folded(f.read())
+            theirs = stacks_of_pid(stacks, late.pid)
+            seen = count_with(theirs, "late_spin", "late_spinner.py")
+            self.assertGreater(total(theirs), 300, f"late process {late.pid}:\n{summarize(stacks)}")
+            self.assertGreater(seen, 0.7 * total(theirs),
+                               f"late_spin in {seen} of {total(theirs)}:\n{summarize(theirs)}")
+            self.assertWellShaped(theirs, "late_spin")
+        self.for_each_python(check)
+
+
+class EmbeddedTest(PythonRecordTest):
+
+    def test_c_program_embedding_libpython(self):
+        pythons = [p for p in installed_pythons() if p.pyenv_prefix]
+        print("SKIPPED embedding Debian's 3.11: its interpreter is static; the pyenv "
+              "builds provide the shared libpython to link", file=sys.stderr)
+        source = python_workload("embed_spin.c")
+
+        def check(python):
+            config = python.executable + "-config"
+            if not os.access(config, os.X_OK):
+                config = os.path.join(python.pyenv_prefix, "bin", f"python3.{python.minor}-config")
+            binary = os.path.join(self.tmp, f"embed_spin_3{python.minor}")
+            command = (f"cc -o {shlex.quote(binary)} {shlex.quote(source)} "
+                       f"$({config} --cflags) $({config} --ldflags --embed) "
+                       f"-Wl,-rpath,{python.pyenv_prefix}/lib")
+            built = subprocess.run(command, shell=True, capture_output=True, text=True)
+            self.assertEqual(built.returncode, 0, f"{command}\n{built.stderr}")
+            recording = record(["-r", RATE, "--", binary, "1.5"], self.tmp,
+                               name=f"embed-{python.minor}")
+            self.assertRecorded(recording)
+            pids = {PROCESS_FRAME.match(s[0]).group("pid") for s in recording.stacks
+                    if PROCESS_FRAME.match(s[0]).group("comm") == os.path.basename(binary)}
+            self.assertEqual(len(pids), 1, summarize(recording.stacks))
+            mine = stacks_of_pid(recording.stacks, int(pids.pop()))
+            seen = sum(c for s, c in mine.items() if "embedded_spin (<string>:6)" in s)
+            self.assertGreater(seen, 0.5 * total(mine),
+                               f"embedded_spin (<string>:6) in {seen} of {total(mine)}:\n"
+                               f"{summarize(mine)}")
+            self.assertWellShaped(mine, "embedded_spin")
+        self.for_each_python(check, pythons)
+
+
+class GilTest(PythonRecordTest):
+
+    def test_gil_keeps_only_samples_of_the_gil_holder(self):
+        def check(python):
+            everything = self.record_python(python, "gil_threads.py", ["--seconds", "2"],
+                                            flags=["--threads"], name="gil-all")
+            truth = json_line(everything.stdout)
+            mine = stacks_of_pid(everything.stacks, truth["pid"])
+            spinner = count_with(mine, "gil_spinner")
+            hasher = count_with(mine, "nogil_hasher")
+            # Both are on a CPU; the hasher mostly in OpenSSL with the GIL released.
+            self.assertGreater(spinner, 0.3 * total(mine), summarize(mine))
+            self.assertGreater(hasher, 0.1 * total(mine), summarize(mine))
+            self.assertEqual(count_with(mine, "gil_sleeper"), 0, summarize(mine))
+            native_leaf = sum(c for s, c in mine.items()
+                              if has_function(s, "nogil_hasher") and NATIVE in s)
+            self.assertGreater(native_leaf, 0.7 * hasher,
+                               f"hashing is native code: want a {NATIVE} leaf\n{summarize(mine)}")
+            self.assertWellShaped(mine, "nogil_hasher", threads=True)
+
+            gil = self.record_python(python, "gil_threads.py", ["--seconds", "2"],
+                                     flags=["--threads", "--gil"], name="gil-only")
+            truth = json_line(gil.stdout)
+            mine = stacks_of_pid(gil.stacks, truth["pid"])
+            spinner = count_with(mine, "gil_spinner")
+            hasher = count_with(mine, "nogil_hasher")
+            self.assertGreater(spinner, 300, summarize(gil.stacks))
+            self.assertLess(hasher, 0.05 * spinner,
+                            f"--gil kept {hasher} samples of the hasher (GIL released) "
+                            f"beside {spinner} of the spinner:\n{summarize(mine)}")
+            self.assertEqual(count_with(mine, "gil_sleeper"), 0, summarize(mine))
+        self.for_each_python(check)
+
+    def test_native_keeps_extension_frames_above_the_python_caller(self):
+        def check(python):
+            recording = self.record_python(python, "gil_threads.py", ["--seconds", "1.5"],
+                                           flags=["--native"], name="gil-native")
+            truth = json_line(recording.stdout)
+            mine = stacks_of_pid(recording.stacks, truth["pid"])
+            hashing = {s: c for s, c in mine.items() if has_function(s, "nogil_hasher")}
+            self.assertGreater(total(hashing), 150, summarize(mine))
+            above = 0
+            for stack, count in hashing.items():
+                i = max(k for k, f in enumerate(stack) if f.startswith("nogil_hasher ("))
+                rest = [f for f in stack[i + 1:] if not f.endswith(KERNEL_SUFFIX)]
+                if rest and NATIVE not in rest and not any(PY_FRAME.match(f) for f in rest):
+                    above += count
+            self.assertGreater(above, 0.7 * total(hashing),
+                               f"native frames above nogil_hasher in {above} of "
+                               f"{total(hashing)}:\n{summarize(hashing)}")
+        self.for_each_python(check)
+
+
+if __name__ == "__main__":
+    unittest.main()

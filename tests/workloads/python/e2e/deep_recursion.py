@@ -1,0 +1,37 @@
+"""A hot leaf under 150 levels of recursion, for tests/e2e/test_record_python.py.
+
+<module> -> main -> recurse x 150 -> hot_leaf, which spins for --seconds.
+Prints "ready" and, at the end, one JSON line with its pid."""
+import argparse
+import json
+import os
+import time
+
+DEPTH = 150
+
+
+def hot_leaf(seconds):
+    end = time.monotonic() + seconds
+    x = 0
+    while time.monotonic() < end:
+        for i in range(200):
+            x += i
+    return x
+
+
+def recurse(n, seconds):
+    if n == 1:
+        return hot_leaf(seconds)
+    return recurse(n - 1, seconds)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=2)
+    args = parser.parse_args()
+    print("ready", flush=True)
+    recurse(DEPTH, args.seconds)
+    print(json.dumps({"pid": os.getpid(), "depth": DEPTH}), flush=True)
+
+
+main()

@@ -1,0 +1,50 @@
+"""One function, two lines of known 4:1 cost, for tests/e2e/test_record_python.py.
+
+two_lines() runs its HEAVY line (4 units of work) and its LIGHT line (1 unit),
+and times each with time.thread_time() on the lines between. Prints "ready",
+runs for --seconds, then one JSON line:
+  {"pid", "heavy_line", "light_line", "heavy_cpu_s", "light_cpu_s"}
+"""
+import argparse
+import json
+import os
+import time
+
+HERE = open(__file__, encoding="utf-8").read().splitlines()
+UNIT = 20000
+
+
+def line_of(tag):
+    for number, text in enumerate(HERE, start=1):
+        if text.rstrip().endswith("# " + tag):
+            return number
+    raise KeyError(tag)
+
+
+def two_lines(used):
+    acc = 0
+    t0 = time.thread_time()
+    for i in range(4 * UNIT): acc += i  # HEAVY
+    t1 = time.thread_time()
+    for i in range(UNIT): acc += i  # LIGHT
+    t2 = time.thread_time()
+    used[0] += t1 - t0
+    used[1] += t2 - t1
+    return acc
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=3)
+    args = parser.parse_args()
+    used = [0.0, 0.0]
+    print("ready", flush=True)
+    end = time.monotonic() + args.seconds
+    while time.monotonic() < end:
+        two_lines(used)
+    print(json.dumps({"pid": os.getpid(), "heavy_line": line_of("HEAVY"),
+                      "light_line": line_of("LIGHT"), "heavy_cpu_s": used[0],
+                      "light_cpu_s": used[1]}), flush=True)
+
+
+main()

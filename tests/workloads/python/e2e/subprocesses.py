@@ -1,0 +1,52 @@
+"""A parent that starts Python children, for tests/e2e/test_record_python.py:
+a multiprocessing (fork) child spinning in child_of_fork and an exec'd
+interpreter (subprocess, this same file with --child) spinning in
+child_of_exec, while the parent waits. Prints "ready", then one JSON line
+{"pid", "fork_pid", "exec_pid"} when both are done."""
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+
+
+def spin(seconds):
+    end = time.monotonic() + seconds
+    x = 0
+    while time.monotonic() < end:
+        for i in range(200):
+            x += i
+    return x
+
+
+def child_of_fork(seconds):
+    spin(seconds)
+
+
+def child_of_exec(seconds):
+    spin(seconds)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=2)
+    parser.add_argument("--child", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        child_of_exec(args.seconds)
+        return
+    print("ready", flush=True)
+    context = multiprocessing.get_context("fork")
+    forked = context.Process(target=child_of_fork, args=(args.seconds,))
+    forked.start()
+    execed = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child",
+                               "--seconds", str(args.seconds)])
+    forked.join()
+    execed.wait()
+    print(json.dumps({"pid": os.getpid(), "fork_pid": forked.pid, "exec_pid": execed.pid}),
+          flush=True)
+
+
+main()
