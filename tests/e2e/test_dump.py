@@ -37,7 +37,10 @@ def require_root(test_case):
         return
     reason = f"not root (euid {os.geteuid()}); pystrobe dump needs CAP_SYS_PTRACE"
     if os.environ.get("PYSTROBE_SKIP_BPF_TESTS") == "1":
-        message = f"SKIPPED {test_case.__module__}.{test_case.__name__}: {reason}"
+        # Worded so that ctest's SKIP_REGULAR_EXPRESSION ("SKIPPED BPF test")
+        # shows the test as skipped: dump needs root as the BPF tests do.
+        message = (f"SKIPPED BPF test {test_case.__module__}.{test_case.__name__}: {reason} "
+                   f"(PYSTROBE_SKIP_BPF_TESTS=1)")
         print(message, file=sys.stderr)
         raise unittest.SkipTest(message)
     raise AssertionError(f"{reason}; set PYSTROBE_SKIP_BPF_TESTS=1 to skip instead")
