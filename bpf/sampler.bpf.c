@@ -224,11 +224,12 @@ int handle_exec(void *ctx)
 SEC("raw_tp/sched_process_exit")
 int handle_exit(void *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	/* Only the thread group leader's exit ends the process for us. */
-	if ((__u32)pid_tgid != tgid)
+	/* The process ends with its last thread, which need not be the leader:
+	 * by this tracepoint each exiting thread has left signal->live. */
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
 	bpf_map_delete_elem(&python_processes, &tgid);
 	if (is_target(tgid))

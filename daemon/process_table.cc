@@ -42,7 +42,7 @@ ImageId ProcessTable::OnSample(uint32_t pid, uint32_t tid, absl::string_view thr
 
 void ProcessTable::OnExec(uint32_t pid, absl::string_view comm) {
   if (auto it = live_image_by_pid_.find(pid); it != live_image_by_pid_.end()) {
-    images_[it->second]->exited = true;
+    Retire(*images_[it->second]);
     live_image_by_pid_.erase(it);
   }
   exec_comm_by_pid_[pid] = std::string(comm);
@@ -50,10 +50,18 @@ void ProcessTable::OnExec(uint32_t pid, absl::string_view comm) {
 
 void ProcessTable::OnExit(uint32_t pid) {
   if (auto it = live_image_by_pid_.find(pid); it != live_image_by_pid_.end()) {
-    images_[it->second]->exited = true;
+    Retire(*images_[it->second]);
     live_image_by_pid_.erase(it);
   }
   exec_comm_by_pid_.erase(pid);
+}
+
+void ProcessTable::Retire(ProcessImage& image) {
+  image.exited = true;
+  // Its native frames were named as they arrived: the symbol tables
+  // (megabytes for an interpreter) are of no more use. What is kept of its
+  // Python side is small: the interpreter's ranges and the working directory.
+  image.symbols.reset();
 }
 
 size_t ProcessTable::process_count() const {

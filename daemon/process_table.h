@@ -81,6 +81,9 @@ class ProcessTable {
 
  private:
   ImageId NewImage(uint32_t pid, std::string comm);
+  // An image whose process exited or exec'd: releases what only a live
+  // process needs.
+  void Retire(ProcessImage& image);
   // Looks for CPython in a live image, a few times: libpython is mapped by
   // the dynamic loader after exec, or later still by an embedding program.
   void MaybeDiscoverPython(ProcessImage& image);

@@ -6,16 +6,7 @@
 #include "absl/strings/str_format.h"
 
 namespace pystrobe {
-namespace {
-
-// Every frame but the leaf holds a return address, which may already point
-// into the next function when the call was a function's last instruction;
-// looking up the byte before it names the caller correctly.
-uint64_t LookupAddress(const std::vector<uint64_t>& ips, size_t index) {
-  return index == 0 ? ips[index] : ips[index] - 1;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void ProfileBuilder::AddTo(const StackAggregator& stacks, Profile& profile) {
   for (const auto& [stack, count] : stacks.counts()) {
@@ -33,11 +24,12 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, Profile& profile) {
       AddPythonStack(image, stack, frames);
     } else {
       for (size_t i = stack.user_ips.size(); i-- > 0;) {
-        frames.push_back({NativeName(image, LookupAddress(stack.user_ips, i)), FrameKind::kNative});
+        frames.push_back({native_names_->Name(image, FrameLookupAddress(stack.user_ips, i)),
+                          FrameKind::kNative});
       }
     }
     for (size_t i = stack.kernel_ips.size(); i-- > 0;) {
-      frames.push_back({KernelName(LookupAddress(stack.kernel_ips, i)), FrameKind::kKernel});
+      frames.push_back({KernelName(FrameLookupAddress(stack.kernel_ips, i)), FrameKind::kKernel});
     }
     if (stack.user_ips.empty() && stack.kernel_ips.empty() && stack.python_frames.empty()) {
       frames.push_back({"[unknown]", FrameKind::kMarker});
@@ -56,7 +48,7 @@ void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& s
   size_t root_side_end = stack.user_ips.size();  // exclusive, in root-first order
   size_t leaf_side_begin = stack.user_ips.size();
   for (size_t depth = 0; depth < stack.user_ips.size(); ++depth) {
-    uint64_t address = LookupAddress(stack.user_ips, stack.user_ips.size() - 1 - depth);
+    uint64_t address = FrameLookupAddress(stack.user_ips, stack.user_ips.size() - 1 - depth);
     if (python.InInterpreter(address)) {
       if (root_side_end == stack.user_ips.size()) root_side_end = depth;
       leaf_side_begin = depth + 1;
@@ -64,7 +56,8 @@ void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& s
   }
   auto native_frame = [&](size_t depth) {
     size_t index = stack.user_ips.size() - 1 - depth;
-    return Frame{NativeName(image, LookupAddress(stack.user_ips, index)), FrameKind::kNative};
+    return Frame{native_names_->Name(image, FrameLookupAddress(stack.user_ips, index)),
+                 FrameKind::kNative};
   };
   bool interpreter_seen = root_side_end < stack.user_ips.size();
   if (options_.native && interpreter_seen) {
@@ -103,15 +96,6 @@ std::string ProfileBuilder::PythonName(const ProcessImage& image,
   int32_t line = code->line_table.LineForOffset(frame.instr_offset);
   if (line < 0) line = code->first_line;
   return absl::StrCat(code->name, " (", filename, ":", line, ")");
-}
-
-const std::string& ProfileBuilder::NativeName(const ProcessImage& image, uint64_t address) {
-  auto [it, inserted] = native_names_.try_emplace({image.id, address});
-  if (inserted) {
-    it->second = image.symbols != nullptr ? image.symbols->Symbolize(address)
-                                          : absl::StrFormat("[unknown] 0x%x", address);
-  }
-  return it->second;
 }
 
 const std::string& ProfileBuilder::KernelName(uint64_t address) {

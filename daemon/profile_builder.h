@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "daemon/native_name_cache.h"
 #include "daemon/process_table.h"
 #include "daemon/stack_aggregator.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
@@ -34,17 +35,21 @@ struct ProfileBuilderOptions {
 
 class ProfileBuilder {
  public:
-  // `processes`, `python_codes` and `kernel` must outlive the builder;
-  // `kernel` may be null (kernel frames then read "0x..._[k]").
+  // `processes`, `python_codes`, `native_names` and `kernel` must outlive the
+  // builder; `kernel` may be null (kernel frames then read "0x..._[k]").
   ProfileBuilder(const ProcessTable* processes, const PythonCodeTable* python_codes,
-                 const KernelSymbolizer* kernel, ProfileBuilderOptions options)
-      : processes_(processes), python_codes_(python_codes), kernel_(kernel), options_(options) {}
+                 NativeNameCache* native_names, const KernelSymbolizer* kernel,
+                 ProfileBuilderOptions options)
+      : processes_(processes),
+        python_codes_(python_codes),
+        native_names_(native_names),
+        kernel_(kernel),
+        options_(options) {}
 
   // Adds every stack of `stacks` to `profile`.
   void AddTo(const StackAggregator& stacks, Profile& profile);
 
  private:
-  const std::string& NativeName(const ProcessImage& image, uint64_t address);
   const std::string& KernelName(uint64_t address);
   std::string PythonName(const ProcessImage& image, const RawPythonFrame& frame) const;
   // Frames of a sample that has Python frames, root first, after the
@@ -53,10 +58,10 @@ class ProfileBuilder {
 
   const ProcessTable* processes_;
   const PythonCodeTable* python_codes_;
+  NativeNameCache* native_names_;
   const KernelSymbolizer* kernel_;
   ProfileBuilderOptions options_;
-  // Names are resolved once per distinct address.
-  absl::flat_hash_map<std::pair<ImageId, uint64_t>, std::string> native_names_;
+  // Kernel names are resolved once per distinct address.
   absl::flat_hash_map<uint64_t, std::string> kernel_names_;
 };
 

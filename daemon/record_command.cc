@@ -225,7 +225,7 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   build_options.python_lines = options.function_lines    ? PythonLineMode::kFunction
                                : options.no_line_numbers ? PythonLineMode::kNone
                                                          : PythonLineMode::kCurrentLine;
-  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(),
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
                          kernel_symbols.ok() ? &*kernel_symbols : nullptr, build_options);
   builder.AddTo(recorder.stacks(), profile);
   PrintSummary(counters, recorder, elapsed, options.rate_hz);

@@ -75,8 +75,11 @@ void Recorder::HandleSample(std::span<const uint8_t> record) {
   std::memcpy(stack.user_ips.data(), data + header.kernel_frames * sizeof(uint64_t),
               header.user_frames * sizeof(uint64_t));
 
-  // Python frames are named now, while the process (and its code objects) live.
-  PythonProcess* python = processes_.image(stack.image).python.get();
+  // Frames are named now, while the process (its mappings and code objects)
+  // lives: its symbols are released when it exits.
+  const ProcessImage& image = processes_.image(stack.image);
+  native_names_.NameAll(image, stack.user_ips);
+  PythonProcess* python = image.python.get();
   if (python != nullptr && header.python_frames > 0) {
     const uint8_t* frames = data + native_words * sizeof(uint64_t);
     stack.python_frames.reserve(header.python_frames);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "daemon/native_name_cache.h"
 #include "daemon/process_table.h"
 #include "daemon/stack_aggregator.h"
 
@@ -30,6 +31,7 @@ class Recorder {
   const ProcessTable& processes() const { return processes_; }
   const StackAggregator& stacks() const { return stacks_; }
   const PythonCodeTable& python_codes() const { return python_codes_; }
+  NativeNameCache& native_names() { return native_names_; }
   uint64_t samples() const { return stacks_.total(); }
   uint64_t malformed_records() const { return malformed_records_; }
   // Samples left out by --gil because their thread did not hold the GIL.
@@ -41,6 +43,7 @@ class Recorder {
   ProcessTable processes_;
   StackAggregator stacks_;
   PythonCodeTable python_codes_;
+  NativeNameCache native_names_;
   RecorderOptions options_;
   uint64_t malformed_records_ = 0;
   uint64_t samples_without_gil_ = 0;

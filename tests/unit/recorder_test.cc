@@ -77,8 +77,8 @@ std::vector<uint8_t> ProcessEvent(uint32_t kind, uint32_t pid, const char* comm)
 std::map<std::string, uint64_t> Folded(Recorder& recorder, const KernelSymbolizer* kernel,
                                        bool threads = false) {
   Profile profile;
-  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), kernel,
-                         ProfileBuilderOptions{.threads = threads});
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                         kernel, ProfileBuilderOptions{.threads = threads});
   builder.AddTo(recorder.stacks(), profile);
   std::map<std::string, uint64_t> folded;
   for (const ProfileStack& stack : profile.stacks()) {
@@ -136,6 +136,16 @@ TEST(RecorderTest, ReusedPidAfterExitNeverInheritsOldSymbols) {
   EXPECT_EQ(recorder.processes().image_count(), 2u);
   EXPECT_THAT(Folded(recorder, nullptr),
               UnorderedElementsAre(Pair("old (8);fn_1_in_8#1", 1), Pair("new (8);fn_1_in_8#2", 1)));
+}
+
+TEST(RecorderTest, ExitedProcessKeepsItsNamesAfterItsSymbolsAreReleased) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(SampleRecord(9, 9, "brief", {}, {0x50, 0x61}));
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 9, "brief"));
+  EXPECT_EQ(recorder.processes().image(0).symbols, nullptr);
+  EXPECT_THAT(Folded(recorder, nullptr),
+              UnorderedElementsAre(Pair("brief (9);fn_60_in_9#1;fn_50_in_9#1", 1)));
 }
 
 TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
