@@ -61,12 +61,14 @@ void Recorder::HandleSample(std::span<const uint8_t> record) {
     ++malformed_records_;
     return;
   }
+  RawStack stack;
+  // Every sample counts toward discovery, even one --gil then leaves out:
+  // only a discovered process has its GIL holder known.
+  stack.image = processes_.OnSample(header.pid, header.tid, CommView(header.comm));
   if (options_.gil_only && (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
     ++samples_without_gil_;
     return;
   }
-  RawStack stack;
-  stack.image = processes_.OnSample(header.pid, header.tid, CommView(header.comm));
   stack.tid = options_.threads ? header.tid : 0;
   const uint8_t* data = record.data() + kHeaderSize;
   stack.kernel_ips.resize(header.kernel_frames);
