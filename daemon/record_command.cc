@@ -121,6 +121,53 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
   }
 }
 
+// Opens, configures and loads the sampler, with `targets` in its filter.
+absl::StatusOr<std::unique_ptr<BpfSampler>> LoadSampler(const RecordOptions& options,
+                                                        const std::vector<uint32_t>& targets) {
+  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = BpfSampler::Open();
+  if (!sampler.ok()) return sampler.status();
+  SamplerConfig config;
+  config.filter_pids = !options.all;
+  config.follow_children = options.subprocesses;
+  config.python_max_frames = options.max_python_depth;
+  if (absl::Status s = (*sampler)->Configure(config); !s.ok()) return s;
+  if (absl::Status s = (*sampler)->Load(); !s.ok()) return s;
+  for (uint32_t pid : targets) {
+    if (absl::Status s = (*sampler)->AddTargetPid(pid); !s.ok()) return s;
+  }
+  return sampler;
+}
+
+// Hands samples to the recorder until a signal, the duration, or the end of
+// the targets. A failed poll ends the recording early; what came is kept.
+void RecordUntilDone(const RecordOptions& options, BpfSampler& sampler, LaunchedCommand* command,
+                     absl::Time start) {
+  while (stop_signal.load() == 0) {
+    if (absl::Status s = sampler.Poll(kPollInterval); !s.ok()) {
+      fprintf(stderr, "pystrobe record: %s; writing what was recorded\n",
+              std::string(s.message()).c_str());
+      return;
+    }
+    if (options.duration && absl::Now() - start >= *options.duration) return;
+    if (command != nullptr && command->TryReap()) return;
+    if (!options.pids.empty() &&
+        std::none_of(options.pids.begin(), options.pids.end(), ProcessExists)) {
+      return;
+    }
+  }
+}
+
+ProfileBuilderOptions ProfileBuilderOptionsFrom(const RecordOptions& options) {
+  ProfileBuilderOptions build_options;
+  build_options.threads = options.threads;
+  build_options.native = options.native;
+  build_options.full_filenames = options.full_filenames;
+  build_options.python_lines = options.function_lines    ? PythonLineMode::kFunction
+                               : options.no_line_numbers ? PythonLineMode::kNone
+                                                         : PythonLineMode::kCurrentLine;
+  return build_options;
+}
+
 }  // namespace
 
 int RunRecordCommand(const std::vector<std::string>& args) {
@@ -156,19 +203,10 @@ int RunRecordCommand(const std::vector<std::string>& args) {
     command.emplace(std::move(*launched));
   }
 
-  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = BpfSampler::Open();
-  if (!sampler.ok()) return Fail(sampler.status());
-  SamplerConfig config;
-  config.filter_pids = !options.all;
-  config.follow_children = options.subprocesses;
-  config.python_max_frames = options.max_python_depth;
-  if (absl::Status s = (*sampler)->Configure(config); !s.ok()) return Fail(s);
-  if (absl::Status s = (*sampler)->Load(); !s.ok()) return Fail(s);
   std::vector<uint32_t> targets = options.pids;
   if (command) targets.push_back(static_cast<uint32_t>(command->pid()));
-  for (uint32_t pid : targets) {
-    if (absl::Status s = (*sampler)->AddTargetPid(pid); !s.ok()) return Fail(s);
-  }
+  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = LoadSampler(options, targets);
+  if (!sampler.ok()) return Fail(sampler.status());
 
   absl::StatusOr<KernelSymbolizer> kernel_symbols = KernelSymbolizer::FromFile();
   if (!kernel_symbols.ok()) {
@@ -195,19 +233,7 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   fprintf(stderr, "pystrobe: recording %s at %d Hz; Ctrl-C to stop\n",
           TargetDescription(options).c_str(), options.rate_hz);
 
-  while (stop_signal.load() == 0) {
-    if (absl::Status s = (*sampler)->Poll(kPollInterval); !s.ok()) {
-      fprintf(stderr, "pystrobe record: %s; writing what was recorded\n",
-              std::string(s.message()).c_str());
-      break;
-    }
-    if (options.duration && absl::Now() - start >= *options.duration) break;
-    if (command && command->TryReap()) break;
-    if (!options.pids.empty() &&
-        std::none_of(options.pids.begin(), options.pids.end(), ProcessExists)) {
-      break;
-    }
-  }
+  RecordUntilDone(options, **sampler, command ? &*command : nullptr, start);
   absl::Duration elapsed = absl::Now() - start;
   // Stop sampling, then drain what is still in the ring buffer.
   (*sampler)->Detach();
@@ -218,15 +244,9 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   Profile profile;
   profile.title = absl::StrCat("pystrobe record: ", TargetDescription(options));
   profile.sample_rate_hz = options.rate_hz;
-  ProfileBuilderOptions build_options;
-  build_options.threads = options.threads;
-  build_options.native = options.native;
-  build_options.full_filenames = options.full_filenames;
-  build_options.python_lines = options.function_lines    ? PythonLineMode::kFunction
-                               : options.no_line_numbers ? PythonLineMode::kNone
-                                                         : PythonLineMode::kCurrentLine;
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                         kernel_symbols.ok() ? &*kernel_symbols : nullptr, build_options);
+                         kernel_symbols.ok() ? &*kernel_symbols : nullptr,
+                         ProfileBuilderOptionsFrom(options));
   builder.AddTo(recorder.stacks(), profile);
   PrintSummary(counters, recorder, elapsed, options.rate_hz);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail(s);
