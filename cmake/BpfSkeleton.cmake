@@ -21,35 +21,43 @@ function(pystrobe_generate_vmlinux_h out_dir)
     VERBATIM)
 endfunction()
 
-# pystrobe_add_bpf_skeleton(TARGET <target> SOURCE <file.bpf.c> NAME <skel name>
+# pystrobe_add_bpf_skeleton(TARGET <target> SOURCES <a.bpf.c>... NAME <skel name>
 #                           [INCLUDE_DIRS dirs...])
-# Defines an INTERFACE library <target> whose include path holds <NAME>.skel.h.
-# The object is rebuilt when any header it includes changes (clang depfile).
+# Compiles each source, links the objects into one BPF object (bpftool gen
+# object) and defines an INTERFACE library <target> whose include path holds
+# <NAME>.skel.h. An object is rebuilt when any header it includes changes
+# (clang depfile).
 function(pystrobe_add_bpf_skeleton)
-  cmake_parse_arguments(ARG "" "TARGET;SOURCE;NAME" "INCLUDE_DIRS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TARGET;NAME" "SOURCES;INCLUDE_DIRS" ${ARGN})
   set(out_dir "${CMAKE_BINARY_DIR}/bpf")
-  set(object "${out_dir}/${ARG_NAME}.bpf.o")
   set(linked "${out_dir}/${ARG_NAME}.linked.bpf.o")
   set(skeleton "${out_dir}/${ARG_NAME}.skel.h")
-  get_filename_component(source "${ARG_SOURCE}" ABSOLUTE)
   set(include_flags "-I${out_dir}")
   foreach(dir ${ARG_INCLUDE_DIRS})
     list(APPEND include_flags "-I${dir}")
   endforeach()
 
-  add_custom_command(
-    OUTPUT "${object}"
-    COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
-            ${include_flags} -MD -MF "${object}.d" -c "${source}" -o "${object}"
-    DEPENDS "${source}" "${out_dir}/vmlinux.h"
-    DEPFILE "${object}.d"
-    COMMENT "Compiling BPF ${ARG_SOURCE}"
-    VERBATIM)
+  set(objects "")
+  foreach(source_file ${ARG_SOURCES})
+    get_filename_component(source "${source_file}" ABSOLUTE)
+    get_filename_component(stem "${source_file}" NAME_WE)
+    set(object "${out_dir}/${stem}.bpf.o")
+    add_custom_command(
+      OUTPUT "${object}"
+      COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
+              ${include_flags} -MD -MF "${object}.d" -c "${source}" -o "${object}"
+      DEPENDS "${source}" "${out_dir}/vmlinux.h"
+      DEPFILE "${object}.d"
+      COMMENT "Compiling BPF ${source_file}"
+      VERBATIM)
+    list(APPEND objects "${object}")
+  endforeach()
+
   add_custom_command(
     OUTPUT "${skeleton}"
-    COMMAND ${BPFTOOL} gen object "${linked}" "${object}"
+    COMMAND ${BPFTOOL} gen object "${linked}" ${objects}
     COMMAND ${BPFTOOL} gen skeleton "${linked}" name "${ARG_NAME}" > "${skeleton}"
-    DEPENDS "${object}"
+    DEPENDS ${objects}
     COMMENT "Generating BPF skeleton ${ARG_NAME}.skel.h"
     VERBATIM)
   add_custom_target(${ARG_TARGET}_gen DEPENDS "${skeleton}")
