@@ -12,25 +12,12 @@
 #include <bpf/bpf_tracing.h>
 
 #include "pystrobe_abi.h"
+#include "targets.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Set by the loader before load: non-zero keeps only processes in target_pids. */
-const volatile __u8 filter_pids = 0;
 /* Set by the loader (--subprocesses): children of targets become targets. */
 const volatile __u8 follow_children = 0;
-
-/*
- * Processes to sample when filter_pids is set.
- * Key: tgid (host pid). Value: unused (1). Sized for --pid lists and the
- * children that later issues follow.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} target_pids SEC(".maps");
 
 /*
  * Sample and process-event records for userspace. 8 MiB holds about 4000
@@ -91,13 +78,6 @@ static __always_inline void count_sample(__u32 counter)
 
 	if (value)
 		*value += 1;
-}
-
-static __always_inline bool is_target(__u32 tgid)
-{
-	if (!filter_pids)
-		return true;
-	return bpf_map_lookup_elem(&target_pids, &tgid) != NULL;
 }
 
 SEC("perf_event")
