@@ -3,7 +3,8 @@
 two_lines() runs its HEAVY line (4 units of work) and its LIGHT line (1 unit),
 and times each with time.thread_time() on the lines between. Prints "ready",
 runs for --seconds, then one JSON line:
-  {"pid", "heavy_line", "light_line", "heavy_cpu_s", "light_cpu_s"}
+  {"pid", "heavy_line", "light_line", "heavy_cpu_s", "light_cpu_s",
+   "first_line" (two_lines' co_firstlineno), "path" (this file's absolute path)}
 """
 import argparse
 import json
@@ -44,7 +45,8 @@ def main():
         two_lines(used)
     print(json.dumps({"pid": os.getpid(), "heavy_line": line_of("HEAVY"),
                       "light_line": line_of("LIGHT"), "heavy_cpu_s": used[0],
-                      "light_cpu_s": used[1]}), flush=True)
+                      "light_cpu_s": used[1], "first_line": two_lines.__code__.co_firstlineno,
+                      "path": os.path.abspath(__file__)}), flush=True)
 
 
 main()
