@@ -294,4 +294,89 @@ static inline __u32 pystrobe_python_code_stamp32(__u64 stamp)
 }
 /* ==== end of CPython frame walking ======================================= */
 
+/* ==== Accounting (issue 4) =============================================
+ * Owned by bpf/accounting.bpf.c (kernel side) and daemon/accounting/
+ * (userspace). Counters start at zero when accounting is attached, so a
+ * reader gets figures for exactly the window it watched; a task created
+ * after that counts from its birth.
+ */
+
+
+/* What one thread, or all threads of one process, did in the window. */
+struct pystrobe_task_counters {
+	__u64 runtime_ns; /* on CPU: deltas of the kernel's sum_exec_runtime */
+	/* Deltas of task->utime/stime: tick-sampled, used only as the ratio
+	 * that splits runtime_ns, as the kernel's cputime_adjust() does. */
+	__u64 utime_ns;
+	__u64 stime_ns;
+	__u64 runqueue_ns;  /* runnable, not running (includes preempted_ns) */
+	__u64 preempted_ns; /* the part of runqueue_ns that began by preemption */
+	__u64 offcpu_io_ns;    /* asleep in TASK_UNINTERRUPTIBLE until woken */
+	__u64 offcpu_sleep_ns; /* asleep otherwise until woken */
+	__u64 voluntary_switches;   /* deltas of task->nvcsw */
+	__u64 involuntary_switches; /* deltas of task->nivcsw */
+	__u64 minor_faults;         /* deltas of task->min_flt */
+	__u64 major_faults;         /* deltas of task->maj_flt */
+	/* Read family: read, pread64, readv, preadv, preadv2, recvfrom,
+	 * recvmsg, recvmmsg; write family: write, pwrite64, writev, pwritev,
+	 * pwritev2, sendto, sendmsg, sendmmsg, sendfile. Bytes are positive
+	 * return values ((m)msg variants: messages, not bytes: calls only). */
+	__u64 read_calls;
+	__u64 read_bytes;
+	__u64 read_ns; /* entry to exit, blocked or not */
+	__u64 write_calls;
+	__u64 write_bytes;
+	__u64 write_ns;
+};
+
+/* Key of map `thread_counters`: the host tid. Deleted when the thread exits. */
+struct pystrobe_thread_counters {
+	__u32 tgid;
+	__u32 tid;
+	__u64 process_start_ns; /* start_boottime of the process's leader */
+	char comm[PYSTROBE_COMM_LEN];
+	struct pystrobe_task_counters counters;
+};
+
+/* Key of map `process_counters`: a pid and its leader's start time
+ * (task->start_boottime, ns since boot; /proc/PID/stat field 22 in ticks),
+ * so a reused pid never meets its predecessor's numbers. */
+struct pystrobe_process_key {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 start_ns;
+};
+
+struct pystrobe_process_counters {
+	struct pystrobe_task_counters counters; /* all threads, dead ones too */
+	__u64 block_io_bytes; /* bios queued by the process's threads */
+	__u64 block_io_ops;
+	__u64 gc_ns; /* CPython gc__start to gc__done (USDT) */
+	__u64 gc_collections;
+	__u64 exit_ns; /* bpf_ktime_get_ns() when the last thread exited; 0: alive */
+	__u32 threads; /* threads seen in the window */
+	__u32 _pad;
+	char comm[PYSTROBE_COMM_LEN]; /* of the thread that made the entry, or at exec/exit */
+};
+
+/* Indices of the per-CPU drop counters (map `accounting_drops`). */
+enum pystrobe_accounting_drop {
+	/* process_counters was full: a process's events were not counted. */
+	PYSTROBE_ACCT_DROP_PROCESS_MAP_FULL = 0,
+	/* thread_counters was full: a thread's own figures were not kept. */
+	PYSTROBE_ACCT_DROP_THREAD_MAP_FULL = 1,
+	/* No per-thread state could be had (task storage busy or full). */
+	PYSTROBE_ACCT_DROP_NO_THREAD_STATE = 2,
+	PYSTROBE_ACCT_DROP_COUNT = 3,
+};
+
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_task_counters) == 17 * 8,
+		    "ABI: pystrobe_task_counters");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_thread_counters) == 32 + 17 * 8,
+		    "ABI: pystrobe_thread_counters");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_key) == 16, "ABI: pystrobe_process_key");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_counters) == 17 * 8 + 48 + 16,
+		    "ABI: pystrobe_process_counters");
+/* ==== end of accounting ================================================== */
+
 #endif /* PYSTROBE_BPF_PYSTROBE_ABI_H_ */

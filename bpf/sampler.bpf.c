@@ -28,15 +28,23 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
+/* A sample and the bytes of it to send: the unit the scratch space and the
+ * off-CPU map hold. */
+struct sample_slot {
+	__u64 size;
+	struct pystrobe_sample sample;
+};
+
 /*
  * Scratch space to build one sample before it is copied out with its real
- * length: one per CPU, since a perf event program never nests on its CPU.
+ * length: one per CPU. The cpu-clock program never runs inside the
+ * sched_switch one (interrupts are off there), so both share it.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct pystrobe_sample);
+	__type(value, struct sample_slot);
 } sample_scratch SEC(".maps");
 
 /* Why records or stacks were lost. Key: enum pystrobe_drop_reason. Per CPU. */
@@ -55,11 +63,18 @@ struct {
 	__type(value, __u64);
 } sample_counters SEC(".maps");
 
-static __always_inline struct pystrobe_sample *current_sample(void)
+static __always_inline struct sample_slot *current_slot(void)
 {
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&sample_scratch, &zero);
+}
+
+static __always_inline struct pystrobe_sample *current_sample(void)
+{
+	struct sample_slot *slot = current_slot();
+
+	return slot ? &slot->sample : NULL;
 }
 
 #include "python_stack.bpf.h"
@@ -80,44 +95,32 @@ static __always_inline void count_sample(__u32 counter)
 		*value += 1;
 }
 
-SEC("perf_event")
-int sample_cpu(struct bpf_perf_event_data *ctx)
+/*
+ * Fills `sample` with what the current thread is doing: ids, name, the
+ * kernel stack (when `kernel_mode`), the user stack and, for a CPython
+ * process, the Python stack. Returns the bytes of `sample` to send.
+ */
+static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *sample,
+					 __u64 pid_tgid, bool kernel_mode)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
-	struct pystrobe_sample *sample;
 	long kernel_bytes, user_bytes;
 	__u32 native_frames;
 	__u64 size;
 
-	count_sample(PYSTROBE_COUNT_TAKEN);
-	if (tgid == 0) {
-		count_sample(PYSTROBE_COUNT_IDLE);
-		return 0;
-	}
-	if (!is_target(tgid)) {
-		count_sample(PYSTROBE_COUNT_FILTERED);
-		return 0;
-	}
-
-	sample = current_sample();
-	if (!sample)
-		return 0;
-	sample->kind = PYSTROBE_EVENT_SAMPLE;
 	sample->pid = tgid;
 	sample->tid = (__u32)pid_tgid;
 	sample->cpu = bpf_get_smp_processor_id();
 	sample->time_ns = bpf_ktime_get_ns();
 	sample->cgroup_id = bpf_get_current_cgroup_id();
+	sample->offcpu_reason = 0;
+	sample->offcpu_ns = 0;
 	bpf_get_current_comm(sample->comm, sizeof(sample->comm));
-	/* Kernel text lives in the upper half of the address space on x86_64;
-	 * the 8-byte ip is also a context access the verifier accepts, unlike
-	 * the 2-byte cs. */
-	sample->flags = (__s64)ctx->regs.ip < 0 ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
+	sample->flags = kernel_mode ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
 
 	/* The kernel stack is empty for a sample taken in user mode. */
 	kernel_bytes = 0;
-	if (sample->flags & PYSTROBE_SAMPLE_KERNEL_MODE) {
+	if (kernel_mode) {
 		kernel_bytes = bpf_get_stack(ctx, sample->data,
 					     PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), 0);
 		if (kernel_bytes < 0) {
@@ -133,8 +136,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	sample->kernel_frames = kernel_bytes / sizeof(__u64);
 
 	user_bytes = bpf_get_stack(ctx, (void *)sample->data + kernel_bytes,
-				   PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64),
-				   BPF_F_USER_STACK);
+				   PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), BPF_F_USER_STACK);
 	if (user_bytes < 0) {
 		count_drop(PYSTROBE_DROP_USER_STACK);
 		sample->flags |= PYSTROBE_SAMPLE_USTACK_FAILED;
@@ -165,11 +167,117 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	       sizeof(__u64) * (native_frames + 2 * (__u32)sample->python_frames);
 	if (size > sizeof(*sample))
 		size = sizeof(*sample);
+	return size;
+}
+
+SEC("perf_event")
+int sample_cpu(struct bpf_perf_event_data *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct pystrobe_sample *sample;
+	__u64 size;
+
+	count_sample(PYSTROBE_COUNT_TAKEN);
+	if (tgid == 0) {
+		count_sample(PYSTROBE_COUNT_IDLE);
+		return 0;
+	}
+	if (!is_target(tgid)) {
+		count_sample(PYSTROBE_COUNT_FILTERED);
+		return 0;
+	}
+	sample = current_sample();
+	if (!sample)
+		return 0;
+	sample->kind = PYSTROBE_EVENT_SAMPLE;
+	/* Kernel text lives in the upper half of the address space on x86_64;
+	 * the 8-byte ip is also a context access the verifier accepts, unlike
+	 * the 2-byte cs. */
+	size = fill_sample(ctx, sample, pid_tgid, (__s64)ctx->regs.ip < 0);
 	if (bpf_ringbuf_output(&events, sample, size, 0)) {
 		count_drop(PYSTROBE_DROP_RINGBUF_FULL);
 		return 0;
 	}
 	count_sample(PYSTROBE_COUNT_SENT);
+	return 0;
+}
+
+/* Set by the loader (record --off-cpu/--idle): follow threads off CPU. */
+const volatile __u8 offcpu_enabled = 0;
+
+/*
+ * The stack each thread had when it last went off CPU, kept until it comes
+ * back and the interval's length is known (then sent and deleted).
+ * Key: tid (host). Value: a sample_slot; only the used part is sent. Allocated on use: only threads off CPU right now hold an entry, so
+ * 16384 covers every sleeping thread of a large host.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct sample_slot);
+} offcpu_stacks SEC(".maps");
+
+static __always_inline __u32 offcpu_reason(unsigned int prev_state)
+{
+	/* TASK_RUNNING 0, TASK_INTERRUPTIBLE 1, TASK_UNINTERRUPTIBLE 2. */
+	switch (prev_state & 0xff) {
+	case 0:
+		return PYSTROBE_OFFCPU_RUNQUEUE;
+	case 2:
+		return PYSTROBE_OFFCPU_IO;
+	}
+	return PYSTROBE_OFFCPU_SLEEP;
+}
+
+/*
+ * On each context switch: the thread leaving gets its stack kept, with the
+ * time and why it left; the thread arriving, if it has a stack kept, sends
+ * it weighted by how long it was away.
+ * Args: (bool preempt, struct task_struct *prev, struct task_struct *next,
+ * unsigned int prev_state).
+ */
+SEC("raw_tp/sched_switch")
+int handle_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *next = (struct task_struct *)ctx->args[2];
+	unsigned int prev_state = (unsigned int)ctx->args[3];
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct sample_slot *kept, *leaving;
+	__u32 next_tid, tid = (__u32)pid_tgid;
+	__u64 size;
+
+	if (!offcpu_enabled)
+		return 0;
+
+	/* The arriving thread: send what it left behind. */
+	next_tid = BPF_CORE_READ(next, pid);
+	kept = bpf_map_lookup_elem(&offcpu_stacks, &next_tid);
+	if (kept) {
+		kept->sample.offcpu_ns = bpf_ktime_get_ns() - kept->sample.time_ns;
+		size = kept->size;
+		if (size > sizeof(kept->sample))
+			size = sizeof(kept->sample);
+		if (bpf_ringbuf_output(&events, &kept->sample, size, 0))
+			count_drop(PYSTROBE_DROP_RINGBUF_FULL);
+		else
+			count_sample(PYSTROBE_COUNT_OFFCPU_SENT);
+		bpf_map_delete_elem(&offcpu_stacks, &next_tid);
+	}
+
+	/* The leaving thread (current): keep its stack. */
+	if ((pid_tgid >> 32) == 0 || !is_target(pid_tgid >> 32))
+		return 0;
+	leaving = current_slot();
+	if (!leaving)
+		return 0;
+	leaving->sample.kind = PYSTROBE_EVENT_OFFCPU;
+	leaving->size = fill_sample(ctx, &leaving->sample, pid_tgid, true);
+	leaving->sample.offcpu_reason = offcpu_reason(prev_state);
+	if (bpf_map_update_elem(&offcpu_stacks, &tid, leaving, BPF_ANY))
+		count_drop(PYSTROBE_DROP_OFFCPU_STORAGE);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "daemon/bpf_sampler.h"
 
 #include <bpf/bpf.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -168,6 +169,57 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.python_read_failed = drops[PYSTROBE_DROP_PYTHON_READ];
   counters.python_no_thread_state = drops[PYSTROBE_DROP_PYTHON_NO_THREAD_STATE];
   return counters;
+}
+
+// ---- Accounting (issue 4) --------------------------------------------------
+
+absl::Status BpfSampler::AttachAccounting() {
+  // Tasks born from now on count from zero; older ones from their first event.
+  timespec now = {};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  skeleton_->bss->accounting_since_boot_ns =
+      static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+  for (bpf_program* program :
+       {skeleton_->progs.acct_exit, skeleton_->progs.acct_exec, skeleton_->progs.acct_wakeup_new,
+        skeleton_->progs.acct_wakeup, skeleton_->progs.acct_switch, skeleton_->progs.acct_runtime,
+        skeleton_->progs.acct_sys_enter, skeleton_->progs.acct_sys_exit,
+        skeleton_->progs.acct_bio_queue}) {
+    bpf_link* link = bpf_program__attach(program);
+    if (link == nullptr) {
+      return LibbpfError(-errno, absl::StrCat("attach ", bpf_program__name(program)));
+    }
+    links_.push_back(link);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachPythonGcProbes(int pid, const std::string& binary) {
+  LibbpfLog::Take();
+  bpf_link* start = bpf_program__attach_usdt(skeleton_->progs.acct_gc_start, pid, binary.c_str(),
+                                             "python", "gc__start", nullptr);
+  if (start == nullptr) {
+    int err = -errno;
+    LibbpfLog::Take();
+    if (err == -ENOENT) {
+      return absl::NotFoundError(absl::StrCat(binary, " has no python:gc__start probe"));
+    }
+    return LibbpfError(err, absl::StrCat("attach python:gc__start of ", binary));
+  }
+  links_.push_back(start);
+  bpf_link* done = bpf_program__attach_usdt(skeleton_->progs.acct_gc_done, pid, binary.c_str(),
+                                            "python", "gc__done", nullptr);
+  if (done == nullptr) {
+    return LibbpfError(-errno, absl::StrCat("attach python:gc__done of ", binary));
+  }
+  links_.push_back(done);
+  return absl::OkStatus();
+}
+
+BpfSampler::AccountingMaps BpfSampler::accounting_maps() const {
+  return AccountingMaps{.threads = skeleton_->maps.thread_counters,
+                        .processes = skeleton_->maps.process_counters,
+                        .processes_writable = skeleton_->maps.process_counters,
+                        .drops = skeleton_->maps.accounting_drops};
 }
 
 }  // namespace pystrobe

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -78,6 +79,23 @@ class BpfSampler {
   void Detach();
 
   SamplerCounters ReadCounters() const;
+
+  // ---- Accounting (issue 4): per-process and per-thread counters. --------
+  // The maps bpf/accounting.bpf.c fills; AccountingReader reads them.
+  struct AccountingMaps {
+    const bpf_map* threads;       // tid -> pystrobe_thread_counters (+ kernel state)
+    const bpf_map* processes;     // pystrobe_process_key -> pystrobe_process_counters
+    bpf_map* processes_writable;  // the same map, for deleting exited processes
+    const bpf_map* drops;         // per-CPU enum pystrobe_accounting_drop -> u64
+  };
+  // Starts counting: attaches the scheduler, syscall, block and exit
+  // programs. Counters cover the time from this call on. After Load().
+  absl::Status AttachAccounting();
+  // Adds CPython GC time from the USDT probes python:gc__start/gc__done of
+  // `binary` (an executable or libpython) in process `pid` (-1: in every
+  // process that runs it). NotFound when `binary` has no such probes.
+  absl::Status AttachPythonGcProbes(int pid, const std::string& binary);
+  AccountingMaps accounting_maps() const;
 
  private:
   explicit BpfSampler(pystrobe_sampler* skeleton) : skeleton_(skeleton) {}

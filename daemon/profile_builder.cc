@@ -1,18 +1,42 @@
 #include "daemon/profile_builder.h"
 
+#include <cmath>
+
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pystrobe_abi.h"
 
 namespace pystrobe {
-namespace {}  // namespace
+namespace {
 
-void ProfileBuilder::AddTo(const StackAggregator& stacks, Profile& profile) {
-  for (const auto& [stack, count] : stacks.counts()) {
+// The leaf frame of an off-CPU stack: why the thread was away.
+std::string OffCpuReasonFrame(int reason) {
+  switch (reason) {
+    case PYSTROBE_OFFCPU_RUNQUEUE:
+      return "[runqueue]";
+    case PYSTROBE_OFFCPU_IO:
+      return "[io wait]";
+    case PYSTROBE_OFFCPU_SLEEP:
+      return "[sleep]";
+    case PYSTROBE_OFFCPU_GIL:
+      return "[gil wait]";
+  }
+  return "[off cpu]";
+}
+
+}  // namespace
+
+void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weighting,
+                           Profile& profile) {
+  for (const auto& [stack, raw_count] : stacks.counts()) {
+    uint64_t count = static_cast<uint64_t>(std::llround(raw_count * weighting.scale));
+    if (count == 0) continue;
     const ProcessImage& image = processes_->image(stack.image);
     std::vector<Frame> frames;
-    frames.reserve(2 + stack.user_ips.size() + stack.kernel_ips.size());
+    frames.reserve(4 + stack.user_ips.size() + stack.kernel_ips.size());
+    if (!weighting.root.empty()) frames.push_back({weighting.root, FrameKind::kMarker});
     frames.push_back({absl::StrCat(image.comm, " (", image.pid, ")"), FrameKind::kProcess});
     if (options_.threads) {
       auto name = image.thread_names.find(stack.tid);
@@ -33,6 +57,9 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, Profile& profile) {
     }
     if (stack.user_ips.empty() && stack.kernel_ips.empty() && stack.python_frames.empty()) {
       frames.push_back({"[unknown]", FrameKind::kMarker});
+    }
+    if (stack.offcpu_reason >= 0) {
+      frames.push_back({OffCpuReasonFrame(stack.offcpu_reason), FrameKind::kMarker});
     }
     profile.Add(std::move(frames), count);
   }

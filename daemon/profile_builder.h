@@ -46,8 +46,17 @@ class ProfileBuilder {
         kernel_(kernel),
         options_(options) {}
 
+  // How a set of stacks is weighed into a profile.
+  struct Weighting {
+    // Each stack's count is multiplied by this (and rounded).
+    double scale = 1.0;
+    // A frame above every process frame ("[on-cpu]", "[off-cpu]"), or none.
+    std::string root;
+  };
+
   // Adds every stack of `stacks` to `profile`.
-  void AddTo(const StackAggregator& stacks, Profile& profile);
+  void AddTo(const StackAggregator& stacks, Profile& profile) { AddTo(stacks, {}, profile); }
+  void AddTo(const StackAggregator& stacks, const Weighting& weighting, Profile& profile);
 
  private:
   const std::string& KernelName(uint64_t address);

@@ -115,6 +115,11 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
             static_cast<unsigned long long>(kernel.python_no_thread_state),
             recorder.python_codes().read_errors());
   }
+  if (kernel.offcpu_sent > 0 || kernel.offcpu_storage_failed > 0) {
+    fprintf(stderr, "pystrobe: off CPU: %llu intervals, %llu stacks that could not be kept\n",
+            static_cast<unsigned long long>(kernel.offcpu_sent),
+            static_cast<unsigned long long>(kernel.offcpu_storage_failed));
+  }
   if (recorder.samples_without_gil() > 0) {
     fprintf(stderr, "pystrobe: --gil left out %llu samples of threads not holding the GIL\n",
             static_cast<unsigned long long>(recorder.samples_without_gil()));
@@ -130,6 +135,7 @@ absl::StatusOr<std::unique_ptr<BpfSampler>> LoadSampler(const RecordOptions& opt
   config.filter_pids = !options.all;
   config.follow_children = options.subprocesses;
   config.python_max_frames = options.max_python_depth;
+  config.offcpu = options.offcpu || options.idle;
   if (absl::Status s = (*sampler)->Configure(config); !s.ok()) return s;
   if (absl::Status s = (*sampler)->Load(); !s.ok()) return s;
   for (uint32_t pid : targets) {
@@ -154,6 +160,24 @@ void RecordUntilDone(const RecordOptions& options, BpfSampler& sampler, Launched
         std::none_of(options.pids.begin(), options.pids.end(), ProcessExists)) {
       return;
     }
+  }
+}
+
+// On-CPU samples, and with --off-cpu or --idle the time off CPU, weighed
+// into one profile.
+void AddStacksTo(const RecordOptions& options, const Recorder& recorder, ProfileBuilder& builder,
+                 Profile& profile) {
+  constexpr double kNanosPerSecond = 1e9;
+  if (options.offcpu) {
+    profile.count_unit = "microseconds";
+    builder.AddTo(recorder.stacks(), {.scale = 1e6 / options.rate_hz, .root = "[on-cpu]"}, profile);
+    builder.AddTo(recorder.offcpu_stacks(), {.scale = 1e-3, .root = "[off-cpu]"}, profile);
+    return;
+  }
+  builder.AddTo(recorder.stacks(), profile);
+  if (options.idle) {
+    builder.AddTo(recorder.offcpu_stacks(),
+                  {.scale = options.rate_hz / kNanosPerSecond, .root = ""}, profile);
   }
 }
 
@@ -247,7 +271,7 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
                          kernel_symbols.ok() ? &*kernel_symbols : nullptr,
                          ProfileBuilderOptionsFrom(options));
-  builder.AddTo(recorder.stacks(), profile);
+  AddStacksTo(options, recorder, builder, profile);
   PrintSummary(counters, recorder, elapsed, options.rate_hz);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail(s);
   out.close();

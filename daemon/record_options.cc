@@ -60,6 +60,8 @@ absl::StatusOr<int64_t> ParseInteger(absl::string_view flag, absl::string_view t
 bool* SwitchFlag(RecordOptions& options, absl::string_view flag) {
   if (flag == "--threads") return &options.threads;
   if (flag == "--subprocesses") return &options.subprocesses;
+  if (flag == "--off-cpu") return &options.offcpu;
+  if (flag == "--idle") return &options.idle;
   if (flag == "--native") return &options.native;
   if (flag == "--gil") return &options.gil_only;
   if (flag == "--function") return &options.function_lines;
@@ -89,6 +91,12 @@ Options:
       --threads        add a frame per thread ("<name> tid=<tid>") under the process
       --subprocesses   also profile the children of the targets (fork, exec,
                        multiprocessing), decided in the kernel as they are born
+
+Off CPU (where threads wait, and why: [sleep], [io wait], [runqueue]):
+      --off-cpu        weigh stacks by time: on-CPU time under an [on-cpu] root,
+                       time off CPU under [off-cpu], both in microseconds
+      --idle           include threads that are not running, as py-spy does:
+                       their time off CPU counts as samples at the rate
 
 Python (any CPython 3.8 to 3.13, found automatically):
       --native         keep native frames: extensions above the Python frame
@@ -190,6 +198,9 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
   if (options.subprocesses && options.all) {
     return absl::InvalidArgumentError(
         "--subprocesses follows the children of -- COMMAND or --pid; --all sees them anyway");
+  }
+  if (options.offcpu && options.idle) {
+    return absl::InvalidArgumentError("--off-cpu and --idle exclude each other");
   }
   if (options.format != "svg" && options.format != "folded") {
     return absl::InvalidArgumentError(

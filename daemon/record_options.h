@@ -34,7 +34,11 @@ struct RecordOptions {
   bool full_filenames = false;
   int max_python_depth = 128;
   bool subprocesses = false;  // follow children of the targets
-  bool help = false;          // -h/--help: print the usage and do nothing else
+
+  // Off CPU.
+  bool offcpu = false;  // on- and off-CPU time, each under its own root
+  bool idle = false;    // off-CPU time folded in as samples, as py-spy --idle
+  bool help = false;    // -h/--help: print the usage and do nothing else
 };
 
 inline constexpr int kMinRateHz = 1;

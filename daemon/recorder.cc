@@ -1,6 +1,7 @@
 #include "daemon/recorder.h"
 #include "absl/strings/string_view.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string_view>
@@ -26,7 +27,10 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
   std::memcpy(&kind, record.data(), sizeof(kind));
   switch (kind) {
     case PYSTROBE_EVENT_SAMPLE:
-      HandleSample(record);
+      HandleSample(record, /*offcpu=*/false);
+      return;
+    case PYSTROBE_EVENT_OFFCPU:
+      HandleSample(record, /*offcpu=*/true);
       return;
     case PYSTROBE_EVENT_EXEC:
     case PYSTROBE_EVENT_EXIT: {
@@ -44,7 +48,7 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
   ++malformed_records_;
 }
 
-void Recorder::HandleSample(std::span<const uint8_t> record) {
+void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
   // Copy the fixed part out: ring buffer records are only 8-byte aligned.
   constexpr size_t kHeaderSize = offsetof(pystrobe_sample, data);
   pystrobe_sample header;
@@ -65,7 +69,7 @@ void Recorder::HandleSample(std::span<const uint8_t> record) {
   // Every sample counts toward discovery, even one --gil then leaves out:
   // only a discovered process has its GIL holder known.
   stack.image = processes_.OnSample(header.pid, header.tid, CommView(header.comm));
-  if (options_.gil_only && (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
+  if (!offcpu && options_.gil_only && (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
     ++samples_without_gil_;
     return;
   }
@@ -94,7 +98,12 @@ void Recorder::HandleSample(std::span<const uint8_t> record) {
     }
     stack.python_truncated = (header.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
   }
-  stacks_.Add(std::move(stack));
+  if (offcpu) {
+    stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(header.offcpu_reason, 127));
+    offcpu_stacks_.Add(std::move(stack), header.offcpu_ns);
+  } else {
+    stacks_.Add(std::move(stack));
+  }
 }
 
 }  // namespace pystrobe

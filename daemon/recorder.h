@@ -29,7 +29,10 @@ class Recorder {
 
   ProcessTable& processes() { return processes_; }
   const ProcessTable& processes() const { return processes_; }
+  // On-CPU samples per stack.
   const StackAggregator& stacks() const { return stacks_; }
+  // Nanoseconds off CPU per stack (its leaf-most frame is why).
+  const StackAggregator& offcpu_stacks() const { return offcpu_stacks_; }
   const PythonCodeTable& python_codes() const { return python_codes_; }
   NativeNameCache& native_names() { return native_names_; }
   uint64_t samples() const { return stacks_.total(); }
@@ -38,10 +41,12 @@ class Recorder {
   uint64_t samples_without_gil() const { return samples_without_gil_; }
 
  private:
-  void HandleSample(std::span<const uint8_t> record);
+  // A cpu-clock sample, or (`offcpu`) an interval off CPU with its stack.
+  void HandleSample(std::span<const uint8_t> record, bool offcpu);
 
   ProcessTable processes_;
   StackAggregator stacks_;
+  StackAggregator offcpu_stacks_;
   PythonCodeTable python_codes_;
   NativeNameCache native_names_;
   RecorderOptions options_;

@@ -34,12 +34,14 @@ struct RawStack {
   std::vector<uint64_t> user_ips;
   std::vector<RawPythonFrame> python_frames;
   bool python_truncated = false;  // the Python stack was deeper than the walk
+  // Why the thread was off CPU (enum pystrobe_offcpu_reason); -1 on CPU.
+  int8_t offcpu_reason = -1;
 
   friend bool operator==(const RawStack&, const RawStack&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const RawStack& stack) {
     return H::combine(std::move(h), stack.image, stack.tid, stack.kernel_ips, stack.user_ips,
-                      stack.python_frames, stack.python_truncated);
+                      stack.python_frames, stack.python_truncated, stack.offcpu_reason);
   }
 };
 

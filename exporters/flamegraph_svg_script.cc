@@ -46,7 +46,7 @@ const std::string_view kFlameGraphSvgScript = R"js(
       text: g.querySelector('text'),
       title: title,
       // The writer appends exactly this suffix; the name itself may hold parentheses.
-      name: title.replace(/ \(\d+ samples, [0-9.]+%\)$/, ''),
+      name: title.replace(/ \(\d+ [a-z]+, [0-9.]+%\)$/, ''),
       start: Number(g.getAttribute('data-start')),
       count: Number(g.getAttribute('data-count')),
       depth: Number(g.getAttribute('data-depth')),

@@ -178,25 +178,26 @@ double PercentOf(uint64_t count, uint64_t total) {
   return total == 0 ? 0.0 : 100.0 * static_cast<double>(count) / static_cast<double>(total);
 }
 
-void WriteFrame(const FlameGraphBox& box, uint64_t total, int image_height, std::ostream& out) {
+void WriteFrame(const FlameGraphBox& box, uint64_t total, int image_height,
+                absl::string_view unit, std::ostream& out) {
   const double x = kSidePad + kGraphWidth * static_cast<double>(box.start) / total;
   const double width = kGraphWidth * static_cast<double>(box.count) / total;
   const int y = image_height - kBottomPad - (box.depth + 1) * kFrameHeight;
   const std::string text = ToXmlText(box.name);
   out << absl::StrFormat(
       "<g class=\"f\" data-kind=\"%s\" data-start=\"%d\" data-count=\"%d\" data-depth=\"%d\">"
-      "<title>%s (%d samples, %.2f%%)</title>"
+      "<title>%s (%d %s, %.2f%%)</title>"
       "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" rx=\"2\" ry=\"2\" fill=\"%s\"/>"
       "<text x=\"%.2f\" y=\"%d\">%s</text></g>\n",
-      FrameKindName(box.kind), box.start, box.count, box.depth, EscapeXml(text), box.count,
+      FrameKindName(box.kind), box.start, box.count, box.depth, EscapeXml(text), box.count, unit,
       PercentOf(box.count, total), x, y, width, kFrameHeight - 1, FillFor(box), x + 3,
       y + kFrameHeight - 5, EscapeXml(FitText(text, width)));
 }
 
 std::string Subtitle(const Profile& profile, uint64_t total) {
-  std::string subtitle = absl::StrFormat("%d samples", total);
+  std::string subtitle = absl::StrFormat("%d %s", total, profile.count_unit);
   if (profile.sample_rate_hz > 0) {
-    absl::StrAppendFormat(&subtitle, " at %d Hz", profile.sample_rate_hz);
+    absl::StrAppendFormat(&subtitle, ", sampled at %d Hz", profile.sample_rate_hz);
   }
   if (total > 0) subtitle.append(". Click a frame to zoom, Ctrl-F to search.");
   return subtitle;
@@ -267,7 +268,7 @@ absl::Status FlameGraphSvgWriter::Write(const Profile& profile, std::ostream& ou
       "data-char-width=\"%.2f\">\n",
       layout.total_count, kSidePad, kGraphWidth, kCharWidth);
   for (const FlameGraphBox& box : layout.boxes) {
-    WriteFrame(box, layout.total_count, height, out);
+    WriteFrame(box, layout.total_count, height, profile.count_unit, out);
   }
   out << "</g>\n";
   // Last, so every element it looks up already exists when it runs.

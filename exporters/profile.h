@@ -48,6 +48,9 @@ class Profile {
   std::string title;
   // Samples per second the profile was recorded at (0 when unknown).
   int sample_rate_hz = 0;
+  // What a stack's count counts: "samples", or "microseconds" when off-CPU
+  // time is weighed in with on-CPU time.
+  std::string count_unit = "samples";
 
  private:
   std::vector<ProfileStack> stacks_;

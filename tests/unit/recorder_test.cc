@@ -65,6 +65,16 @@ std::vector<uint8_t> SampleRecord(uint32_t pid, uint32_t tid, const char* comm,
   return std::vector<uint8_t>(bytes, bytes + size);
 }
 
+std::vector<uint8_t> OffCpuRecord(uint32_t pid, uint32_t tid, const char* comm,
+                                  std::vector<uint64_t> user, uint32_t reason, uint64_t ns) {
+  std::vector<uint8_t> record = SampleRecord(pid, tid, comm, {}, std::move(user));
+  auto* sample = reinterpret_cast<pystrobe_sample*>(record.data());
+  sample->kind = PYSTROBE_EVENT_OFFCPU;
+  sample->offcpu_reason = reason;
+  sample->offcpu_ns = ns;
+  return record;
+}
+
 std::vector<uint8_t> ProcessEvent(uint32_t kind, uint32_t pid, const char* comm) {
   pystrobe_process_event event = {};
   event.kind = kind;
@@ -146,6 +156,33 @@ TEST(RecorderTest, ExitedProcessKeepsItsNamesAfterItsSymbolsAreReleased) {
   EXPECT_EQ(recorder.processes().image(0).symbols, nullptr);
   EXPECT_THAT(Folded(recorder, nullptr),
               UnorderedElementsAre(Pair("brief (9);fn_60_in_9#1;fn_50_in_9#1", 1)));
+}
+
+TEST(RecorderTest, OffCpuTimeIsWeighedByDurationAndEndsInItsReason) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(SampleRecord(4, 4, "svc", {}, {0x10}));
+  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_IO, 3'000'000));
+  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_IO, 1'000'000));
+  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_SLEEP, 2'000'000));
+  EXPECT_EQ(recorder.samples(), 1u);
+  EXPECT_EQ(recorder.offcpu_stacks().total(), 6'000'000u);
+
+  Profile profile;
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                         nullptr, {});
+  // As with --off-cpu at 100 Hz: a sample is 10 ms, counts in microseconds.
+  builder.AddTo(recorder.stacks(), {.scale = 1e4, .root = "[on-cpu]"}, profile);
+  builder.AddTo(recorder.offcpu_stacks(), {.scale = 1e-3, .root = "[off-cpu]"}, profile);
+  std::map<std::string, uint64_t> folded;
+  for (const ProfileStack& stack : profile.stacks()) {
+    std::vector<std::string> names;
+    for (const Frame& frame : stack.frames) names.push_back(frame.name);
+    folded[absl::StrJoin(names, ";")] += stack.count;
+  }
+  EXPECT_THAT(folded, UnorderedElementsAre(Pair("[on-cpu];svc (4);fn_10_in_4#1", 10000),
+                                           Pair("[off-cpu];svc (4);fn_20_in_4#1;[io wait]", 4000),
+                                           Pair("[off-cpu];svc (4);fn_20_in_4#1;[sleep]", 2000)));
 }
 
 TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
