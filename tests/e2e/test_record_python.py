@@ -425,7 +425,9 @@ class GilTest(PythonRecordTest):
             mine = stacks_of_pid(gil.stacks, truth["pid"])
             spinner = count_with(mine, "gil_spinner")
             hasher = count_with(mine, "nogil_hasher")
-            self.assertGreater(spinner, 300, summarize(gil.stacks))
+            # A floor low enough for a loaded 2-core machine; the share is what matters.
+            self.assertGreater(spinner, 100, summarize(gil.stacks))
+            self.assertGreater(spinner, 0.8 * total(mine), summarize(mine))
             self.assertLess(hasher, 0.05 * spinner,
                             f"--gil kept {hasher} samples of the hasher (GIL released) "
                             f"beside {spinner} of the spinner:\n{summarize(mine)}")
