@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 2
+#define PYSTROBE_ABI_VERSION 3
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -32,6 +32,23 @@ enum pystrobe_event_kind {
 	PYSTROBE_EVENT_EXEC = 2,
 	/* A whole process (thread group) exited. */
 	PYSTROBE_EVENT_EXIT = 3,
+	/* A thread's stack as it went off CPU, sent when it came back: a
+	 * pystrobe_sample with offcpu_ns and offcpu_reason set. */
+	PYSTROBE_EVENT_OFFCPU = 4,
+};
+
+/* Why a thread left the CPU, from prev_state at sched_switch (and, for
+ * GIL, from what it waits on). Off-CPU records and the accounting use it. */
+enum pystrobe_offcpu_reason {
+	PYSTROBE_OFFCPU_NONE = 0,
+	/* Runnable but not running: preempted, or woken and waiting for a CPU. */
+	PYSTROBE_OFFCPU_RUNQUEUE = 1,
+	/* TASK_UNINTERRUPTIBLE (disk IO, page-in, some kernel locks). */
+	PYSTROBE_OFFCPU_IO = 2,
+	/* TASK_INTERRUPTIBLE and other sleeps (futexes, poll, sleep, pipes). */
+	PYSTROBE_OFFCPU_SLEEP = 3,
+	/* Waiting to take CPython's GIL (off-CPU stacks of record). */
+	PYSTROBE_OFFCPU_GIL = 4,
 };
 
 /* Bits of pystrobe_sample.flags. */
@@ -94,11 +111,12 @@ struct pystrobe_sample {
 	__u16 user_frames;
 	__u16 python_frames;
 	__u16 python_status; /* enum pystrobe_python_status */
-	__u32 _pad;
+	__u32 offcpu_reason;  /* enum pystrobe_offcpu_reason (OFFCPU records) */
+	__u64 offcpu_ns;      /* time off CPU (OFFCPU records), else 0 */
 	__u64 data[PYSTROBE_SAMPLE_DATA_WORDS];
 };
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_frame) == 16, "pystrobe_python_frame layout");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 64 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 72 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
 		    "pystrobe_sample layout changed: bump PYSTROBE_ABI_VERSION");
 
 /* An exec or exit of a process; `comm` is the name after the event. */
@@ -125,7 +143,9 @@ enum pystrobe_drop_reason {
 	PYSTROBE_DROP_PYTHON_READ = 4,
 	/* A CPython process's thread had no PyThreadState we could find. */
 	PYSTROBE_DROP_PYTHON_NO_THREAD_STATE = 5,
-	PYSTROBE_DROP_REASON_COUNT = 6,
+	/* An off-CPU stack could not be kept until the thread came back. */
+	PYSTROBE_DROP_OFFCPU_STORAGE = 6,
+	PYSTROBE_DROP_REASON_COUNT = 7,
 };
 
 /* Indices of the per-CPU activity counters (map `sample_counters`). */
@@ -142,7 +162,9 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_PYTHON_TRUNCATED = 4,
 	/* Samples with a Python walk (status WALKED). */
 	PYSTROBE_COUNT_PYTHON_WALKED = 5,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 6,
+	/* Off-CPU intervals sent (record --off-cpu / --idle). */
+	PYSTROBE_COUNT_OFFCPU_SENT = 6,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 7,
 };
 
 /* ==== CPython frame walking (issue 3) ===================================

@@ -61,6 +61,8 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->filter_pids = config.filter_pids ? 1 : 0;
   skeleton_->rodata->follow_children = config.follow_children ? 1 : 0;
   skeleton_->rodata->python_max_frames = static_cast<uint32_t>(config.python_max_frames);
+  skeleton_->rodata->offcpu_enabled = config.offcpu ? 1 : 0;
+  offcpu_ = config.offcpu;
   return absl::OkStatus();
 }
 
@@ -112,6 +114,11 @@ absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
     if (link == nullptr) {
       return LibbpfError(-errno, absl::StrCat("attach ", bpf_program__name(program)));
     }
+    links_.push_back(link);
+  }
+  if (offcpu_) {
+    bpf_link* link = bpf_program__attach(skeleton_->progs.handle_switch);
+    if (link == nullptr) return LibbpfError(-errno, "attach the off-CPU program to sched_switch");
     links_.push_back(link);
   }
 
@@ -168,6 +175,8 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.python_truncated = samples[PYSTROBE_COUNT_PYTHON_TRUNCATED];
   counters.python_read_failed = drops[PYSTROBE_DROP_PYTHON_READ];
   counters.python_no_thread_state = drops[PYSTROBE_DROP_PYTHON_NO_THREAD_STATE];
+  counters.offcpu_sent = samples[PYSTROBE_COUNT_OFFCPU_SENT];
+  counters.offcpu_storage_failed = drops[PYSTROBE_DROP_OFFCPU_STORAGE];
   return counters;
 }
 

@@ -32,6 +32,8 @@ struct SamplerConfig {
   bool follow_children = false;
   // Python frames walked per sample (1 to PYSTROBE_MAX_PYTHON_FRAMES).
   int python_max_frames = 128;
+  // Follow threads off CPU: each interval comes back as an OFFCPU record.
+  bool offcpu = false;
 };
 
 // What happened to samples in the kernel, summed over CPUs.
@@ -48,6 +50,8 @@ struct SamplerCounters {
   uint64_t python_truncated = 0;        // walks that hit the depth limit
   uint64_t python_read_failed = 0;      // walks ended by a failed read
   uint64_t python_no_thread_state = 0;  // CPython threads without a thread state
+  uint64_t offcpu_sent = 0;             // off-CPU intervals sent
+  uint64_t offcpu_storage_failed = 0;   // off-CPU stacks that could not be kept
 };
 
 class BpfSampler {
@@ -104,6 +108,7 @@ class BpfSampler {
   pystrobe_sampler* skeleton_;
   std::optional<CpuClockEvents> events_;
   std::vector<bpf_link*> links_;
+  bool offcpu_ = false;
   ring_buffer* ring_buffer_ = nullptr;
   RecordHandler handler_;
 };
