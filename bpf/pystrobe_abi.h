@@ -275,7 +275,9 @@ struct pystrobe_python_offsets {
 	__u32 object_type;     /* ob_type */
 	__u32 var_object_size; /* ob_size */
 	__u32 bytes_data;      /* ob_sval */
-	__u32 _pad0;
+	/* struct _gil_runtime_state: cond, then mutex (88 bytes with glibc on
+	 * x86_64); a thread in a futex wait on them is waiting for the GIL. */
+	__u32 gil_cond;
 };
 
 /*

@@ -157,22 +157,58 @@ static __always_inline void find_thread_state(struct python_walk *walk, __u64 ke
 		bpf_map_update_elem(&python_thread_states, &key, &walk->tstate, BPF_ANY);
 }
 
+/* Bytes of the GIL's cond and mutex (glibc, x86_64): pthread_cond_t 48,
+ * pthread_mutex_t 40. */
+#define PYTHON_GIL_WAIT_SPAN 88
+
+/* The address of process `proc`'s GIL state, or 0. Reads current's memory. */
+static __always_inline __u64 python_gil_address(const struct pystrobe_python_process *proc)
+{
+	const struct pystrobe_python_offsets *off = &proc->offsets;
+	__u64 interp, gil;
+
+	if (off->runtime_gil != PYSTROBE_PY_OFFSET_NONE)
+		return proc->runtime_addr + off->runtime_gil;
+	/* 3.12+: one GIL per interpreter, reached by pointer. */
+	if (!read_target_u64(proc->runtime_addr, off->runtime_interpreters_head, &interp) ||
+	    !read_target_u64(interp, off->interp_gil_ptr, &gil))
+		return 0;
+	return gil;
+}
+
+/*
+ * True when the current thread, a thread of CPython process `tgid` that is
+ * leaving the CPU, is blocked in a futex on its GIL's condition or mutex:
+ * it is waiting to take the GIL. The futex word sits inside the GIL state,
+ * so this holds for every version without symbols of take_gil.
+ */
+static __always_inline bool waiting_for_gil(__u32 tgid)
+{
+	const struct pystrobe_python_process *proc;
+	struct pt_regs *regs;
+	__u64 uaddr, gil;
+
+	proc = bpf_map_lookup_elem(&python_processes, &tgid);
+	if (!proc || proc->offsets.gil_cond == PYSTROBE_PY_OFFSET_NONE)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (BPF_CORE_READ(regs, orig_ax) != 202 /* __NR_futex, x86_64 */)
+		return false;
+	uaddr = BPF_CORE_READ(regs, di);
+	gil = python_gil_address(proc);
+	return gil != 0 && uaddr >= gil + proc->offsets.gil_cond &&
+	       uaddr < gil + proc->offsets.gil_cond + PYTHON_GIL_WAIT_SPAN;
+}
+
 /* True when the thread state `tstate` holds the GIL right now. */
 static __always_inline bool holds_gil(struct python_walk *walk)
 {
 	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
-	__u64 gil, interp, last_holder = 0;
+	__u64 gil = python_gil_address(&walk->proc), last_holder = 0;
 	__s32 locked = 0;
 
-	if (off->runtime_gil != PYSTROBE_PY_OFFSET_NONE) {
-		gil = walk->proc.runtime_addr + off->runtime_gil;
-	} else {
-		/* 3.12+: one GIL per interpreter, reached by pointer. */
-		if (!read_target_u64(walk->proc.runtime_addr, off->runtime_interpreters_head,
-				     &interp) ||
-		    !read_target_u64(interp, off->interp_gil_ptr, &gil) || gil == 0)
-			return false;
-	}
+	if (gil == 0)
+		return false;
 	if (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_locked)) ||
 	    !read_target_u64(gil, off->gil_last_holder, &last_holder))
 		return false;

@@ -276,6 +276,8 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 	leaving->sample.kind = PYSTROBE_EVENT_OFFCPU;
 	leaving->size = fill_sample(ctx, &leaving->sample, pid_tgid, true);
 	leaving->sample.offcpu_reason = offcpu_reason(prev_state);
+	if (leaving->sample.offcpu_reason == PYSTROBE_OFFCPU_SLEEP && waiting_for_gil(pid_tgid >> 32))
+		leaving->sample.offcpu_reason = PYSTROBE_OFFCPU_GIL;
 	if (bpf_map_update_elem(&offcpu_stacks, &tid, leaving, BPF_ANY))
 		count_drop(PYSTROBE_DROP_OFFCPU_STORAGE);
 	return 0;

@@ -8,6 +8,11 @@
 namespace pystrobe {
 namespace {
 
+// struct _gil_runtime_state starts { interval, last_holder, locked,
+// switch_number, cond, ... } in 3.8 to 3.13: cond is at 32 on x86_64.
+// Checked against each version's headers by python_offsets_test.
+constexpr uint32_t kGilCondOffset = 32;
+
 constexpr uint32_t kNone = PYSTROBE_PY_OFFSET_NONE;
 
 // One column of the offsets table: the values print_offsets.c prints for a
@@ -75,6 +80,7 @@ PythonLayout LayoutFromRow(const LayoutRow& row) {
   o.object_type = 8;
   o.var_object_size = 16;
   o.bytes_data = 32;
+  o.gil_cond = kGilCondOffset;
   layout.unicode_length = 16;
   layout.unicode_state = 32;
   layout.unicode_ascii_data = row.unicode_ascii_data;
@@ -255,6 +261,9 @@ absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8
   }
   // PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+).
   layout.unicode_compact_data = layout.unicode_ascii_data + 16;
+  // _Py_DebugOffsets says nothing of the GIL's condition variable; its place
+  // is the same in every supported version.
+  o.gil_cond = kGilCondOffset;
   return layout;
 }
 
@@ -289,6 +298,7 @@ std::vector<std::pair<std::string_view, uint64_t>> PythonLayoutFields(const Pyth
       {"object_type", o.object_type},
       {"var_object_size", o.var_object_size},
       {"bytes_data", o.bytes_data},
+      {"gil_cond", o.gil_cond},
       {"unicode_length", layout.unicode_length},
       {"unicode_state", layout.unicode_state},
       {"unicode_ascii_data", layout.unicode_ascii_data},

@@ -113,6 +113,7 @@ int main(void) {
 	P("object_type", offsetof(PyObject, ob_type));
 	P("var_object_size", offsetof(PyVarObject, ob_size));
 	P("bytes_data", offsetof(PyBytesObject, ob_sval));
+	P("gil_cond", offsetof(struct _gil_runtime_state, cond));
 	P("unicode_length", offsetof(PyASCIIObject, length));
 	P("unicode_state", offsetof(PyASCIIObject, state));
 	P("unicode_ascii_data", sizeof(PyASCIIObject));
