@@ -110,13 +110,13 @@ struct acct_refs {
 	struct pystrobe_process_counters *process;
 };
 
-#define ACCT_ADD(refs, field, value)                                               \
-	do {                                                                       \
-		__u64 __v = (value);                                               \
-		if ((refs)->thread)                                                \
-			__sync_fetch_and_add(&(refs)->thread->pub.counters.field, __v); \
-		if ((refs)->process)                                               \
-			__sync_fetch_and_add(&(refs)->process->counters.field, __v); \
+#define ACCT_ADD(refs, field, value)                                                               \
+	do {                                                                                       \
+		__u64 __v = (value);                                                               \
+		if ((refs)->thread)                                                                \
+			__sync_fetch_and_add(&(refs)->thread->pub.counters.field, __v);            \
+		if ((refs)->process)                                                               \
+			__sync_fetch_and_add(&(refs)->process->counters.field, __v);               \
 	} while (0)
 
 static __always_inline void count_acct_drop(__u32 reason)
@@ -136,8 +136,7 @@ static __always_inline void process_key_of(struct task_struct *task,
 }
 
 /* The task's own counters, as the kernel keeps them. */
-static __always_inline void read_task_totals(struct task_struct *task,
-					     struct acct_thread_state *s)
+static __always_inline void read_task_totals(struct task_struct *task, struct acct_thread_state *s)
 {
 	s->last_runtime = BPF_CORE_READ(task, se.sum_exec_runtime);
 	s->last_utime = BPF_CORE_READ(task, utime);
@@ -233,12 +232,12 @@ static __always_inline bool acct_lookup(struct task_struct *task, bool create,
 	return true;
 }
 
-#define TAKE_DELTA(refs, state, field, last, current)                              \
-	do {                                                                       \
-		__u64 __cur = (current);                                           \
-		if (__cur > (state)->last)                                         \
-			ACCT_ADD(refs, field, __cur - (state)->last);              \
-		(state)->last = __cur;                                             \
+#define TAKE_DELTA(refs, state, field, last, current)                                              \
+	do {                                                                                       \
+		__u64 __cur = (current);                                                           \
+		if (__cur > (state)->last)                                                         \
+			ACCT_ADD(refs, field, __cur - (state)->last);                              \
+		(state)->last = __cur;                                                             \
 	} while (0)
 
 /* Charges what the kernel counted for the task since the last look. */
@@ -370,7 +369,7 @@ static __always_inline __u32 syscall_family(long id, __u32 *counts_bytes)
 {
 	*counts_bytes = 1;
 	switch (id) {
-	case 0:   /* read */
+	case 0:	  /* read */
 	case 17:  /* pread64 */
 	case 19:  /* readv */
 	case 45:  /* recvfrom */
@@ -381,7 +380,7 @@ static __always_inline __u32 syscall_family(long id, __u32 *counts_bytes)
 	case 299: /* recvmmsg: returns messages */
 		*counts_bytes = 0;
 		return SYSCALL_READ;
-	case 1:   /* write */
+	case 1:	  /* write */
 	case 18:  /* pwrite64 */
 	case 20:  /* writev */
 	case 40:  /* sendfile */

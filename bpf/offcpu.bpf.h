@@ -25,15 +25,15 @@
 
 struct offcpu_clock {
 	__u64 off_since_ns; /* 0: on CPU, or never seen leaving it */
-	__u64 woken_ns;     /* wakeup after off_since_ns; 0: not yet */
-	__u32 reason;       /* enum pystrobe_offcpu_reason */
+	__u64 woken_ns;	    /* wakeup after off_since_ns; 0: not yet */
+	__u32 reason;	    /* enum pystrobe_offcpu_reason */
 	__u32 _pad;
 };
 
 struct offcpu_interval {
-	__u64 blocked_ns;   /* asleep, for `reason` (0 when preempted) */
-	__u64 runqueue_ns;  /* runnable, waiting for a CPU */
-	__u32 reason;       /* why the thread left the CPU */
+	__u64 blocked_ns;  /* asleep, for `reason` (0 when preempted) */
+	__u64 runqueue_ns; /* runnable, waiting for a CPU */
+	__u32 reason;	   /* why the thread left the CPU */
 	__u32 _pad;
 };
 
@@ -45,8 +45,7 @@ static __always_inline __u32 offcpu_reason(bool preempt, unsigned int prev_state
 {
 	if (preempt || prev_state == 0)
 		return PYSTROBE_OFFCPU_RUNQUEUE;
-	if ((prev_state & OFFCPU_TASK_UNINTERRUPTIBLE) &&
-	    !(prev_state & OFFCPU_TASK_NOLOAD))
+	if ((prev_state & OFFCPU_TASK_UNINTERRUPTIBLE) && !(prev_state & OFFCPU_TASK_NOLOAD))
 		return PYSTROBE_OFFCPU_IO;
 	return PYSTROBE_OFFCPU_SLEEP;
 }
@@ -71,8 +70,7 @@ static __always_inline void offcpu_wakeup(struct offcpu_clock *clock, __u64 now)
 {
 	/* Only the first wakeup of a sleep counts; a preempted thread is
 	 * runnable already. */
-	if (clock->off_since_ns && !clock->woken_ns &&
-	    clock->reason != PYSTROBE_OFFCPU_RUNQUEUE)
+	if (clock->off_since_ns && !clock->woken_ns && clock->reason != PYSTROBE_OFFCPU_RUNQUEUE)
 		clock->woken_ns = now;
 }
 

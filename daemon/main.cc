@@ -7,6 +7,8 @@
 
 #include "daemon/dump_command.h"
 #include "daemon/record_command.h"
+#include "daemon/stat_command.h"
+#include "daemon/top_command.h"
 
 namespace {
 
@@ -15,6 +17,8 @@ constexpr char kUsage[] = R"(usage: pystrobe <command> [options]
 Commands:
   record    record a CPU profile of a command, processes, or the whole system
   dump      print the Python stack of every thread of a running process
+  stat      run a command (or watch a pid) and say where its time went: a verdict
+  top       live per-process (or per-thread) CPU, IO, faults and off-CPU view
   version   print the version
 
 Run 'pystrobe <command> --help' for a command's options.
@@ -31,6 +35,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "record") return pystrobe::RunRecordCommand(args);
   if (command == "dump") return pystrobe::RunDumpCommand(args);
+  if (command == "stat") return pystrobe::RunStatCommand(args);
+  if (command == "top") return pystrobe::RunTopCommand(args);
   if (command == "version" || command == "--version") {
     printf("pystrobe %s\n", PYSTROBE_VERSION);
     return pystrobe::kExitOk;

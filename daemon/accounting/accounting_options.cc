@@ -1,0 +1,189 @@
+#include "daemon/accounting/accounting_options.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace pystrobe {
+namespace {
+
+// The value after flag `args[i]`, advancing `i`.
+absl::StatusOr<std::string> Value(const std::vector<std::string>& args, size_t& i) {
+  if (i + 1 >= args.size())
+    return absl::InvalidArgumentError(absl::StrCat(args[i], " needs a value"));
+  return args[++i];
+}
+
+absl::StatusOr<double> PositiveSeconds(const std::string& flag, const std::string& text) {
+  double seconds = 0;
+  if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " wants a positive number of seconds, not '", text, "'"));
+  }
+  return seconds;
+}
+
+absl::StatusOr<int> PositiveInt(const std::string& flag, const std::string& text, int max) {
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 1 || value > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " wants a whole number from 1 to ", max, ", not '", text, "'"));
+  }
+  return value;
+}
+
+absl::StatusOr<uint32_t> Pid(const std::string& text) {
+  uint32_t pid = 0;
+  if (!absl::SimpleAtoi(text, &pid) || pid == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--pid wants a process id, not '", text, "'"));
+  }
+  return pid;
+}
+
+}  // namespace
+
+const char* StatUsage() {
+  return R"(usage: pystrobe stat [options] -- CMD [ARGS...]
+       pystrobe stat [options] --pid PID -d SECONDS
+
+Runs CMD (or watches PID for SECONDS) and prints where its time went: CPU
+user/system, run-queue wait, off-CPU time by reason, read/write syscalls,
+block IO, page faults, context switches, CPython GC; a verdict (cpu-bound,
+io-bound, memory-bound, gil-bound, lock-or-sleep-bound, cpu-starved) with the
+figures behind it, and the five stacks most responsible.
+
+Options:
+  -p, --pid PID        watch a running process
+  -d, --duration SECS  how long to watch it (required with --pid)
+  --json               print one JSON object instead of text
+  -r, --rate HZ        sampling rate for the stacks (default 199)
+  -v, --verbose        show libbpf's messages
+  -h, --help           this help
+)";
+}
+
+absl::StatusOr<StatOptions> ParseStatOptions(const std::vector<std::string>& args) {
+  StatOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      options.command.assign(args.begin() + i + 1, args.end());
+      if (options.command.empty()) return absl::InvalidArgumentError("-- needs a command");
+      break;
+    } else if (arg == "-h" || arg == "--help") {
+      options.help = true;
+      return options;
+    } else if (arg == "--json") {
+      options.json = true;
+    } else if (arg == "-v" || arg == "--verbose") {
+      options.verbose = true;
+    } else if (arg == "-p" || arg == "--pid") {
+      absl::StatusOr<std::string> v = Value(args, i);
+      if (!v.ok()) return v.status();
+      absl::StatusOr<uint32_t> pid = Pid(*v);
+      if (!pid.ok()) return pid.status();
+      options.pid = *pid;
+    } else if (arg == "-d" || arg == "--duration") {
+      absl::StatusOr<std::string> v = Value(args, i);
+      if (!v.ok()) return v.status();
+      absl::StatusOr<double> s = PositiveSeconds(arg, *v);
+      if (!s.ok()) return s.status();
+      options.duration = absl::Seconds(*s);
+    } else if (arg == "-r" || arg == "--rate") {
+      absl::StatusOr<std::string> v = Value(args, i);
+      if (!v.ok()) return v.status();
+      absl::StatusOr<int> hz = PositiveInt(arg, *v, 10000);
+      if (!hz.ok()) return hz.status();
+      options.rate_hz = *hz;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
+    }
+  }
+  if (options.command.empty() == !options.pid.has_value()) {
+    return absl::InvalidArgumentError("give either -- CMD ARGS... or --pid PID -d SECONDS");
+  }
+  if (options.pid && !options.duration) {
+    return absl::InvalidArgumentError("--pid needs -d SECONDS");
+  }
+  return options;
+}
+
+const char* TopUsage() {
+  return R"(usage: pystrobe top [options]
+
+A live view, refreshed every second, of every process (or, with --pid, every
+thread of one process): CPU% user/system, read/write rates, page faults per
+second, off-CPU time by reason, GIL wait, and the hottest Python functions.
+
+Options:
+  -p, --pid PID        one process, per thread
+  -s, --sort KEY       cpu (default), io, faults or offcpu
+  --once               print one screen after one interval and exit
+  -i, --interval SECS  refresh interval (default 1)
+  -n, --rows N         rows shown (default 20)
+  -r, --rate HZ        sampling rate for the Python functions (default 49)
+  -v, --verbose        show libbpf's messages
+  -h, --help           this help
+
+Keys (when stdin is a terminal): c, i, f, o sort by cpu, io, faults, off-CPU;
+q quits.
+)";
+}
+
+absl::StatusOr<TopOptions> ParseTopOptions(const std::vector<std::string>& args) {
+  TopOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      options.help = true;
+      return options;
+    } else if (arg == "--once") {
+      options.once = true;
+    } else if (arg == "-v" || arg == "--verbose") {
+      options.verbose = true;
+    } else if (arg == "-p" || arg == "--pid") {
+      absl::StatusOr<std::string> v = Value(args, i);
+      if (!v.ok()) return v.status();
+      absl::StatusOr<uint32_t> pid = Pid(*v);
+      if (!pid.ok()) return pid.status();
+      options.pid = *pid;
+    } else if (arg == "-s" || arg == "--sort") {
+      absl::StatusOr<std::string> v = Value(args, i);
+      if (!v.ok()) return v.status();
+      if (*v == "cpu") {
+        options.sort = TopSort::kCpu;
+      } else if (*v == "io") {
+        options.sort = TopSort::kIo;
+      } else if (*v == "faults") {
+        options.sort = TopSort::kFaults;
+      } else if (*v == "offcpu") {
+        options.sort = TopSort::kOffCpu;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--sort wants cpu, io, faults or offcpu, not '", *v, "'"));
+      }
+    } else if (arg == "-i" || arg == "--interval") {
+      absl::StatusOr<std::string> v = Value(args, i);
+      if (!v.ok()) return v.status();
+      absl::StatusOr<double> s = PositiveSeconds(arg, *v);
+      if (!s.ok()) return s.status();
+      options.interval = absl::Seconds(*s);
+    } else if (arg == "-n" || arg == "--rows") {
+      absl::StatusOr<std::string> v = Value(args, i);
+      if (!v.ok()) return v.status();
+      absl::StatusOr<int> n = PositiveInt(arg, *v, 10000);
+      if (!n.ok()) return n.status();
+      options.rows = *n;
+    } else if (arg == "-r" || arg == "--rate") {
+      absl::StatusOr<std::string> v = Value(args, i);
+      if (!v.ok()) return v.status();
+      absl::StatusOr<int> hz = PositiveInt(arg, *v, 10000);
+      if (!hz.ok()) return hz.status();
+      options.rate_hz = *hz;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
+    }
+  }
+  return options;
+}
+
+}  // namespace pystrobe

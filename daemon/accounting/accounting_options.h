@@ -1,0 +1,46 @@
+// The command lines of `pystrobe stat` and `pystrobe top`, parsed.
+#ifndef PYSTROBE_DAEMON_ACCOUNTING_ACCOUNTING_OPTIONS_H_
+#define PYSTROBE_DAEMON_ACCOUNTING_ACCOUNTING_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pystrobe {
+
+struct StatOptions {
+  std::vector<std::string> command;  // `-- CMD ARGS...`, or
+  std::optional<uint32_t> pid;       // `--pid PID` (with -d)
+  std::optional<absl::Duration> duration;
+  bool json = false;
+  int rate_hz = 199;  // the sampler that finds the stacks
+  bool verbose = false;
+  bool help = false;
+};
+
+absl::StatusOr<StatOptions> ParseStatOptions(const std::vector<std::string>& args);
+const char* StatUsage();
+
+enum class TopSort { kCpu, kIo, kFaults, kOffCpu };
+
+struct TopOptions {
+  std::optional<uint32_t> pid;  // per thread of one process; else every process
+  TopSort sort = TopSort::kCpu;
+  bool once = false;  // one screen after one interval, then exit
+  absl::Duration interval = absl::Seconds(1);
+  int rows = 20;
+  int rate_hz = 49;
+  bool verbose = false;
+  bool help = false;
+};
+
+absl::StatusOr<TopOptions> ParseTopOptions(const std::vector<std::string>& args);
+const char* TopUsage();
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_ACCOUNTING_ACCOUNTING_OPTIONS_H_

@@ -1,0 +1,151 @@
+#include "daemon/accounting/stat_report.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace pystrobe {
+namespace {
+
+std::string Seconds(double s) { return absl::StrFormat("%.6f", s); }
+
+std::string Bytes(uint64_t bytes) {
+  if (bytes >= (1ull << 30)) return absl::StrFormat("%.2f GiB", bytes / double(1ull << 30));
+  if (bytes >= (1ull << 20)) return absl::StrFormat("%.2f MiB", bytes / double(1ull << 20));
+  if (bytes >= (1ull << 10)) return absl::StrFormat("%.2f KiB", bytes / double(1ull << 10));
+  return absl::StrCat(bytes, " B");
+}
+
+}  // namespace
+
+std::string JsonEscape(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+std::string StatReportJson(const StatReport& r) {
+  const TaskFigures& f = r.figures;
+  std::vector<std::string> fields = {
+      absl::StrCat("\"pid\":", r.pid),
+      absl::StrCat("\"comm\":\"", JsonEscape(r.comm), "\""),
+      absl::StrCat("\"duration_seconds\":", Seconds(r.duration_seconds)),
+      absl::StrCat("\"cpu_user_seconds\":", Seconds(f.cpu_user_seconds)),
+      absl::StrCat("\"cpu_system_seconds\":", Seconds(f.cpu_system_seconds)),
+      absl::StrCat("\"runqueue_seconds\":", Seconds(f.runqueue_seconds)),
+      absl::StrCat("\"preempted_seconds\":", Seconds(f.preempted_seconds)),
+      absl::StrCat("\"offcpu_io_seconds\":", Seconds(f.offcpu_io_seconds)),
+      absl::StrCat("\"offcpu_sleep_seconds\":", Seconds(f.offcpu_sleep_seconds)),
+      // GIL wait is not measured yet (issue 4, item 3): 0, and said so.
+      "\"gil_wait_seconds\":0",
+      "\"gil_wait_measured\":false",
+      absl::StrCat("\"read_bytes\":", f.read_bytes),
+      absl::StrCat("\"write_bytes\":", f.write_bytes),
+      absl::StrCat("\"read_calls\":", f.read_calls),
+      absl::StrCat("\"write_calls\":", f.write_calls),
+      absl::StrCat("\"read_seconds\":", Seconds(f.read_seconds)),
+      absl::StrCat("\"write_seconds\":", Seconds(f.write_seconds)),
+      absl::StrCat("\"block_io_bytes\":", r.block_io_bytes),
+      absl::StrCat("\"minor_faults\":", f.minor_faults),
+      absl::StrCat("\"major_faults\":", f.major_faults),
+      absl::StrCat("\"context_switches\":", f.context_switches()),
+      absl::StrCat("\"voluntary_switches\":", f.voluntary_switches),
+      absl::StrCat("\"involuntary_switches\":", f.involuntary_switches),
+      absl::StrCat("\"gc_seconds\":", Seconds(r.gc_seconds)),
+      absl::StrCat("\"gc_collections\":", r.gc_collections),
+      absl::StrCat("\"gc_measured\":", r.gc_measured ? "true" : "false"),
+      absl::StrCat("\"threads\":", r.threads),
+      absl::StrCat("\"exited\":", r.exited ? "true" : "false"),
+      absl::StrCat("\"samples\":", r.samples),
+      absl::StrCat("\"verdict\":\"", JsonEscape(r.verdict.name), "\""),
+      absl::StrCat("\"evidence\":\"", JsonEscape(r.verdict.evidence), "\""),
+      absl::StrCat("\"stacks_kind\":\"", JsonEscape(r.stacks_kind), "\""),
+      absl::StrCat("\"stacks_note\":\"", JsonEscape(r.stacks_note), "\""),
+  };
+  std::vector<std::string> stacks;
+  for (const ReportStack& stack : r.stacks) {
+    std::vector<std::string> frames;
+    for (const std::string& frame : stack.frames) {
+      frames.push_back(absl::StrCat("\"", JsonEscape(frame), "\""));
+    }
+    stacks.push_back(absl::StrFormat("{\"samples\":%d,\"share\":%.4f,\"frames\":[%s]}",
+                                     stack.samples, stack.share, absl::StrJoin(frames, ",")));
+  }
+  fields.push_back(absl::StrCat("\"stacks\":[", absl::StrJoin(stacks, ","), "]"));
+  fields.push_back(
+      absl::StrFormat("\"accounting_drops\":{\"process_map_full\":%d,\"thread_map_full\":%d,"
+                      "\"no_thread_state\":%d}",
+                      r.drops.process_map_full, r.drops.thread_map_full, r.drops.no_thread_state));
+  return absl::StrCat("{", absl::StrJoin(fields, ","), "}\n");
+}
+
+std::string StatReportText(const StatReport& r) {
+  const TaskFigures& f = r.figures;
+  double d = r.duration_seconds > 0 ? r.duration_seconds : 1;
+  std::string out = absl::StrFormat("pystrobe stat: %s (%d)%s, %.2f s, %d thread%s\n\n", r.comm,
+                                    r.pid, r.exited ? ", exited" : "", r.duration_seconds,
+                                    r.threads, r.threads == 1 ? "" : "s");
+  auto line = [&out](absl::string_view name, const std::string& value) {
+    absl::StrAppend(&out, absl::StrFormat("  %-22s %s\n", name, value));
+  };
+  line("CPU user", absl::StrFormat("%10.3f s  (%5.1f%% of a CPU)", f.cpu_user_seconds,
+                                   100 * f.cpu_user_seconds / d));
+  line("CPU system", absl::StrFormat("%10.3f s  (%5.1f%% of a CPU)", f.cpu_system_seconds,
+                                     100 * f.cpu_system_seconds / d));
+  line("run queue",
+       absl::StrFormat("%10.3f s  (preempted %.3f s)", f.runqueue_seconds, f.preempted_seconds));
+  line("off-CPU: IO wait", absl::StrFormat("%10.3f s", f.offcpu_io_seconds));
+  line("off-CPU: sleep/lock", absl::StrFormat("%10.3f s", f.offcpu_sleep_seconds));
+  line("GIL wait", "         0 s  (not measured yet)");
+  line("reads", absl::StrFormat("%10d calls, %s, %.3f s in them", f.read_calls, Bytes(f.read_bytes),
+                                f.read_seconds));
+  line("writes", absl::StrFormat("%10d calls, %s, %.3f s in them", f.write_calls,
+                                 Bytes(f.write_bytes), f.write_seconds));
+  line("block IO issued", absl::StrFormat("%10s", Bytes(r.block_io_bytes)));
+  line("page faults", absl::StrFormat("%10d minor, %d major", f.minor_faults, f.major_faults));
+  line("context switches",
+       absl::StrFormat("%10d (%d voluntary, %d involuntary)", f.context_switches(),
+                       f.voluntary_switches, f.involuntary_switches));
+  line("GC", r.gc_measured
+                 ? absl::StrFormat("%10.3f s, %d collections", r.gc_seconds, r.gc_collections)
+                 : std::string("         - (no python:gc__* probes)"));
+  absl::StrAppend(&out, "\nverdict: ", r.verdict.name, "\n  ", r.verdict.evidence, "\n\n");
+  if (r.stacks.empty()) {
+    absl::StrAppend(&out, "stacks: ", r.stacks_note.empty() ? "none sampled" : r.stacks_note, "\n");
+  } else {
+    absl::StrAppend(&out, "top stacks (", r.stacks_kind, "):\n");
+    for (const ReportStack& stack : r.stacks) {
+      absl::StrAppend(&out, absl::StrFormat("  %5.1f%%  %s\n", 100 * stack.share,
+                                            absl::StrJoin(stack.frames, ";")));
+    }
+    if (!r.stacks_note.empty()) absl::StrAppend(&out, "  (", r.stacks_note, ")\n");
+  }
+  if (r.drops.process_map_full + r.drops.thread_map_full + r.drops.no_thread_state > 0) {
+    absl::StrAppend(&out, absl::StrFormat("\naccounting lost: %d process, %d thread entries\n",
+                                          r.drops.process_map_full, r.drops.thread_map_full));
+  }
+  return out;
+}
+
+}  // namespace pystrobe

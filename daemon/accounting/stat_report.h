@@ -1,0 +1,50 @@
+// What `pystrobe stat` prints at the end: counters, verdict and the stacks
+// behind it, as text for people or as one JSON object for scripts.
+#ifndef PYSTROBE_DAEMON_ACCOUNTING_STAT_REPORT_H_
+#define PYSTROBE_DAEMON_ACCOUNTING_STAT_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/verdict.h"
+
+namespace pystrobe {
+
+struct ReportStack {
+  std::vector<std::string> frames;  // root first
+  uint64_t samples = 0;
+  double share = 0;  // of the process's samples
+};
+
+struct StatReport {
+  uint32_t pid = 0;
+  std::string comm;
+  double duration_seconds = 0;
+  TaskFigures figures;
+  uint64_t block_io_bytes = 0;
+  double gc_seconds = 0;
+  uint64_t gc_collections = 0;
+  bool gc_measured = false;  // the interpreter's GC probes were attached
+  uint32_t threads = 0;
+  bool exited = false;
+  uint64_t samples = 0;
+  Verdict verdict;
+  // What the stacks show ("on-CPU samples"), and why there are none if so.
+  std::string stacks_kind;
+  std::string stacks_note;
+  std::vector<ReportStack> stacks;
+  AccountingDrops drops;
+};
+
+// One JSON object, one line.
+std::string StatReportJson(const StatReport& report);
+// Aligned text for a terminal.
+std::string StatReportText(const StatReport& report);
+// Escapes `text` as the inside of a JSON string.
+std::string JsonEscape(const std::string& text);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_ACCOUNTING_STAT_REPORT_H_

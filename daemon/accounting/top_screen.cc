@@ -1,0 +1,111 @@
+#include "daemon/accounting/top_screen.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr char kClear[] = "\x1b[H\x1b[2J";
+constexpr char kBold[] = "\x1b[1m";
+constexpr char kReverse[] = "\x1b[7m";
+constexpr char kReset[] = "\x1b[0m";
+
+double SortKey(TopSort sort, const TopRow& row) {
+  const TaskFigures& f = row.figures;
+  switch (sort) {
+    case TopSort::kCpu:
+      return f.cpu_seconds();
+    case TopSort::kIo:
+      return static_cast<double>(f.read_bytes + f.write_bytes + row.block_io_bytes);
+    case TopSort::kFaults:
+      return static_cast<double>(f.minor_faults + f.major_faults);
+    case TopSort::kOffCpu:
+      return f.offcpu_io_seconds + f.offcpu_sleep_seconds + f.runqueue_seconds;
+  }
+  return 0;
+}
+
+const char* SortName(TopSort sort) {
+  switch (sort) {
+    case TopSort::kCpu:
+      return "cpu";
+    case TopSort::kIo:
+      return "io";
+    case TopSort::kFaults:
+      return "faults";
+    case TopSort::kOffCpu:
+      return "offcpu";
+  }
+  return "?";
+}
+
+std::string Rate(double per_second) {
+  if (per_second >= 1e9) return absl::StrFormat("%.1fG", per_second / 1e9);
+  if (per_second >= 1e6) return absl::StrFormat("%.1fM", per_second / 1e6);
+  if (per_second >= 1e3) return absl::StrFormat("%.1fk", per_second / 1e3);
+  return absl::StrFormat("%.0f", per_second);
+}
+
+}  // namespace
+
+void SortTopRows(TopSort sort, std::vector<TopRow>& rows) {
+  std::stable_sort(rows.begin(), rows.end(), [sort](const TopRow& a, const TopRow& b) {
+    double ka = SortKey(sort, a), kb = SortKey(sort, b);
+    if (ka != kb) return ka > kb;
+    return a.figures.cpu_seconds() > b.figures.cpu_seconds();
+  });
+}
+
+std::string RenderTopScreen(TopScreen screen) {
+  SortTopRows(screen.sort, screen.rows);
+  double dt = screen.interval_seconds > 0 ? screen.interval_seconds : 1;
+  double cpu_total = 0, read_total = 0, write_total = 0, faults_total = 0;
+  for (const TopRow& row : screen.rows) {
+    cpu_total += row.figures.cpu_seconds();
+    read_total += row.figures.read_bytes;
+    write_total += row.figures.write_bytes;
+    faults_total += row.figures.minor_faults + row.figures.major_faults;
+  }
+  std::string out = screen.clear ? kClear : "";
+  absl::StrAppend(&out, kBold, "pystrobe top", kReset, " - ", screen.title,
+                  absl::StrFormat(" - %.1f s interval, %d CPUs, sorted by %s\n", dt, screen.cpus,
+                                  SortName(screen.sort)));
+  absl::StrAppend(&out, absl::StrFormat("CPU %.1f%% of one CPU, read %sB/s, write %sB/s, "
+                                        "faults %s/s, GIL wait not measured yet\n\n",
+                                        100 * cpu_total / dt, Rate(read_total / dt),
+                                        Rate(write_total / dt), Rate(faults_total / dt)));
+  bool threads = !screen.rows.empty() && screen.rows.front().tid != 0;
+  absl::StrAppend(&out, kReverse,
+                  absl::StrFormat("%8s %-16s %6s %6s %8s %8s %8s %6s %6s %6s %5s %7s",
+                                  threads ? "TID" : "PID", "COMM", "USR%", "SYS%", "READ/s",
+                                  "WRITE/s", "FLT/s", "RUNQ%", "IOW%", "SLEEP%", "GIL%", "CSW/s"),
+                  kReset, "\n");
+  int shown = 0;
+  for (const TopRow& row : screen.rows) {
+    if (shown++ >= screen.max_rows) break;
+    const TaskFigures& f = row.figures;
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("%8d %-16s %6.1f %6.1f %8s %8s %8s %6.1f %6.1f %6.1f %5s %7s%s\n",
+                        threads ? row.tid : row.pid, row.comm.substr(0, 16),
+                        100 * f.cpu_user_seconds / dt, 100 * f.cpu_system_seconds / dt,
+                        Rate(f.read_bytes / dt), Rate(f.write_bytes / dt),
+                        Rate((f.minor_faults + f.major_faults) / dt), 100 * f.runqueue_seconds / dt,
+                        100 * f.offcpu_io_seconds / dt, 100 * f.offcpu_sleep_seconds / dt, "0",
+                        Rate(f.context_switches() / dt), row.exited ? " (exited)" : ""));
+  }
+  absl::StrAppend(&out, "\n", kBold, "Hottest Python functions", kReset,
+                  absl::StrFormat(" (%d samples this interval)\n", screen.function_samples));
+  if (screen.functions.empty()) absl::StrAppend(&out, "  (none sampled)\n");
+  for (size_t i = 0; i < screen.functions.size() && i < 10; ++i) {
+    const TopFunction& fn = screen.functions[i];
+    double share = screen.function_samples ? 100.0 * fn.samples / screen.function_samples : 0;
+    absl::StrAppend(&out, absl::StrFormat("  %5.1f%%  %s\n", share, fn.name));
+  }
+  return out;
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,47 @@
+// One screen of `pystrobe top`: rows of per-interval figures, sorted, and
+// the hottest Python functions, in plain ANSI.
+#ifndef PYSTROBE_DAEMON_ACCOUNTING_TOP_SCREEN_H_
+#define PYSTROBE_DAEMON_ACCOUNTING_TOP_SCREEN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/accounting/accounting_options.h"
+#include "daemon/accounting/process_counters.h"
+
+namespace pystrobe {
+
+struct TopRow {
+  uint32_t pid = 0;
+  uint32_t tid = 0;  // 0 on a process row
+  std::string comm;
+  TaskFigures figures;  // over the interval
+  uint64_t block_io_bytes = 0;
+  bool exited = false;
+};
+
+struct TopFunction {
+  std::string name;  // "function (file:line)"
+  uint64_t samples = 0;
+};
+
+struct TopScreen {
+  std::string title;  // "all processes" or "pid 1234 (python3)"
+  double interval_seconds = 1;
+  int cpus = 1;
+  TopSort sort = TopSort::kCpu;
+  int max_rows = 20;
+  std::vector<TopRow> rows;
+  std::vector<TopFunction> functions;  // heaviest first
+  uint64_t function_samples = 0;       // samples behind `functions`
+  bool clear = false;                  // start with "clear screen"
+};
+
+// Sorts rows by the screen's key, heaviest first.
+void SortTopRows(TopSort sort, std::vector<TopRow>& rows);
+std::string RenderTopScreen(TopScreen screen);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_ACCOUNTING_TOP_SCREEN_H_

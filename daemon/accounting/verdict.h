@@ -1,0 +1,60 @@
+// Why is this process slow? One verdict from its counters and samples, with
+// the figures that justify it. The rules are in README.md, "pystrobe stat:
+// verdicts"; the thresholds below are the ones it quotes.
+#ifndef PYSTROBE_DAEMON_ACCOUNTING_VERDICT_H_
+#define PYSTROBE_DAEMON_ACCOUNTING_VERDICT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "daemon/accounting/process_counters.h"
+
+namespace pystrobe {
+
+// Faults per second above which CPU time spent in the kernel is charged to
+// memory (with kMemorySystemShare of the CPU time in the kernel).
+inline constexpr double kMemoryFaultsPerSecond = 10000;
+inline constexpr double kMemorySystemShare = 0.4;
+// Major faults per second that make a process memory-bound on their own.
+inline constexpr double kMemoryMajorFaultsPerSecond = 50;
+// Below this many thread-seconds per second of CPU, IO wait and run-queue
+// wait, the process mostly sleeps or waits on locks.
+inline constexpr double kActiveShare = 0.25;
+// A thread is busy when its samples cover this share of the window.
+inline constexpr double kBusyThreadShare = 0.05;
+// GIL: held in this share of the process's Python samples, ...
+inline constexpr double kGilHeldShare = 0.6;
+// ... while the busy threads get less than this share of the CPUs they
+// could use without a GIL, and the process uses at least kGilMinCores.
+inline constexpr double kGilCpuShare = 0.75;
+inline constexpr double kGilMinCores = 0.5;
+
+struct VerdictInputs {
+  double duration_seconds = 0;
+  int cpus = 1;  // online CPUs
+  TaskFigures figures;
+  // From the sampler.
+  int sample_rate_hz = 0;
+  uint64_t samples = 0;
+  uint64_t python_samples = 0;
+  uint64_t gil_samples = 0;
+  int busy_threads = 0;
+  // GIL wait measured in the interpreter (not yet: issue 4 item 3).
+  bool gil_wait_measured = false;
+  double gil_wait_seconds = 0;
+};
+
+// The resource that bounds the process: which stacks explain it.
+enum class Bound { kCpu, kIo, kMemory, kGil, kSleep, kRunqueue };
+
+struct Verdict {
+  std::string name;      // cpu-bound, io-bound, memory-bound, gil-bound, ...
+  std::string evidence;  // the figures behind it, one sentence
+  Bound bound = Bound::kCpu;
+};
+
+Verdict Decide(const VerdictInputs& in);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_ACCOUNTING_VERDICT_H_

@@ -1,0 +1,267 @@
+#include "daemon/top_command.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/accounting/accounting_options.h"
+#include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/top_screen.h"
+#include "daemon/bpf_sampler.h"
+#include "daemon/capabilities.h"
+#include "daemon/cpu_clock_events.h"
+#include "daemon/kernel_python_discovery.h"
+#include "daemon/libbpf_errors.h"
+#include "daemon/profile_builder.h"
+#include "daemon/record_command.h"
+#include "daemon/recorder.h"
+#include "daemon/symbolizer/bcc_native_symbolizer.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
+constexpr char kSystemPython[] = "/usr/bin/python3.11";
+
+std::atomic<int> stop_signal{0};
+void OnStopSignal(int signal) { stop_signal.store(signal); }
+
+int Fail(const absl::Status& status) {
+  fprintf(stderr, "pystrobe top: %s\n", std::string(status.message()).c_str());
+  return kExitFailure;
+}
+
+// Puts a terminal stdin in non-canonical, no-echo mode for single keys, and
+// restores it on destruction.
+class RawKeys {
+ public:
+  RawKeys() {
+    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_) != 0) return;
+    termios raw = saved_;
+    raw.c_lflag &= ~(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    active_ = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+  }
+  ~RawKeys() {
+    if (active_) tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+  // A key pressed, if any.
+  std::optional<char> Read() {
+    if (!active_) return std::nullopt;
+    pollfd fd = {.fd = STDIN_FILENO, .events = POLLIN, .revents = 0};
+    char key = 0;
+    if (poll(&fd, 1, 0) == 1 && read(STDIN_FILENO, &key, 1) == 1) return key;
+    return std::nullopt;
+  }
+
+ private:
+  termios saved_ = {};
+  bool active_ = false;
+};
+
+// Samples per RawStack seen so far, to take the last interval's difference.
+class IntervalStacks {
+ public:
+  StackAggregator Since(const StackAggregator& all) {
+    StackAggregator delta;
+    for (const auto& [stack, count] : all.counts()) {
+      uint64_t& seen = seen_[stack];
+      if (count > seen) delta.Add(stack, count - seen);
+      seen = count;
+    }
+    return delta;
+  }
+
+ private:
+  absl::flat_hash_map<RawStack, uint64_t> seen_;
+};
+
+// The leaf Python function of each stack, by samples, heaviest first.
+std::vector<TopFunction> HottestFunctions(const Profile& profile, uint64_t& total) {
+  absl::flat_hash_map<std::string, uint64_t> by_name;
+  total = 0;
+  for (const ProfileStack& stack : profile.stacks()) {
+    for (size_t i = stack.frames.size(); i-- > 0;) {
+      if (stack.frames[i].kind == FrameKind::kPython) {
+        by_name[stack.frames[i].name] += stack.count;
+        total += stack.count;
+        break;
+      }
+    }
+  }
+  std::vector<TopFunction> out;
+  for (const auto& [name, samples] : by_name) out.push_back({name, samples});
+  std::sort(out.begin(), out.end(), [](const TopFunction& a, const TopFunction& b) {
+    return a.samples != b.samples ? a.samples > b.samples : a.name < b.name;
+  });
+  return out;
+}
+
+}  // namespace
+
+int RunTopCommand(const std::vector<std::string>& args) {
+  absl::StatusOr<TopOptions> parsed = ParseTopOptions(args);
+  if (!parsed.ok()) {
+    fprintf(stderr, "pystrobe top: %s\n", std::string(parsed.status().message()).c_str());
+    return kExitUsage;
+  }
+  TopOptions options = *parsed;
+  if (options.help) {
+    fputs(TopUsage(), stdout);
+    return kExitOk;
+  }
+  if (options.pid && kill(static_cast<pid_t>(*options.pid), 0) != 0 && errno != EPERM) {
+    fprintf(stderr, "pystrobe top: no process with pid %u\n", *options.pid);
+    return kExitUsage;
+  }
+  if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
+    return Fail(caps);
+  }
+  LibbpfLog::Capture(options.verbose);
+
+  absl::StatusOr<std::unique_ptr<BpfSampler>> opened = BpfSampler::Open();
+  if (!opened.ok()) return Fail(opened.status());
+  BpfSampler& sampler = **opened;
+  if (absl::Status s = sampler.Configure(SamplerConfig{.filter_pids = options.pid.has_value()});
+      !s.ok()) {
+    return Fail(s);
+  }
+  if (absl::Status s = sampler.Load(); !s.ok()) return Fail(s);
+  if (options.pid) {
+    if (absl::Status s = sampler.AddTargetPid(*options.pid); !s.ok()) return Fail(s);
+  }
+  if (absl::Status s = sampler.AttachAccounting(); !s.ok()) return Fail(s);
+  std::error_code ignored;
+  std::string python_binary =
+      options.pid
+          ? std::filesystem::read_symlink(absl::StrCat("/proc/", *options.pid, "/exe"), ignored)
+                .string()
+          : std::string(kSystemPython);
+  if (!python_binary.empty() && std::filesystem::exists(python_binary, ignored)) {
+    // GC time is not shown yet; attaching keeps the counters complete.
+    sampler.AttachPythonGcProbes(options.pid ? static_cast<int>(*options.pid) : -1, python_binary)
+        .IgnoreError();
+  }
+
+  BccNativeSymbolizer native_symbols;
+  KernelPythonDiscovery python_discovery(&sampler);
+  Recorder recorder(&native_symbols, &python_discovery, RecorderOptions{});
+  absl::Status attached = sampler.Attach(
+      options.rate_hz, [&recorder](std::span<const uint8_t> r) { recorder.HandleRecord(r); });
+  if (!attached.ok()) return Fail(attached);
+
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  AccountingReader reader(sampler.accounting_maps());
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  RawKeys keys;
+  IntervalStacks interval_stacks;
+  // Counters at the last screen, by process (pid, start) or by tid.
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, pystrobe_task_counters> before;
+  absl::Time last = absl::Now();
+  bool tty = isatty(STDOUT_FILENO);
+  while (stop_signal.load() == 0) {
+    absl::Time next = last + options.interval;
+    bool redraw = false;
+    while (absl::Now() < next && stop_signal.load() == 0 && !redraw) {
+      sampler.Poll(std::min(kPollSlice, next - absl::Now())).IgnoreError();
+      if (std::optional<char> key = keys.Read()) {
+        switch (*key) {
+          case 'q':
+            stop_signal.store(SIGTERM);
+            break;
+          case 'c':
+            options.sort = TopSort::kCpu;
+            break;
+          case 'i':
+            options.sort = TopSort::kIo;
+            break;
+          case 'f':
+            options.sort = TopSort::kFaults;
+            break;
+          case 'o':
+            options.sort = TopSort::kOffCpu;
+            break;
+        }
+      }
+    }
+    if (stop_signal.load() != 0) break;
+    absl::Time now = absl::Now();
+    TopScreen screen;
+    screen.interval_seconds = absl::ToDoubleSeconds(now - last);
+    last = now;
+    screen.cpus = cpus.ok() ? static_cast<int>(cpus->size()) : 1;
+    screen.sort = options.sort;
+    screen.max_rows = options.rows;
+    screen.clear = tty && !options.once;
+
+    std::vector<std::pair<uint32_t, uint64_t>> exited;
+    if (options.pid) {
+      std::vector<ProcessCounters> process = reader.Processes(*options.pid);
+      screen.title = absl::StrCat("pid ", *options.pid,
+                                  process.empty() ? "" : absl::StrCat(" (", process[0].comm, ")"),
+                                  ", per thread");
+      for (const ThreadCounters& thread : reader.Threads(*options.pid)) {
+        pystrobe_task_counters& seen = before[{thread.tid, 0}];
+        TopRow row;
+        row.pid = thread.pid;
+        row.tid = thread.tid;
+        row.comm = thread.comm;
+        row.figures = FiguresFrom(CountersSince(thread.raw, seen));
+        seen = thread.raw;
+        screen.rows.push_back(std::move(row));
+      }
+    } else {
+      screen.title = "all processes";
+      for (const ProcessCounters& process : reader.Processes()) {
+        pystrobe_task_counters& seen = before[{process.pid, process.start_ns}];
+        TopRow row;
+        row.pid = process.pid;
+        row.comm = process.comm;
+        row.exited = process.exited;
+        row.figures = FiguresFrom(CountersSince(process.raw, seen));
+        seen = process.raw;
+        screen.rows.push_back(std::move(row));
+        if (process.exited) exited.push_back({process.pid, process.start_ns});
+      }
+    }
+    // A process shown with its final figures is gone from the next screen.
+    for (const auto& [pid, start] : exited) {
+      reader.Forget(pid, start).IgnoreError();
+      before.erase(std::make_pair(pid, start));
+    }
+
+    StackAggregator delta = interval_stacks.Since(recorder.stacks());
+    Profile profile;
+    ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(),
+                           &recorder.native_names(), nullptr,
+                           ProfileBuilderOptions{.python_lines = PythonLineMode::kFunction});
+    builder.AddTo(delta, profile);
+    screen.functions = HottestFunctions(profile, screen.function_samples);
+
+    std::string text = RenderTopScreen(std::move(screen));
+    fputs(text.c_str(), stdout);
+    fflush(stdout);
+    if (options.once) break;
+    if (options.pid && kill(static_cast<pid_t>(*options.pid), 0) != 0 && errno != EPERM) break;
+  }
+  sampler.Detach();
+  return kExitOk;
+}
+
+}  // namespace pystrobe
