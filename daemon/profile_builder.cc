@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pystrobe_abi.h"
@@ -24,6 +25,13 @@ std::string OffCpuReasonFrame(int reason) {
       return "[gil wait]";
   }
   return "[off cpu]";
+}
+
+// Kernel frames of the BPF program that took a stack, and of its tracepoint
+// glue: "bpf_prog_<tag>_<name>_[k]", "bpf_trace_run4_[k]", "__bpf_trace_..._[k]".
+bool IsBpfMachinery(absl::string_view name) {
+  return absl::StartsWith(name, "bpf_prog_") || absl::StartsWith(name, "bpf_trace_run") ||
+         absl::StartsWith(name, "__bpf_trace_");
 }
 
 }  // namespace
@@ -52,7 +60,16 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
                           FrameKind::kNative});
       }
     }
-    for (size_t i = stack.kernel_ips.size(); i-- > 0;) {
+    // An off-CPU stack was taken inside our sched_switch program: its
+    // innermost kernel frames are BPF's, not the thread's.
+    size_t own_frames = 0;
+    if (stack.offcpu_reason >= 0) {
+      while (own_frames < stack.kernel_ips.size() &&
+             IsBpfMachinery(KernelName(FrameLookupAddress(stack.kernel_ips, own_frames)))) {
+        ++own_frames;
+      }
+    }
+    for (size_t i = stack.kernel_ips.size(); i-- > own_frames;) {
       frames.push_back({KernelName(FrameLookupAddress(stack.kernel_ips, i)), FrameKind::kKernel});
     }
     if (stack.user_ips.empty() && stack.kernel_ips.empty() && stack.python_frames.empty()) {
