@@ -58,7 +58,10 @@ Verdict Decide(const VerdictInputs& in) {
                                 kActiveShare, shares));
   }
   // 4. The largest of CPU, IO wait and run-queue wait bounds the process.
-  if (runqueue >= cpu && runqueue >= io) {
+  // Run-queue wait that follows wakeups is charged to what the thread woke
+  // from; starvation is waiting after preemption.
+  double preempted = f.preempted_seconds / d;
+  if (runqueue >= cpu && runqueue >= io && preempted >= 0.5 * runqueue) {
     return Make("cpu-starved", Bound::kRunqueue,
                 absl::StrFormat("runnable but waiting for a CPU more than running; %s", shares));
   }

@@ -1,0 +1,195 @@
+// Accounting's userspace logic without the kernel: the user/system split,
+// counter differences, the verdict rules, the stat report and top's screen.
+#include <string>
+
+#include "daemon/accounting/accounting_options.h"
+#include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/stat_report.h"
+#include "daemon/accounting/top_screen.h"
+#include "daemon/accounting/verdict.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pystrobe {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(FiguresFrom, SplitsExactRuntimeByTickRatioLikeCputimeAdjust) {
+  pystrobe_task_counters raw = {};
+  raw.runtime_ns = 2'000'000'000;
+  raw.utime_ns = 300'000'000;
+  raw.stime_ns = 100'000'000;
+  TaskFigures f = FiguresFrom(raw);
+  EXPECT_DOUBLE_EQ(f.cpu_user_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(f.cpu_system_seconds, 0.5);
+}
+
+TEST(FiguresFrom, NoTickInWindowCountsAsUserTime) {
+  pystrobe_task_counters raw = {};
+  raw.runtime_ns = 3'000'000;
+  TaskFigures f = FiguresFrom(raw);
+  EXPECT_DOUBLE_EQ(f.cpu_user_seconds, 0.003);
+  EXPECT_DOUBLE_EQ(f.cpu_system_seconds, 0);
+}
+
+TEST(CountersSince, SubtractsFieldByFieldAndNeverGoesNegative) {
+  pystrobe_task_counters now = {}, before = {};
+  now.read_bytes = 100;
+  before.read_bytes = 40;
+  now.minor_faults = 1;
+  before.minor_faults = 5;
+  pystrobe_task_counters d = CountersSince(now, before);
+  EXPECT_EQ(d.read_bytes, 60u);
+  EXPECT_EQ(d.minor_faults, 0u);
+}
+
+VerdictInputs Window(double cpu, double io, double runqueue, double sleep) {
+  VerdictInputs in;
+  in.duration_seconds = 10;
+  in.cpus = 2;
+  in.figures.cpu_user_seconds = cpu;
+  in.figures.offcpu_io_seconds = io;
+  in.figures.runqueue_seconds = runqueue;
+  in.figures.offcpu_sleep_seconds = sleep;
+  return in;
+}
+
+TEST(Decide, PureComputationIsCpuBound) {
+  EXPECT_EQ(Decide(Window(9.5, 0, 0.3, 0)).name, "cpu-bound");
+}
+
+TEST(Decide, IoWaitAboveCpuIsIoBound) { EXPECT_EQ(Decide(Window(1, 6, 2, 0)).name, "io-bound"); }
+
+TEST(Decide, RunQueueWaitAfterWakeupsIsChargedToWhatTheThreadWokeFrom) {
+  VerdictInputs in = Window(0.5, 3, 6, 0);
+  in.figures.preempted_seconds = 0.5;
+  EXPECT_EQ(Decide(in).name, "io-bound");
+  in.figures.preempted_seconds = 5;
+  EXPECT_EQ(Decide(in).name, "cpu-starved");
+}
+
+TEST(Decide, MostlyAsleepIsLockOrSleepBound) {
+  Verdict v = Decide(Window(0.1, 0, 0.05, 9.8));
+  EXPECT_EQ(v.name, "lock-or-sleep-bound");
+  EXPECT_EQ(v.bound, Bound::kSleep);
+}
+
+TEST(Decide, ManyFaultsWithKernelTimeIsMemoryBound) {
+  VerdictInputs in = Window(1, 0, 0, 0);
+  in.figures.cpu_system_seconds = 8;
+  in.figures.minor_faults = 3'000'000;
+  Verdict v = Decide(in);
+  EXPECT_EQ(v.name, "memory-bound");
+  EXPECT_THAT(v.evidence, HasSubstr("page faults per second"));
+}
+
+TEST(Decide, MajorFaultsAloneAreMemoryBound) {
+  VerdictInputs in = Window(0.2, 5, 0, 0);
+  in.figures.major_faults = 1000;
+  EXPECT_EQ(Decide(in).name, "memory-bound");
+}
+
+TEST(Decide, BusyPythonThreadsSharingOneGilAreGilBound) {
+  VerdictInputs in = Window(10.5, 0, 8, 20);
+  in.busy_threads = 4;
+  in.python_samples = 1000;
+  in.gil_samples = 950;
+  Verdict v = Decide(in);
+  EXPECT_EQ(v.name, "gil-bound");
+  EXPECT_THAT(v.evidence, HasSubstr("4 busy Python threads"));
+}
+
+TEST(Decide, ThreadsThatReleaseTheGilAreNotGilBound) {
+  VerdictInputs in = Window(10.5, 0, 8, 20);
+  in.busy_threads = 4;
+  in.python_samples = 1000;
+  in.gil_samples = 200;  // numpy-style: the work runs without the GIL
+  EXPECT_EQ(Decide(in).name, "cpu-bound");
+}
+
+TEST(Decide, OneBusyThreadIsNeverGilBound) {
+  VerdictInputs in = Window(9.8, 0, 0, 0);
+  in.busy_threads = 1;
+  in.python_samples = 1000;
+  in.gil_samples = 1000;
+  EXPECT_EQ(Decide(in).name, "cpu-bound");
+}
+
+TEST(StatReportJson, HasTheIssuesFieldsAndMarksGilWaitUnmeasured) {
+  StatReport report;
+  report.pid = 42;
+  report.comm = "py\"thon";
+  report.duration_seconds = 1.5;
+  report.figures.read_bytes = 7;
+  report.verdict = Verdict{.name = "cpu-bound", .evidence = "why", .bound = Bound::kCpu};
+  report.stacks.push_back(ReportStack{.frames = {"a", "b"}, .samples = 3, .share = 0.5});
+  std::string json = StatReportJson(report);
+  for (const char* field : {"\"pid\":42",
+                            "\"comm\":\"py\\\"thon\"",
+                            "\"duration_seconds\":1.5",
+                            "\"cpu_user_seconds\"",
+                            "\"cpu_system_seconds\"",
+                            "\"runqueue_seconds\"",
+                            "\"offcpu_io_seconds\"",
+                            "\"offcpu_sleep_seconds\"",
+                            "\"gil_wait_seconds\":0",
+                            "\"gil_wait_measured\":false",
+                            "\"read_bytes\":7",
+                            "\"write_bytes\"",
+                            "\"read_calls\"",
+                            "\"write_calls\"",
+                            "\"block_io_bytes\"",
+                            "\"minor_faults\"",
+                            "\"major_faults\"",
+                            "\"context_switches\"",
+                            "\"gc_seconds\"",
+                            "\"threads\"",
+                            "\"verdict\":\"cpu-bound\"",
+                            "\"evidence\":\"why\"",
+                            "\"frames\":[\"a\",\"b\"]"}) {
+    EXPECT_THAT(json, HasSubstr(field));
+  }
+}
+
+TEST(RenderTopScreen, SortsByTheChosenKey) {
+  TopScreen screen;
+  TopRow cpu_hog, writer;
+  cpu_hog.pid = 1;
+  cpu_hog.comm = "hog";
+  cpu_hog.figures.cpu_user_seconds = 0.9;
+  writer.pid = 2;
+  writer.comm = "writer";
+  writer.figures.cpu_user_seconds = 0.1;
+  writer.figures.write_bytes = 1 << 20;
+  screen.rows = {writer, cpu_hog};
+  screen.sort = TopSort::kCpu;
+  std::string by_cpu = RenderTopScreen(screen);
+  EXPECT_LT(by_cpu.find(" hog"), by_cpu.find(" writer"));
+  screen.sort = TopSort::kIo;
+  std::string by_io = RenderTopScreen(screen);
+  EXPECT_LT(by_io.find(" writer"), by_io.find(" hog"));
+  EXPECT_THAT(by_io, HasSubstr("1.0M"));
+}
+
+TEST(ParseStatOptions, NeedsACommandOrAPidWithADuration) {
+  EXPECT_FALSE(ParseStatOptions({}).ok());
+  EXPECT_FALSE(ParseStatOptions({"--pid", "12"}).ok());
+  absl::StatusOr<StatOptions> pid = ParseStatOptions({"--pid", "12", "-d", "2", "--json"});
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(*pid->pid, 12u);
+  EXPECT_TRUE(pid->json);
+  absl::StatusOr<StatOptions> cmd = ParseStatOptions({"--", "python3", "-c", "1"});
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_EQ(cmd->command.size(), 3u);
+}
+
+TEST(ParseTopOptions, AcceptsTheFourSortKeysOnly) {
+  EXPECT_EQ(ParseTopOptions({"--sort", "faults"})->sort, TopSort::kFaults);
+  EXPECT_EQ(ParseTopOptions({"-s", "offcpu"})->sort, TopSort::kOffCpu);
+  EXPECT_FALSE(ParseTopOptions({"--sort", "mem"}).ok());
+  EXPECT_TRUE(ParseTopOptions({"--once"})->once);
+}
+
+}  // namespace
+}  // namespace pystrobe
