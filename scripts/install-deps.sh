@@ -9,9 +9,12 @@ packages=(
   # BPF: libbpf, bpftool for skeletons, BCC's symbolizer.
   libbpf-dev bpftool libbpfcc-dev libelf-dev zlib1g-dev
   # C++ libraries.
-  libabsl-dev libgtest-dev libgmock-dev
-  # Test workloads and the browser that renders our flame graphs.
-  python3 chromium
+  libabsl-dev libgtest-dev libgmock-dev libyaml-cpp-dev prometheus-cpp-dev
+  libprotobuf-dev protobuf-compiler
+  # Test workloads, the browser that renders our flame graphs, a real
+  # Prometheus to scrape the daemon, and Node.js (with npm) for the independent
+  # decoders.
+  python3 chromium prometheus nodejs
 )
 
 if [ "$(id -u)" -ne 0 ]; then
