@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What every program family knows of CPython processes: the per-process
+ * layout the daemon hands over, reads of the target's memory, and where its
+ * GIL is. The map is weak, so each .bpf.c that includes this header links
+ * into one object with one copy of it. The frame walk itself is in
+ * python_stack.bpf.h.
+ */
+#ifndef PYSTROBE_BPF_PYTHON_PROCESS_BPF_H_
+#define PYSTROBE_BPF_PYTHON_PROCESS_BPF_H_
+
+#include <bpf/bpf_core_read.h>
+
+#include "pystrobe_abi.h"
+
+/*
+ * CPython processes and how to walk them.
+ * Key: tgid (host pid). Value: struct pystrobe_python_process.
+ * Written by the daemon at discovery; deleted here on exec and exit so a pid
+ * that changes image or is reused never inherits another's offsets.
+ * Sized for every process of a large host.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pystrobe_python_process);
+} python_processes SEC(".maps") __weak;
+
+/* Reads a pointer-sized field of the target; false on a failed read. */
+static __always_inline bool read_target_u64(__u64 addr, __u32 offset, __u64 *value)
+{
+	return bpf_probe_read_user(value, sizeof(*value), (void *)(addr + offset)) == 0;
+}
+
+/* Bytes of the GIL's cond and mutex (glibc, x86_64): pthread_cond_t 48,
+ * pthread_mutex_t 40. */
+#define PYTHON_GIL_WAIT_SPAN 88
+
+/* The address of process `proc`'s GIL state, or 0. Reads current's memory. */
+static __always_inline __u64 python_gil_address(const struct pystrobe_python_process *proc)
+{
+	const struct pystrobe_python_offsets *off = &proc->offsets;
+	__u64 interp, gil;
+
+	if (off->runtime_gil != PYSTROBE_PY_OFFSET_NONE)
+		return proc->runtime_addr + off->runtime_gil;
+	/* 3.12+: one GIL per interpreter, reached by pointer. */
+	if (!read_target_u64(proc->runtime_addr, off->runtime_interpreters_head, &interp) ||
+	    !read_target_u64(interp, off->interp_gil_ptr, &gil))
+		return 0;
+	return gil;
+}
+
+/*
+ * True when the current thread, a thread of CPython process `tgid` that is
+ * leaving the CPU, is blocked in a futex on its GIL's condition or mutex:
+ * it is waiting to take the GIL. The futex word sits inside the GIL state,
+ * so this holds for every version without symbols of take_gil.
+ */
+static __always_inline bool waiting_for_gil(__u32 tgid)
+{
+	const struct pystrobe_python_process *proc;
+	struct pt_regs *regs;
+	__u64 uaddr, gil;
+
+	proc = bpf_map_lookup_elem(&python_processes, &tgid);
+	if (!proc || proc->offsets.gil_cond == PYSTROBE_PY_OFFSET_NONE)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (BPF_CORE_READ(regs, orig_ax) != 202 /* __NR_futex, x86_64 */)
+		return false;
+	uaddr = BPF_CORE_READ(regs, di);
+	gil = python_gil_address(proc);
+	return gil != 0 && uaddr >= gil + proc->offsets.gil_cond &&
+	       uaddr < gil + proc->offsets.gil_cond + PYTHON_GIL_WAIT_SPAN;
+}
+
+#endif /* PYSTROBE_BPF_PYTHON_PROCESS_BPF_H_ */
