@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 
@@ -139,8 +140,21 @@ absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
 
 absl::Status BpfSampler::Poll(absl::Duration timeout) {
   if (ring_buffer_ == nullptr) return absl::FailedPreconditionError("Poll before Attach");
+  // ring_buffer__poll keeps handing over records for as long as they come;
+  // under load that is forever. The handler cuts it short at the deadline
+  // (the rest waits in the ring buffer), so the caller gets to check its
+  // own clock and signals.
+  handler_deadline_ = absl::Now() + std::max(timeout, kMinPollBudget);
   int result = ring_buffer__poll(ring_buffer_, absl::ToInt64Milliseconds(timeout));
   if (result < 0 && result != -EINTR) return LibbpfError(result, "poll the ring buffer");
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::Drain() {
+  if (ring_buffer_ == nullptr) return absl::FailedPreconditionError("Drain before Attach");
+  handler_deadline_ = absl::InfiniteFuture();
+  int result = ring_buffer__consume(ring_buffer_);
+  if (result < 0) return LibbpfError(result, "drain the ring buffer");
   return absl::OkStatus();
 }
 
@@ -153,7 +167,8 @@ void BpfSampler::Detach() {
 int BpfSampler::HandleRecord(void* self, void* data, size_t size) {
   auto* sampler = static_cast<BpfSampler*>(self);
   sampler->handler_(std::span<const uint8_t>(static_cast<const uint8_t*>(data), size));
-  return 0;
+  // A negative return stops this poll after the record just handled.
+  return absl::Now() > sampler->handler_deadline_ ? -EINTR : 0;
 }
 
 SamplerCounters BpfSampler::ReadCounters() const {

@@ -76,10 +76,14 @@ class BpfSampler {
   // Starts sampling: opens a cpu-clock event at `rate_hz` on each online CPU
   // and attaches the programs. Records go to `handler` during Poll().
   absl::Status Attach(int rate_hz, RecordHandler handler);
-  // Hands waiting records to the handler, waiting up to `timeout` for some.
-  // Interrupted by a signal: returns OK with nothing consumed.
+  // Hands waiting records to the handler, waiting up to `timeout` for some,
+  // and returns after about `timeout` even while records keep coming.
+  // Interrupted by a signal: returns OK.
   absl::Status Poll(absl::Duration timeout);
-  // Stops sampling (detaches the perf events) so a final Poll drains the rest.
+  // Hands every record still in the ring buffer to the handler, however
+  // long it takes: the last step of a recording, after Detach().
+  absl::Status Drain();
+  // Stops sampling (detaches the perf events) so Drain() gets the rest.
   void Detach();
 
   SamplerCounters ReadCounters() const;
@@ -111,6 +115,10 @@ class BpfSampler {
   bool offcpu_ = false;
   ring_buffer* ring_buffer_ = nullptr;
   RecordHandler handler_;
+  // When the handler stops the poll in progress.
+  absl::Time handler_deadline_ = absl::InfiniteFuture();
+  // Time a poll may spend handling records even with a zero timeout.
+  static constexpr absl::Duration kMinPollBudget = absl::Milliseconds(50);
 };
 
 }  // namespace pystrobe

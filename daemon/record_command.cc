@@ -261,7 +261,9 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   absl::Duration elapsed = absl::Now() - start;
   // Stop sampling, then drain what is still in the ring buffer.
   (*sampler)->Detach();
-  (*sampler)->Poll(absl::ZeroDuration()).IgnoreError();
+  if (absl::Status s = (*sampler)->Drain(); !s.ok()) {
+    fprintf(stderr, "pystrobe record: %s\n", std::string(s.message()).c_str());
+  }
   SamplerCounters counters = (*sampler)->ReadCounters();
   if (command) StopCommand(*command);
 
