@@ -86,7 +86,7 @@ Options:
   -r, --rate HZ        samples per second on each CPU (1 to 1000, default 99)
   -d, --duration SECS  stop after SECS seconds (default: when the target exits,
                        or on Ctrl-C / SIGTERM; the profile is written either way)
-  -f, --format FMT     folded or svg (default svg)
+  -f, --format FMT     svg (default), folded, pprof (.pb.gz) or speedscope
   -o, --output FILE    where to write (default pystrobe-<target>-<time>.<format>)
       --threads        add a frame per thread ("<name> tid=<tid>") under the process
       --subprocesses   also profile the children of the targets (fork, exec,
@@ -202,9 +202,11 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
   if (options.offcpu && options.idle) {
     return absl::InvalidArgumentError("--off-cpu and --idle exclude each other");
   }
-  if (options.format != "svg" && options.format != "folded") {
+  if (options.format != "svg" && options.format != "folded" && options.format != "pprof" &&
+      options.format != "speedscope") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--format takes folded or svg, not '", options.format, "'"));
+        absl::StrCat("--format takes folded or svg (flame graphs), pprof or speedscope, not '",
+                     options.format, "'"));
   }
   return options;
 }

@@ -3,10 +3,12 @@
 #define PYSTROBE_EXPORTERS_PROFILE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
 
 namespace pystrobe {
 
@@ -33,6 +35,15 @@ struct ProfileStack {
   uint64_t count = 0;
 };
 
+// A key and value an exporter attaches to samples (pprof labels, tags of a
+// profile store).
+struct ProfileLabel {
+  std::string key;
+  std::string value;
+
+  friend bool operator==(const ProfileLabel&, const ProfileLabel&) = default;
+};
+
 // Stacks merged by their frames. Different address stacks that symbolize to
 // the same names become one stack here.
 class Profile {
@@ -51,6 +62,17 @@ class Profile {
   // What a stack's count counts: "samples", or "microseconds" when off-CPU
   // time is weighed in with on-CPU time.
   std::string count_unit = "samples";
+
+  // When the recording began and how long it ran, when known (pprof's
+  // time_nanos and duration_nanos).
+  std::optional<absl::Time> start_time;
+  std::optional<absl::Duration> duration;
+  // Labels every sample carries (e.g. the configured static labels).
+  std::vector<ProfileLabel> labels;
+  // Labels the samples of one process carry, by its pid (the pid of the
+  // stack's process frame): the hook for container id and Python version,
+  // which belong to a process. Formats without labels ignore both.
+  absl::flat_hash_map<uint32_t, std::vector<ProfileLabel>> process_labels;
 
  private:
   std::vector<ProfileStack> stacks_;

@@ -8,14 +8,19 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/flamegraph_svg_writer.h"
 #include "exporters/folded_writer.h"
+#include "exporters/pprof_writer.h"
+#include "exporters/speedscope_writer.h"
 
 namespace pystrobe {
 
 absl::StatusOr<std::unique_ptr<ProfileWriter>> MakeProfileWriter(std::string_view format) {
   if (format == "folded") return std::make_unique<FoldedWriter>();
   if (format == "svg") return std::make_unique<FlameGraphSvgWriter>();
-  return absl::InvalidArgumentError(absl::StrCat("unknown profile format \"", std::string(format),
-                                                 "\"; accepted formats: folded, svg"));
+  if (format == "pprof") return std::make_unique<PprofWriter>();
+  if (format == "speedscope") return std::make_unique<SpeedscopeWriter>();
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown profile format \"", std::string(format),
+                   "\"; accepted formats: folded, svg, pprof, speedscope"));
 }
 
 }  // namespace pystrobe

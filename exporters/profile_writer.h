@@ -23,7 +23,8 @@ class ProfileWriter {
   virtual std::string_view extension() const = 0;
 };
 
-// The writer for a --format value ("folded", "svg"); InvalidArgument otherwise.
+// The writer for a --format value ("folded", "svg", "pprof", "speedscope");
+// InvalidArgument otherwise.
 absl::StatusOr<std::unique_ptr<ProfileWriter>> MakeProfileWriter(std::string_view format);
 
 }  // namespace pystrobe

@@ -1,0 +1,184 @@
+#include "exporters/speedscope_writer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "exporters/frame_names.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr std::string_view kSchema = "https://www.speedscope.app/file-format-schema.json";
+constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD
+
+// The length of the valid UTF-8 sequence at the start of `text`, or 0 when
+// it is not one (stray continuation bytes, overlong forms, surrogates, code
+// points past U+10FFFF, cut sequences).
+size_t Utf8SequenceLength(std::string_view text) {
+  auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
+  uint8_t lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  uint8_t low = 0x80;
+  uint8_t high = 0xBF;  // the range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return length;
+}
+
+// A frame of the shared table.
+struct SharedFrame {
+  const Frame* frame;
+  std::optional<PythonFrameName> python;
+};
+
+// One process's samples.
+struct ProcessProfile {
+  std::string name;
+  std::vector<std::pair<std::vector<size_t>, uint64_t>> samples;  // frame indices, weight
+  uint64_t total = 0;
+};
+
+}  // namespace
+
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  out.reserve(text.size() + 2);
+  for (size_t i = 0; i < text.size();) {
+    char c = text[i];
+    switch (c) {
+      case '"':
+        out.append("\\\"");
+        ++i;
+        continue;
+      case '\\':
+        out.append("\\\\");
+        ++i;
+        continue;
+      case '\n':
+        out.append("\\n");
+        ++i;
+        continue;
+      case '\r':
+        out.append("\\r");
+        ++i;
+        continue;
+      case '\t':
+        out.append("\\t");
+        ++i;
+        continue;
+      default:
+        break;
+    }
+    if (static_cast<uint8_t>(c) < 0x20) {
+      out.append(absl::StrFormat("\\u%04x", static_cast<uint8_t>(c)));
+      ++i;
+      continue;
+    }
+    size_t length = Utf8SequenceLength(text.substr(i));
+    if (length == 0) {
+      out.append(kReplacementCharacter);
+      ++i;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+absl::Status SpeedscopeWriter::Write(const Profile& profile, std::ostream& out) const {
+  std::vector<SharedFrame> frames;
+  absl::flat_hash_map<std::pair<FrameKind, std::string_view>, size_t> frame_index;
+  std::vector<ProcessProfile> processes;
+  absl::flat_hash_map<std::string_view, size_t> process_index;
+
+  for (const ProfileStack& stack : profile.stacks()) {
+    if (stack.count == 0) continue;
+    std::string_view process_name = profile.title;
+    std::vector<size_t> sample;
+    for (const Frame& frame : stack.frames) {
+      if (frame.kind == FrameKind::kProcess) {
+        process_name = frame.name;
+        continue;
+      }
+      auto [it, inserted] = frame_index.try_emplace({frame.kind, frame.name}, frames.size());
+      if (inserted) {
+        frames.push_back({&frame, frame.kind == FrameKind::kPython
+                                      ? ParsePythonFrameName(frame.name)
+                                      : std::nullopt});
+      }
+      sample.push_back(it->second);
+    }
+    auto [it, inserted] = process_index.try_emplace(process_name, processes.size());
+    if (inserted) processes.push_back({std::string(process_name), {}, 0});
+    ProcessProfile& process = processes[it->second];
+    process.samples.emplace_back(std::move(sample), stack.count);
+    process.total += stack.count;
+  }
+  std::stable_sort(
+      processes.begin(), processes.end(),
+      [](const ProcessProfile& a, const ProcessProfile& b) { return a.total > b.total; });
+
+  std::string_view unit = profile.count_unit == "microseconds" ? "microseconds" : "none";
+  out << "{\"$schema\":" << JsonString(kSchema) << ",\"exporter\":\"pystrobe\""
+      << ",\"name\":" << JsonString(profile.title.empty() ? "pystrobe" : profile.title)
+      << ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[";
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const SharedFrame& frame = frames[i];
+    out << (i == 0 ? "" : ",") << "\n{\"name\":" << JsonString(frame.frame->name);
+    if (frame.python && !frame.python->file.empty()) {
+      out << ",\"file\":" << JsonString(frame.python->file);
+      if (frame.python->line > 0) out << ",\"line\":" << frame.python->line;
+    }
+    out << "}";
+  }
+  out << "]},\"profiles\":[";
+  for (size_t p = 0; p < processes.size(); ++p) {
+    const ProcessProfile& process = processes[p];
+    out << (p == 0 ? "" : ",") << "\n{\"type\":\"sampled\",\"name\":" << JsonString(process.name)
+        << ",\"unit\":\"" << unit << "\",\"startValue\":0,\"endValue\":" << process.total
+        << ",\"samples\":[";
+    for (size_t s = 0; s < process.samples.size(); ++s) {
+      out << (s == 0 ? "" : ",") << "\n[";
+      const std::vector<size_t>& stack = process.samples[s].first;
+      for (size_t f = 0; f < stack.size(); ++f) out << (f == 0 ? "" : ",") << stack[f];
+      out << "]";
+    }
+    out << "],\"weights\":[";
+    for (size_t s = 0; s < process.samples.size(); ++s) {
+      out << (s == 0 ? "" : ",") << process.samples[s].second;
+    }
+    out << "]}";
+  }
+  out << "]}\n";
+  out.flush();
+  if (!out) return absl::DataLossError("writing speedscope JSON: output stream failed");
+  return absl::OkStatus();
+}
+
+}  // namespace pystrobe

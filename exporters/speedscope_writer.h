@@ -1,0 +1,41 @@
+// speedscope's JSON file format (https://www.speedscope.app/file-format-schema.json).
+//
+// What goes where:
+// - One "sampled" profile per process, named by its process frame
+//   ("python3 (1234)"), heaviest first and shown first; the process frame
+//   itself is left out of the stacks, where it would be every stack's root.
+//   Stacks without a process frame share a profile named by the title.
+// - Frames are shared by all profiles. A frame's name is pystrobe's frame
+//   name as the folded format writes it, so lines of one function stay apart
+//   in the flame chart; Python frames also carry "file" and "line", which
+//   speedscope shows for the selected frame.
+// - Each distinct stack is one sample, root first, weighed by its count:
+//   unit "none" for samples, "microseconds" for off-CPU weighted profiles.
+//   Samples are not in time order (pystrobe keeps no timestamps), so the
+//   "Left Heavy" and "Sandwich" views are the meaningful ones.
+#ifndef PYSTROBE_EXPORTERS_SPEEDSCOPE_WRITER_H_
+#define PYSTROBE_EXPORTERS_SPEEDSCOPE_WRITER_H_
+
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "exporters/profile.h"
+#include "exporters/profile_writer.h"
+
+namespace pystrobe {
+
+class SpeedscopeWriter : public ProfileWriter {
+ public:
+  absl::Status Write(const Profile& profile, std::ostream& out) const override;
+  std::string_view extension() const override { return "speedscope.json"; }
+};
+
+// `text` as a JSON string literal, quotes included. Bytes that are not valid
+// UTF-8 (a comm, a file name) become U+FFFD so the file stays valid JSON.
+std::string JsonString(std::string_view text);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_EXPORTERS_SPEEDSCOPE_WRITER_H_
