@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/check_config.h"
 #include "daemon/dump_command.h"
 #include "daemon/record_command.h"
 #include "daemon/stat_command.h"
@@ -19,6 +20,7 @@ Commands:
   dump      print the Python stack of every thread of a running process
   stat      run a command (or watch a pid) and say where its time went: a verdict
   top       live per-process (or per-thread) CPU, IO, faults and off-CPU view
+  daemon    the always-on service (for now only --check-config FILE)
   version   print the version
 
 Run 'pystrobe <command> --help' for a command's options.
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   if (command == "dump") return pystrobe::RunDumpCommand(args);
   if (command == "stat") return pystrobe::RunStatCommand(args);
   if (command == "top") return pystrobe::RunTopCommand(args);
+  if (command == "daemon") return pystrobe::RunDaemonCheckOnlyCommand(args);
   if (command == "version" || command == "--version") {
     printf("pystrobe %s\n", PYSTROBE_VERSION);
     return pystrobe::kExitOk;

@@ -1,0 +1,177 @@
+// The configuration of `pystrobe daemon`: the schema as a plain struct whose
+// member initializers are the defaults, and the parsers for the value types the
+// YAML file and the command line share (durations, sizes, HOST:PORT, ...).
+//
+// config/pystrobe.yaml documents every key for operators; a unit test checks
+// that it parses to exactly DaemonConfig{}.
+#ifndef PYSTROBE_CONFIG_CONFIG_H_
+#define PYSTROBE_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace pystrobe {
+
+// Where the daemon looks when no --config is given.
+inline constexpr char kDefaultConfigPath[] = "/etc/pystrobe/pystrobe.yaml";
+
+// Which processes are profiled. `all` (the default) is every process on the
+// host; with `all: false` a process is profiled when it matches any of the
+// lists (a union). Giving lists while `all` is true is an error, so that a
+// restriction is never silently ignored.
+struct TargetsConfig {
+  bool all = true;
+  std::vector<int32_t> pids;
+  // ECMAScript regular expressions, each matched against the whole process
+  // name (comm, at most 15 characters) and the base name of its executable.
+  std::vector<std::string> process_names;
+  // cgroup v2 paths relative to the cgroup2 mount ("/system.slice/x.service");
+  // a cgroup includes its descendants. Targeting happens in the kernel.
+  std::vector<std::string> cgroups;
+  // Container ids, lowercase hex, full (64) or a unique prefix of at least 12.
+  std::vector<std::string> containers;
+
+  friend bool operator==(const TargetsConfig&, const TargetsConfig&) = default;
+};
+
+struct PythonConfig {
+  bool walk = true;     // walk CPython frames in the kernel
+  int max_depth = 128;  // Python frames per stack; deeper stacks are marked truncated
+
+  friend bool operator==(const PythonConfig&, const PythonConfig&) = default;
+};
+
+struct RetentionConfig {
+  // Older profiles are deleted. Zero: no age limit.
+  absl::Duration max_age = absl::Hours(7 * 24);
+  // The oldest profiles are deleted until the directory fits. Zero: no limit.
+  uint64_t max_total_size_bytes = uint64_t{1} << 30;
+
+  friend bool operator==(const RetentionConfig&, const RetentionConfig&) = default;
+};
+
+struct PushConfig {
+  std::string url;  // empty: no push. http:// or https:// (Pyroscope ingest API)
+  absl::Duration timeout = absl::Seconds(10);
+  int max_queue = 16;  // windows waiting to be sent; beyond it the oldest is dropped
+
+  friend bool operator==(const PushConfig&, const PushConfig&) = default;
+};
+
+struct PrometheusConfig {
+  std::string listen = "127.0.0.1:9464";  // HOST:PORT, [IPv6]:PORT, or :PORT (all addresses)
+
+  friend bool operator==(const PrometheusConfig&, const PrometheusConfig&) = default;
+};
+
+struct ExportersConfig {
+  std::string profile_dir = "/var/lib/pystrobe/profiles";
+  RetentionConfig retention;
+  PushConfig push;
+  PrometheusConfig prometheus;
+
+  friend bool operator==(const ExportersConfig&, const ExportersConfig&) = default;
+};
+
+struct LimitsConfig {
+  uint64_t memory_bytes = uint64_t{256} << 20;  // the daemon's own memory
+  int tracked_processes = 8192;                 // processes with state in the daemon
+  int metric_series = 200;  // per-process label sets; the rest are summed as pid="other"
+
+  friend bool operator==(const LimitsConfig&, const LimitsConfig&) = default;
+};
+
+struct DaemonConfig {
+  int rate_hz = 19;
+  TargetsConfig targets;
+  PythonConfig python;
+  bool off_cpu = false;
+  absl::Duration window = absl::Seconds(60);
+  ExportersConfig exporters;
+  LimitsConfig limits;
+  // Static labels added to every metric series and every profile.
+  std::map<std::string, std::string> labels;
+
+  friend bool operator==(const DaemonConfig&, const DaemonConfig&) = default;
+};
+
+// Ranges, shared by the YAML loader and the command-line overrides.
+inline constexpr int kConfigMinRateHz = 1;
+inline constexpr int kConfigMaxRateHz = 1000;
+inline constexpr int kConfigMinPythonDepth = 1;
+inline constexpr int kConfigMaxPythonDepth = 384;  // PYSTROBE_MAX_PYTHON_FRAMES
+inline constexpr int64_t kConfigMinWindowSeconds = 1;
+inline constexpr int64_t kConfigMaxWindowSeconds = 3600;
+inline constexpr int64_t kConfigMaxPid = 4194304;  // PID_MAX_LIMIT on 64-bit
+inline constexpr absl::Duration kConfigMinPushTimeout = absl::Milliseconds(100);
+inline constexpr absl::Duration kConfigMaxPushTimeout = absl::Minutes(5);
+inline constexpr int kConfigMinPushQueue = 1;
+inline constexpr int kConfigMaxPushQueue = 1000;
+inline constexpr uint64_t kConfigMinMemoryLimitBytes = uint64_t{32} << 20;
+inline constexpr int kConfigMinTrackedProcesses = 16;
+inline constexpr int kConfigMaxTrackedProcesses = 1 << 22;
+inline constexpr int kConfigMinMetricSeries = 1;
+inline constexpr int kConfigMaxMetricSeries = 100000;
+
+// The value parsers below return InvalidArgument with a message that names the
+// value but not the key ("\"7 days\" is not a duration (use e.g. 90m, 24h,
+// 7d)"); callers prefix the key or flag.
+
+// "500ms", "30s", "90m", "24h", "7d", "2w" and sums of them ("1h30m"). A bare
+// "0" is zero; any other number needs a unit.
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
+
+// "512B", "64KiB", "500MiB", "1GiB", "2TiB" (powers of 1024), "100KB", "500MB",
+// "1GB", "1TB" (powers of 1000), or a bare number of bytes.
+absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
+
+// The shortest exact spelling in the units above ("7d", "90m", "1GiB",
+// "1500ms"), so a configuration can be printed back.
+std::string FormatConfigDuration(absl::Duration duration);
+std::string FormatConfigSize(uint64_t bytes);
+
+// A decimal integer in [min, max] (a leading '+' or '-' is allowed).
+absl::StatusOr<int64_t> ParseBoundedInt(absl::string_view text, int64_t min, int64_t max);
+
+// true/false (any case), as in YAML 1.2; yes/no/on/off are refused.
+absl::StatusOr<bool> ParseBool(absl::string_view text);
+
+// The window: whole seconds ("60") or a duration ("2m"), within
+// [kConfigMinWindowSeconds, kConfigMaxWindowSeconds].
+absl::StatusOr<absl::Duration> ParseWindow(absl::string_view text);
+
+// HOST:PORT where HOST is an IPv4 address, a bracketed IPv6 address, a host
+// name, or empty (every address); PORT is 1..65535.
+absl::Status ValidateListenAddress(absl::string_view text);
+
+// An absolute path without "." or ".." components.
+absl::Status ValidateAbsolutePath(absl::string_view text);
+
+// http:// or https:// with a host.
+absl::Status ValidatePushUrl(absl::string_view text);
+
+// A Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*), not reserved ("__" prefix)
+// and not one of the labels the daemon sets itself (pid, comm, ...).
+absl::Status ValidateStaticLabelName(absl::string_view name);
+
+// A container id: lowercase hex, 12 to 64 characters.
+absl::Status ValidateContainerId(absl::string_view text);
+
+// A cgroup path relative to the cgroup2 mount: absolute, no "." or "..".
+absl::Status ValidateCgroupPath(absl::string_view text);
+
+// An ECMAScript regular expression that compiles.
+absl::Status ValidateProcessNamePattern(absl::string_view pattern);
+
+// The labels the daemon sets on its own series; static labels may not use them.
+const std::vector<std::string>& ReservedLabelNames();
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_CONFIG_CONFIG_H_
