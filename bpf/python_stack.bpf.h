@@ -53,7 +53,11 @@ struct python_walk {
 	__u32 frames; /* Python frames written so far */
 	__u32 base;   /* index in sample->data of the first Python frame */
 	__u32 status; /* enum pystrobe_python_status */
-	__u32 _pad;
+	/* Bytes to copy of a frame and of a code object: just past the last
+	 * field used. More could run off the end of a mapping: 3.11+ frames
+	 * live in chunks of the thread's data stack. */
+	__u16 frame_copy_size;
+	__u16 code_copy_size;
 	__u8 frame_copy[PYTHON_COPY_SIZE];
 	__u8 code_copy[PYTHON_COPY_SIZE];
 };
@@ -86,6 +90,14 @@ static __always_inline __u32 copied_u32(const __u8 *copy, __u32 offset)
 static __always_inline bool offset_fits_copy(__u32 offset)
 {
 	return offset == PYSTROBE_PY_OFFSET_NONE || offset <= PYTHON_COPY_SIZE - 8;
+}
+
+/* The copy size that covers `size` and a field of `field_size` at `offset`. */
+static __always_inline __u16 copy_size_covering(__u16 size, __u32 offset, __u32 field_size)
+{
+	if (offset == PYSTROBE_PY_OFFSET_NONE || offset + field_size <= size)
+		return size;
+	return offset + field_size;
 }
 
 /* One step of the search for the thread's PyThreadState. */
@@ -183,7 +195,8 @@ static long walk_frame_step(__u32 index, void *ctx)
 	frame = walk->cursor;
 	if (frame == 0)
 		return 1;
-	if (bpf_probe_read_user(walk->frame_copy, sizeof(walk->frame_copy), (void *)frame)) {
+	if (bpf_probe_read_user(walk->frame_copy, walk->frame_copy_size & (PYTHON_COPY_SIZE - 1),
+				(void *)frame)) {
 		walk->status = PYSTROBE_PY_READ_FAILED;
 		return 1;
 	}
@@ -194,7 +207,8 @@ static long walk_frame_step(__u32 index, void *ctx)
 
 	code = copied_u64(walk->frame_copy, off->frame_code);
 	if (code == 0 ||
-	    bpf_probe_read_user(walk->code_copy, sizeof(walk->code_copy), (void *)code)) {
+	    bpf_probe_read_user(walk->code_copy, walk->code_copy_size & (PYTHON_COPY_SIZE - 1),
+				(void *)code)) {
 		walk->status = PYSTROBE_PY_READ_FAILED;
 		return 1;
 	}
@@ -253,6 +267,15 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 		sample->python_status = PYSTROBE_PY_READ_FAILED;
 		return;
 	}
+
+	walk->frame_copy_size = copy_size_covering(0, off->frame_previous, 8);
+	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_code, 8);
+	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_instr, 8);
+	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_owner, 1);
+	walk->code_copy_size = copy_size_covering(0, off->object_type, 8);
+	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_filename, 8);
+	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_name, 8);
+	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_firstlineno, 4);
 
 	task = (struct task_struct *)bpf_get_current_task();
 	walk->pthread_self = BPF_CORE_READ(task, thread.fsbase);
