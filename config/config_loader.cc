@@ -1,11 +1,13 @@
 #include "config/config_loader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +22,9 @@
 
 namespace pystrobe {
 namespace {
+
+// A configuration is a page or two; anything far larger is a mistake.
+constexpr size_t kMaxConfigFileBytes = 1 << 20;
 
 const char* KindName(const YAML::Node& node) {
   switch (node.Type()) {
@@ -466,20 +471,40 @@ ConfigParseResult ParseConfig(absl::string_view yaml_text, absl::string_view sou
 }
 
 absl::StatusOr<ConfigParseResult> ReadConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
+  auto read_error = [&](int err) -> absl::Status {
     std::string message = absl::StrCat("cannot read ", path, ": ", strerror(err));
     if (err == ENOENT) return absl::NotFoundError(message);
     if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
     return absl::FailedPreconditionError(message);
+  };
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return read_error(errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
+    close(fd);
+    return read_error(err != 0 ? err : EINVAL);
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  std::string text;
+  char buffer[16384];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      return read_error(err);
+    }
+    if (n == 0) break;
+    text.append(buffer, n);
+    if (text.size() > kMaxConfigFileBytes) {
+      close(fd);
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot read ", path, ": larger than ", kMaxConfigFileBytes, " bytes"));
+    }
   }
-  return ParseConfig(text.str(), path);
+  close(fd);
+  return ParseConfig(text, path);
 }
 
 absl::StatusOr<bool> ParseOverrideFlag(absl::string_view flag,

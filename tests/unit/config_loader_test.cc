@@ -469,6 +469,18 @@ TEST(ReadConfigFileTest, MissingFileIsNotFound) {
   EXPECT_THAT(result.status().message(), HasSubstr("/nonexistent/pystrobe.yaml"));
 }
 
+TEST(ReadConfigFileTest, DirectoryIsNotAConfiguration) {
+  absl::StatusOr<ConfigParseResult> result = ReadConfigFile(PYSTROBE_SOURCE_DIR);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("Is a directory"));
+}
+
+TEST(LoadEffectiveConfigTest, BadFileIsRejectedWithEveryError) {
+  absl::StatusOr<DaemonConfig> config =
+      LoadEffectiveConfig("/nonexistent/pystrobe.yaml", ConfigOverrides{});
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(LoadEffectiveConfigTest, FileThenOverrides) {
   ConfigOverrides overrides;
   overrides.rate = "7";
