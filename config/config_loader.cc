@@ -59,6 +59,10 @@ class SchemaWalker {
 
   explicit SchemaWalker(ConfigParseResult* result) : result_(result) {}
 
+  int error_count() const {
+    return static_cast<int>(result_->errors.size()) + result_->errors_not_shown;
+  }
+
   void Error(const YAML::Mark& mark, std::string key, std::string message) {
     if (static_cast<int>(result_->errors.size()) >= kMaxConfigErrors) {
       ++result_->errors_not_shown;
@@ -218,8 +222,12 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
   std::optional<YAML::Mark> all_mark;
   bool all_given = false;
 
+  // Errors inside targets make the lists incomplete; checking `all` against
+  // them then would only add a confusing second error.
+  bool targets_had_errors = false;
   auto read_targets = [&](const YAML::Node& node, const std::string& prefix) {
     TargetsConfig& t = c.targets;
+    int errors_before = w.error_count();
     w.ReadMap(node, prefix,
               {
                   {"all",
@@ -262,6 +270,7 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
                      });
                    }},
               });
+    targets_had_errors = w.error_count() != errors_before;
   };
 
   auto read_python = [&](const YAML::Node& node, const std::string& prefix) {
@@ -412,6 +421,7 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
           {"labels", read_labels},
       });
 
+  if (targets_had_errors) return;
   const TargetsConfig& t = c.targets;
   bool has_lists =
       !t.pids.empty() || !t.process_names.empty() || !t.cgroups.empty() || !t.containers.empty();

@@ -291,6 +291,11 @@ TEST(ParseConfigErrorsTest, AllFalseWithoutListsProfilesNothing) {
   EXPECT_THAT(error.message, HasSubstr("nothing would be profiled"));
 }
 
+TEST(ParseConfigErrorsTest, BadListItemIsNotAlsoReportedAsAnEmptyList) {
+  ConfigError error = OnlyError(Parse("targets:\n  all: false\n  pids: [0]\n"));
+  EXPECT_EQ(error.key, "targets.pids[0]");
+}
+
 TEST(ParseConfigErrorsTest, LabelNamesMustBeValidPrometheusNames) {
   ConfigParseResult result = Parse(
       "labels:\n"
