@@ -143,6 +143,18 @@ absl::Status SpeedscopeWriter::Write(const Profile& profile, std::ostream& out) 
   std::stable_sort(
       processes.begin(), processes.end(),
       [](const ProcessProfile& a, const ProcessProfile& b) { return a.total > b.total; });
+  // Stacks sorted by their names, root first: equal prefixes are neighbours,
+  // so the "Time Order" view, which draws samples in file order, merges them
+  // as a flame graph would instead of scattering them.
+  auto name_of = [&](size_t index) -> std::string_view { return frames[index].frame->name; };
+  for (ProcessProfile& process : processes) {
+    std::stable_sort(process.samples.begin(), process.samples.end(),
+                     [&](const auto& a, const auto& b) {
+                       return std::lexicographical_compare(
+                           a.first.begin(), a.first.end(), b.first.begin(), b.first.end(),
+                           [&](size_t x, size_t y) { return name_of(x) < name_of(y); });
+                     });
+  }
 
   std::string_view unit = profile.count_unit == "microseconds" ? "microseconds" : "none";
   out << "{\"$schema\":" << JsonString(kSchema) << ",\"exporter\":\"pystrobe\""

@@ -11,8 +11,9 @@
 //   speedscope shows for the selected frame.
 // - Each distinct stack is one sample, root first, weighed by its count:
 //   unit "none" for samples, "microseconds" for off-CPU weighted profiles.
-//   Samples are not in time order (pystrobe keeps no timestamps), so the
-//   "Left Heavy" and "Sandwich" views are the meaningful ones.
+//   pystrobe keeps no timestamps, so samples are sorted by their names
+//   instead: speedscope's default "Time Order" view then reads as a flame
+//   graph sorted by name, "Left Heavy" as one sorted by weight.
 #ifndef PYSTROBE_EXPORTERS_SPEEDSCOPE_WRITER_H_
 #define PYSTROBE_EXPORTERS_SPEEDSCOPE_WRITER_H_
 

@@ -107,8 +107,9 @@ TEST(SpeedscopeWriterTest, OneProfilePerProcessHeaviestFirstWithoutTheProcessFra
   const Struct& bash = profiles.values(1).struct_value();
   EXPECT_EQ(Field(python, "name").string_value(), "python3 (42)");
   EXPECT_EQ(Field(python, "endValue").number_value(), 5);
-  EXPECT_THAT(Samples(file, python), ElementsAre("<module> (app.py:20);work (app.py:7) 3",
-                                                 "<module> (app.py:20);read_[k] 2"));
+  // Sorted by name, root first.
+  EXPECT_THAT(Samples(file, python), ElementsAre("<module> (app.py:20);read_[k] 2",
+                                                 "<module> (app.py:20);work (app.py:7) 3"));
   EXPECT_EQ(Field(bash, "name").string_value(), "bash (50)");
   EXPECT_THAT(Samples(file, bash), ElementsAre("main 1"));
 }

@@ -1,0 +1,247 @@
+"""`pystrobe record -f pprof` and `-f speedscope`, read by independent readers.
+
+- pprof: a real Python program (cpu_split3.py: split_alpha, split_beta and
+  split_gamma burn 50/30/20% of its CPU, each measured) recorded with
+  --threads; the .pb.gz is decoded by npm's pprof-format in Node
+  (tests/e2e/js/decode_pprof.mjs), not by our protobuf classes. Its sample
+  types, period, labels (pid, comm, tid, thread_name), Python functions with
+  file and line, and totals must hold: counts equal what pystrobe reported,
+  cpu nanoseconds = count x 1e9 / rate, shares near the measured ones.
+- pprof with --off-cpu: wall = cpu + off_cpu nanoseconds on every sample;
+  the sleeper's time is off_cpu, the spinner's cpu.
+- speedscope: the same program's .speedscope.json has the schema's shape
+  and is opened by speedscope (npm `speedscope`, its built app) in headless
+  Chromium: the page title becomes the file's name and the toolbar names
+  the process's profile, which speedscope only does after importing it.
+
+The Node packages are pinned in tests/e2e/js/package-lock.json; the test
+runs `npm ci` there when node_modules is absent.
+Needs root and BPF; PYSTROBE_SKIP_BPF_TESTS=1 skips instead of failing.
+"""
+
+import html
+import json
+import os
+import re
+import subprocess
+import unittest
+
+import speedscope_render
+from pystrobe_testlib import BpfTestCase, record, run_pystrobe
+from python_testlib import python_workload
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DECODE_PPROF = os.path.join(HERE, "js", "decode_pprof.mjs")
+DEBIAN_PYTHON = "/usr/bin/python3.11"
+RATE = 199
+SECONDS = "3.5"
+SPLIT_FUNCTIONS = ("split_alpha", "split_beta", "split_gamma")
+SHARES = {"split_alpha": "alpha_cpu_s", "split_beta": "beta_cpu_s", "split_gamma": "gamma_cpu_s"}
+
+
+def decode_pprof(path):
+    """The profile as pprof-format decodes it (see decode_pprof.mjs)."""
+    result = subprocess.run(["node", DECODE_PPROF, path], capture_output=True, text=True,
+                            timeout=60, check=False)
+    if result.returncode != 0:
+        raise AssertionError(f"pprof-format could not decode {path}:\n{result.stderr}")
+    return json.loads(result.stdout)
+
+
+def workload_lines(name):
+    """{function name: set of its body's line numbers} of a Python workload."""
+    with open(python_workload(name), encoding="utf-8") as f:
+        source = f.read().splitlines()
+    functions, current = {}, None
+    for number, line in enumerate(source, 1):
+        match = re.match(r"def (\w+)\(", line)
+        if match:
+            current = match.group(1)
+            functions[current] = set()
+        elif line and not line[0].isspace():
+            current = None
+        if current is not None:
+            functions[current].add(number)
+    return functions
+
+
+def truth_of(recording):
+    """The JSON line the workload printed at its end."""
+    for line in reversed(recording.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"the workload printed no result:\n{recording.describe()}")
+
+
+def pprof_summary(profile, limit=12):
+    """The heaviest samples, for assertion messages."""
+    top = sorted(profile["samples"], key=lambda s: -s["values"][0])[:limit]
+    return "\n".join(
+        f"  {s['values']} " + ";".join(f"{f['name']}:{f['line']}" for f in reversed(s["stack"]))
+        for s in top) or "  (none)"
+
+
+class ExportersTest(BpfTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        speedscope_render.ensure_node_modules()
+
+    def record_split(self, fmt, flags=()):
+        recording = record([*flags, "-r", str(RATE), "--", DEBIAN_PYTHON,
+                            python_workload("cpu_split3.py"), "--seconds", SECONDS],
+                           self.tmp, fmt=fmt, name=f"split-{fmt}", timeout=90)
+        self.assertRecorded(recording)
+        return recording
+
+    def test_pprof_decodes_with_python_functions_lines_labels_and_totals(self):
+        recording = self.record_split("pprof", ["--threads"])
+        truth = truth_of(recording)
+        profile = decode_pprof(recording.output_path)
+        summary = pprof_summary(profile)
+        self.assertEqual(profile["errors"], [])
+        self.assertEqual(profile["sampleTypes"], [["samples", "count"], ["cpu", "nanoseconds"]])
+        self.assertEqual(profile["periodType"], ["cpu", "nanoseconds"])
+        self.assertEqual(profile["period"], round(1e9 / RATE))
+        self.assertEqual(profile["defaultSampleType"], "cpu")
+
+        # Totals: every sample pystrobe reported, each worth one period of CPU.
+        counts = sum(s["values"][0] for s in profile["samples"])
+        self.assertEqual(counts, recording.reported_samples(), recording.describe())
+        self.assertGreater(counts, 0.5 * RATE * float(SECONDS), summary)
+        for sample in profile["samples"]:
+            self.assertAlmostEqual(sample["values"][1], sample["values"][0] * 1e9 / RATE, delta=1)
+
+        # Labels instead of process and thread frames.
+        mine = [s for s in profile["samples"] if s["labels"].get("pid") == truth["pid"]]
+        self.assertGreater(sum(s["values"][0] for s in mine), 0.9 * counts, summary)
+        for sample in mine:
+            self.assertEqual(sample["labels"]["comm"], "python3.11", sample["labels"])
+            self.assertEqual(sample["labels"]["tid"], truth["pid"], sample["labels"])
+            self.assertEqual(sample["labels"]["thread_name"], "python3.11", sample["labels"])
+            for frame in sample["stack"]:
+                self.assertNotRegex(frame["name"], r" \(\d+\)$|tid=\d+$")
+
+        # Python functions with their file and lines inside their bodies.
+        lines = workload_lines("cpu_split3.py")
+        seen = {}
+        for sample in mine:
+            for frame in sample["stack"]:
+                if frame["file"] == "cpu_split3.py":
+                    seen.setdefault(frame["name"], set()).add(frame["line"])
+        for function in ("main", "burn") + SPLIT_FUNCTIONS:
+            self.assertIn(function, seen, summary)
+            self.assertLessEqual(seen[function], lines[function], function)
+        self.assertIn("<module>", seen, summary)
+
+        # Leaf first: burn under split_*, under main, under <module>.
+        for sample in mine:
+            names = [f["name"] for f in sample["stack"] if f["file"] == "cpu_split3.py"]
+            if "burn" in names:
+                self.assertEqual(names[-2:], ["main", "<module>"], names)
+                self.assertIn(names[names.index("burn") + 1], SPLIT_FUNCTIONS, names)
+
+        # Each function's share of the CPU time near the one it measured.
+        measured = sum(truth[key] for key in SHARES.values())
+        cpu = sum(s["values"][1] for s in mine)
+        for function, key in SHARES.items():
+            under = sum(s["values"][1] for s in mine
+                        if any(f["name"] == function for f in s["stack"]))
+            self.assertAlmostEqual(under / cpu, truth[key] / measured, delta=0.08,
+                                   msg=f"{function}\n{summary}")
+
+    def test_pprof_off_cpu_splits_wall_time_into_cpu_and_off_cpu(self):
+        recording = record(["--off-cpu", "-r", str(RATE), "--", DEBIAN_PYTHON,
+                            python_workload("offcpu_mix.py"), "--seconds", "3"],
+                           self.tmp, fmt="pprof", name="offcpu", timeout=90)
+        self.assertRecorded(recording)
+        truth = truth_of(recording)
+        profile = decode_pprof(recording.output_path)
+        summary = pprof_summary(profile)
+        self.assertEqual(profile["errors"], [])
+        self.assertEqual(profile["sampleTypes"], [["wall", "nanoseconds"], ["cpu", "nanoseconds"],
+                                                  ["off_cpu", "nanoseconds"]])
+        self.assertEqual(profile["defaultSampleType"], "wall")
+
+        def nanos_under(function, index):
+            return sum(s["values"][index] for s in profile["samples"]
+                       if any(f["name"] == function for f in s["stack"]))
+
+        for sample in profile["samples"]:
+            wall, cpu, off_cpu = sample["values"]
+            self.assertEqual(wall, cpu + off_cpu)
+            self.assertTrue(cpu == 0 or off_cpu == 0, sample)
+            for frame in sample["stack"]:
+                self.assertNotIn(frame["name"], ("[on-cpu]", "[off-cpu]"))
+        self.assertAlmostEqual(nanos_under("nap", 2) / 1e9, truth["nap_wall_s"],
+                               delta=0.15 * truth["nap_wall_s"], msg=summary)
+        self.assertAlmostEqual(nanos_under("spin", 1) / 1e9, truth["spin_cpu_s"],
+                               delta=0.15 * truth["spin_cpu_s"], msg=summary)
+        sleeping = [s for s in profile["samples"] if s["stack"] and s["stack"][0]["name"] == "[sleep]"]
+        self.assertTrue(sleeping, summary)
+
+    def test_default_names_and_kernel_frames_of_a_system_wide_pprof(self):
+        for fmt, extension in (("pprof", ".pb.gz"), ("speedscope", ".speedscope.json")):
+            with self.subTest(fmt=fmt):
+                cwd = os.path.join(self.tmp, f"default-{fmt}")
+                os.makedirs(cwd)
+                returncode, _, stderr, _ = run_pystrobe(
+                    ["record", "-f", fmt, "-d", "1", "--all"], timeout=60, cwd=cwd)
+                self.assertEqual(returncode, 0, stderr)
+                written = os.listdir(cwd)
+                self.assertEqual(len(written), 1, written)
+                self.assertRegex(written[0], r"^pystrobe-all-\d{8}-\d{6}" + re.escape(extension) + "$")
+                if fmt != "pprof":
+                    continue
+                profile = decode_pprof(os.path.join(cwd, written[0]))
+                self.assertEqual(profile["errors"], [])
+                self.assertGreater(len({s["labels"].get("pid") for s in profile["samples"]}), 1)
+                kernel = [f for s in profile["samples"] for f in s["stack"]
+                          if f["mapping"] == "[kernel]"]
+                self.assertTrue(kernel, pprof_summary(profile))
+                self.assertFalse([f for f in kernel if f["name"].endswith("_[k]")])
+
+    def test_speedscope_file_opens_in_speedscope(self):
+        recording = self.record_split("speedscope")
+        truth = truth_of(recording)
+        with open(recording.output_path, encoding="utf-8") as f:
+            document = json.load(f)
+
+        # The schema's shape, and the samples all there.
+        self.assertEqual(document["$schema"], "https://www.speedscope.app/file-format-schema.json")
+        frames = document["shared"]["frames"]
+        process_name = f"python3.11 ({truth['pid']})"
+        names = [p["name"] for p in document["profiles"]]
+        self.assertEqual(names[0], process_name, names)
+        total = 0
+        for profile in document["profiles"]:
+            self.assertEqual(profile["type"], "sampled")
+            self.assertEqual(profile["unit"], "none")
+            self.assertEqual(len(profile["samples"]), len(profile["weights"]))
+            self.assertEqual(profile["endValue"], sum(profile["weights"]))
+            for stack in profile["samples"]:
+                self.assertTrue(all(0 <= i < len(frames) for i in stack), stack)
+            total += sum(profile["weights"])
+        self.assertEqual(total, recording.reported_samples(), recording.describe())
+        lines = workload_lines("cpu_split3.py")
+        for function in SPLIT_FUNCTIONS:
+            found = [f for f in frames if f["name"].startswith(function + " (")]
+            self.assertTrue(found, function)
+            for frame in found:
+                self.assertEqual(frame["file"], "cpu_split3.py")
+                self.assertIn(frame["line"], lines[function])
+
+        # speedscope imports it: the title is the file's name, the toolbar
+        # names the profile shown first and how many there are.
+        dom = speedscope_render.render_dom(recording.output_path)
+        title = re.search(r"<title>(.*?)</title>", dom, re.S)
+        self.assertIsNotNone(title, dom[:2000])
+        self.assertEqual(html.unescape(title.group(1)), f"{document['name']} - speedscope",
+                         dom[:2000])
+        self.assertIn(html.escape(process_name, quote=False), dom)
+        self.assertNotRegex(dom, r"(?i)something went wrong|unrecognized format|failed to")
+
+
+if __name__ == "__main__":
+    unittest.main()
