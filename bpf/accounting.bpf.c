@@ -2,14 +2,19 @@
 /*
  * Per-process and per-thread accounting: where the time goes besides the CPU.
  *
- * The kernel already keeps exact per-task figures for CPU time, faults and
- * context switches; these programs read them (CO-RE) whenever a task's
+ * The kernel already keeps exact per-task figures for CPU time, faults,
+ * context switches and read/write calls and bytes (task->ioac, what
+ * /proc/PID/io shows); these programs read them (CO-RE) whenever a task's
  * runtime advances (sched_stat_runtime: every tick and every switch) and at
  * exit, and add the deltas since the last look to the thread's and its
  * process's counters. What the kernel does not keep per task is measured
- * here: off-CPU time by reason and run-queue wait (sched_switch/wakeup),
- * read/write-family syscalls (sys_enter/exit), block IO issued
+ * here: off-CPU time by reason, GIL wait, time blocked in read/write
+ * syscalls and run-queue wait (sched_switch/wakeup), block IO issued
  * (block_bio_queue) and CPython GC time (USDT gc__start/gc__done).
+ *
+ * No syscall tracepoint is attached by default: attaching any puts every
+ * task's every syscall on the kernel's slow path (about 3x the cost of a
+ * 1-byte read). sys_enter/sys_exit only count with `--syscalls`.
  *
  * Attached only by `pystrobe stat` and `pystrobe top` (BpfSampler::
  * AttachAccounting); loaded, unattached, with the sampler otherwise.
@@ -23,6 +28,7 @@
 
 #include "offcpu.bpf.h"
 #include "pystrobe_abi.h"
+#include "python_process.bpf.h"
 #include "targets.bpf.h"
 
 /*
@@ -44,10 +50,17 @@ struct acct_thread_state {
 	__u64 last_maj_flt;
 	__u64 last_nvcsw;
 	__u64 last_nivcsw;
-	__u64 syscall_start_ns;
+	__u64 last_rchar;
+	__u64 last_wchar;
+	__u64 last_syscr;
+	__u64 last_syscw;
+	__u64 syscall_start_ns; /* --syscalls only */
 	__u64 gc_start_ns;
-	__u32 syscall_family; /* enum syscall_family of the syscall in flight */
+	__u32 syscall_family; /* enum syscall_family in flight (--syscalls only) */
 	__u32 syscall_counts_bytes;
+	/* enum syscall_family the thread was in when it left the CPU asleep. */
+	__u32 offcpu_syscall;
+	__u32 _pad;
 };
 
 /* Value of thread_counters: the ABI part first, so userspace reads a prefix. */
@@ -145,6 +158,10 @@ static __always_inline void read_task_totals(struct task_struct *task, struct ac
 	s->last_maj_flt = BPF_CORE_READ(task, maj_flt);
 	s->last_nvcsw = BPF_CORE_READ(task, nvcsw);
 	s->last_nivcsw = BPF_CORE_READ(task, nivcsw);
+	s->last_rchar = BPF_CORE_READ(task, ioac.rchar);
+	s->last_wchar = BPF_CORE_READ(task, ioac.wchar);
+	s->last_syscr = BPF_CORE_READ(task, ioac.syscr);
+	s->last_syscw = BPF_CORE_READ(task, ioac.syscw);
 }
 
 static __always_inline struct pystrobe_process_counters *
@@ -255,6 +272,10 @@ static __always_inline void take_task_deltas(struct task_struct *task, struct ac
 	TAKE_DELTA(refs, s, major_faults, last_maj_flt, BPF_CORE_READ(task, maj_flt));
 	TAKE_DELTA(refs, s, voluntary_switches, last_nvcsw, BPF_CORE_READ(task, nvcsw));
 	TAKE_DELTA(refs, s, involuntary_switches, last_nivcsw, BPF_CORE_READ(task, nivcsw));
+	TAKE_DELTA(refs, s, read_bytes, last_rchar, BPF_CORE_READ(task, ioac.rchar));
+	TAKE_DELTA(refs, s, write_bytes, last_wchar, BPF_CORE_READ(task, ioac.wchar));
+	TAKE_DELTA(refs, s, read_calls, last_syscr, BPF_CORE_READ(task, ioac.syscr));
+	TAKE_DELTA(refs, s, write_calls, last_syscw, BPF_CORE_READ(task, ioac.syscw));
 }
 
 /* Every tick of a running task and every switch: keeps CPU time current. */
@@ -269,6 +290,64 @@ int acct_runtime(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/* --- read/write-family syscalls (x86_64 numbers) --------------------------- */
+
+enum syscall_family {
+	SYSCALL_OTHER = 0,
+	SYSCALL_READ = 1,
+	SYSCALL_WRITE = 2,
+};
+
+static __always_inline __u32 syscall_family(long id, __u32 *counts_bytes)
+{
+	*counts_bytes = 1;
+	switch (id) {
+	case 0:	  /* read */
+	case 17:  /* pread64 */
+	case 19:  /* readv */
+	case 45:  /* recvfrom */
+	case 47:  /* recvmsg */
+	case 295: /* preadv */
+	case 327: /* preadv2 */
+		return SYSCALL_READ;
+	case 299: /* recvmmsg: returns messages */
+		*counts_bytes = 0;
+		return SYSCALL_READ;
+	case 1:	  /* write */
+	case 18:  /* pwrite64 */
+	case 20:  /* writev */
+	case 40:  /* sendfile */
+	case 44:  /* sendto */
+	case 46:  /* sendmsg */
+	case 296: /* pwritev */
+	case 328: /* pwritev2 */
+		return SYSCALL_WRITE;
+	case 307: /* sendmmsg: returns messages */
+		*counts_bytes = 0;
+		return SYSCALL_WRITE;
+	}
+	return SYSCALL_OTHER;
+}
+
+/*
+ * The read/write family of the syscall the current thread is in, from its
+ * saved user registers. orig_ax also holds an exception's error code (a
+ * user page fault on code is 0x14, writev's number); the syscall
+ * instruction leaves the return address in rcx, which the entry code saves
+ * beside ip, so a syscall has cx == ip and an exception almost never does.
+ */
+static __always_inline __u32 current_syscall_family(void)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u32 counts_bytes;
+	__u32 family;
+
+	family = syscall_family(BPF_CORE_READ(regs, orig_ax), &counts_bytes);
+	if (family != SYSCALL_OTHER && BPF_CORE_READ(regs, cx) != BPF_CORE_READ(regs, ip))
+		return SYSCALL_OTHER;
+	return family;
+}
+
 SEC("raw_tp/sched_switch")
 int acct_switch(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -277,26 +356,52 @@ int acct_switch(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
 	unsigned int prev_state = (unsigned int)ctx->args[3];
 	struct offcpu_interval interval;
+	struct acct_thread_state *s;
 	struct acct_refs refs;
 	__u64 now = bpf_ktime_get_ns();
 
-	/* nvcsw/nivcsw were counted just before this tracepoint. */
+	/* prev is the current task. nvcsw/nivcsw were counted just before
+	 * this tracepoint. */
 	if (acct_lookup(prev, true, &refs)) {
 		take_task_deltas(prev, &refs);
-		if (refs.thread)
-			offcpu_switch_out(&refs.thread->state.offcpu, preempt, prev_state, now);
+		if (refs.thread) {
+			s = &refs.thread->state;
+			offcpu_switch_out(&s->offcpu, preempt, prev_state, now);
+			s->offcpu_syscall = SYSCALL_OTHER;
+			if (s->offcpu.reason != PYSTROBE_OFFCPU_RUNQUEUE)
+				s->offcpu_syscall = current_syscall_family();
+			if (s->offcpu.reason == PYSTROBE_OFFCPU_SLEEP &&
+			    waiting_for_gil(refs.thread->pub.tgid))
+				s->offcpu.reason = PYSTROBE_OFFCPU_GIL;
+		}
 	}
-	if (acct_lookup(next, true, &refs) && refs.thread &&
-	    offcpu_switch_in(&refs.thread->state.offcpu, now, &interval)) {
-		if (interval.runqueue_ns)
-			ACCT_ADD(&refs, runqueue_ns, interval.runqueue_ns);
-		if (interval.reason == PYSTROBE_OFFCPU_RUNQUEUE)
-			ACCT_ADD(&refs, preempted_ns, interval.runqueue_ns);
-		else if (interval.reason == PYSTROBE_OFFCPU_IO)
-			ACCT_ADD(&refs, offcpu_io_ns, interval.blocked_ns);
-		else
-			ACCT_ADD(&refs, offcpu_sleep_ns, interval.blocked_ns);
+	if (!acct_lookup(next, true, &refs) || !refs.thread)
+		return 0;
+	s = &refs.thread->state;
+	if (!offcpu_switch_in(&s->offcpu, now, &interval))
+		return 0;
+	if (interval.runqueue_ns)
+		ACCT_ADD(&refs, runqueue_ns, interval.runqueue_ns);
+	switch (interval.reason) {
+	case PYSTROBE_OFFCPU_RUNQUEUE:
+		ACCT_ADD(&refs, preempted_ns, interval.runqueue_ns);
+		return 0;
+	case PYSTROBE_OFFCPU_IO:
+		ACCT_ADD(&refs, offcpu_io_ns, interval.blocked_ns);
+		break;
+	case PYSTROBE_OFFCPU_GIL:
+		ACCT_ADD(&refs, gil_wait_ns, interval.blocked_ns);
+		ACCT_ADD(&refs, offcpu_sleep_ns, interval.blocked_ns);
+		break;
+	default:
+		ACCT_ADD(&refs, offcpu_sleep_ns, interval.blocked_ns);
 	}
+	/* Asleep inside a read or write: until it runs again. */
+	if (s->offcpu_syscall == SYSCALL_READ)
+		ACCT_ADD(&refs, read_blocked_ns, interval.blocked_ns + interval.runqueue_ns);
+	else if (s->offcpu_syscall == SYSCALL_WRITE)
+		ACCT_ADD(&refs, write_blocked_ns, interval.blocked_ns + interval.runqueue_ns);
+	s->offcpu_syscall = SYSCALL_OTHER;
 	return 0;
 }
 
@@ -357,44 +462,7 @@ int acct_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* --- read/write-family syscalls (x86_64 numbers) --------------------------- */
-
-enum syscall_family {
-	SYSCALL_OTHER = 0,
-	SYSCALL_READ = 1,
-	SYSCALL_WRITE = 2,
-};
-
-static __always_inline __u32 syscall_family(long id, __u32 *counts_bytes)
-{
-	*counts_bytes = 1;
-	switch (id) {
-	case 0:	  /* read */
-	case 17:  /* pread64 */
-	case 19:  /* readv */
-	case 45:  /* recvfrom */
-	case 47:  /* recvmsg */
-	case 295: /* preadv */
-	case 327: /* preadv2 */
-		return SYSCALL_READ;
-	case 299: /* recvmmsg: returns messages */
-		*counts_bytes = 0;
-		return SYSCALL_READ;
-	case 1:	  /* write */
-	case 18:  /* pwrite64 */
-	case 20:  /* writev */
-	case 40:  /* sendfile */
-	case 44:  /* sendto */
-	case 46:  /* sendmsg */
-	case 296: /* pwritev */
-	case 328: /* pwritev2 */
-		return SYSCALL_WRITE;
-	case 307: /* sendmmsg: returns messages */
-		*counts_bytes = 0;
-		return SYSCALL_WRITE;
-	}
-	return SYSCALL_OTHER;
-}
+/* --- --syscalls: every read/write-family syscall, entry to exit ------------ */
 
 SEC("raw_tp/sys_enter")
 int acct_sys_enter(struct bpf_raw_tracepoint_args *ctx)
@@ -439,15 +507,15 @@ int acct_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	s->syscall_family = SYSCALL_OTHER;
 	s->syscall_start_ns = 0;
 	if (family == SYSCALL_READ) {
-		ACCT_ADD(&refs, read_calls, 1);
-		ACCT_ADD(&refs, read_ns, elapsed);
+		ACCT_ADD(&refs, sys_read_calls, 1);
+		ACCT_ADD(&refs, sys_read_ns, elapsed);
 		if (ret > 0 && counts_bytes)
-			ACCT_ADD(&refs, read_bytes, ret);
+			ACCT_ADD(&refs, sys_read_bytes, ret);
 	} else {
-		ACCT_ADD(&refs, write_calls, 1);
-		ACCT_ADD(&refs, write_ns, elapsed);
+		ACCT_ADD(&refs, sys_write_calls, 1);
+		ACCT_ADD(&refs, sys_write_ns, elapsed);
 		if (ret > 0 && counts_bytes)
-			ACCT_ADD(&refs, write_bytes, ret);
+			ACCT_ADD(&refs, sys_write_bytes, ret);
 	}
 	return 0;
 }
@@ -461,10 +529,10 @@ int acct_bio_queue(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct acct_refs refs;
 
-	if (!acct_lookup(task, true, &refs) || !refs.process)
+	if (!acct_lookup(task, true, &refs))
 		return 0;
-	__sync_fetch_and_add(&refs.process->block_io_bytes, BPF_CORE_READ(bio, bi_iter.bi_size));
-	__sync_fetch_and_add(&refs.process->block_io_ops, 1);
+	ACCT_ADD(&refs, block_io_bytes, BPF_CORE_READ(bio, bi_iter.bi_size));
+	ACCT_ADD(&refs, block_io_ops, 1);
 	return 0;
 }
 
@@ -488,13 +556,13 @@ int BPF_USDT(acct_gc_done, long collected)
 	struct acct_refs refs;
 	__u64 start;
 
-	if (!acct_lookup(task, false, &refs) || !refs.thread || !refs.process)
+	if (!acct_lookup(task, false, &refs) || !refs.thread)
 		return 0;
 	start = refs.thread->state.gc_start_ns;
 	refs.thread->state.gc_start_ns = 0;
 	if (!start)
 		return 0;
-	__sync_fetch_and_add(&refs.process->gc_ns, bpf_ktime_get_ns() - start);
-	__sync_fetch_and_add(&refs.process->gc_collections, 1);
+	ACCT_ADD(&refs, gc_ns, bpf_ktime_get_ns() - start);
+	ACCT_ADD(&refs, gc_collections, 1);
 	return 0;
 }

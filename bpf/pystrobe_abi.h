@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 3
+#define PYSTROBE_ABI_VERSION 4
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -325,7 +325,6 @@ static inline __u32 pystrobe_python_code_stamp32(__u64 stamp)
  * after that counts from its birth.
  */
 
-
 /* What one thread, or all threads of one process, did in the window. */
 struct pystrobe_task_counters {
 	__u64 runtime_ns; /* on CPU: deltas of the kernel's sum_exec_runtime */
@@ -333,25 +332,46 @@ struct pystrobe_task_counters {
 	 * that splits runtime_ns, as the kernel's cputime_adjust() does. */
 	__u64 utime_ns;
 	__u64 stime_ns;
-	__u64 runqueue_ns;  /* runnable, not running (includes preempted_ns) */
-	__u64 preempted_ns; /* the part of runqueue_ns that began by preemption */
+	__u64 runqueue_ns;     /* runnable, not running (includes preempted_ns) */
+	__u64 preempted_ns;    /* the part of runqueue_ns that began by preemption */
 	__u64 offcpu_io_ns;    /* asleep in TASK_UNINTERRUPTIBLE until woken */
-	__u64 offcpu_sleep_ns; /* asleep otherwise until woken */
+	__u64 offcpu_sleep_ns; /* asleep otherwise until woken (includes gil_wait_ns) */
+	/* The part of offcpu_sleep_ns spent in a futex on the interpreter's
+	 * GIL (CPython processes the daemon has discovered). */
+	__u64 gil_wait_ns;
 	__u64 voluntary_switches;   /* deltas of task->nvcsw */
 	__u64 involuntary_switches; /* deltas of task->nivcsw */
-	__u64 minor_faults;         /* deltas of task->min_flt */
-	__u64 major_faults;         /* deltas of task->maj_flt */
-	/* Read family: read, pread64, readv, preadv, preadv2, recvfrom,
-	 * recvmsg, recvmmsg; write family: write, pwrite64, writev, pwritev,
-	 * pwritev2, sendto, sendmsg, sendmmsg, sendfile. Bytes are positive
-	 * return values ((m)msg variants: messages, not bytes: calls only). */
+	__u64 minor_faults;	    /* deltas of task->min_flt */
+	__u64 major_faults;	    /* deltas of task->maj_flt */
+	/* The kernel's per-task IO accounting, as /proc/PID/io reports it:
+	 * deltas of task->ioac.syscr/rchar/syscw/wchar. syscr/syscw count the
+	 * VFS read/write-family syscalls (read, pread64, readv, preadv(2),
+	 * sendfile, splice, copy_file_range and the write counterparts);
+	 * rchar/wchar the bytes they moved, from any file, pipe or socket. */
 	__u64 read_calls;
 	__u64 read_bytes;
-	__u64 read_ns; /* entry to exit, blocked or not */
 	__u64 write_calls;
 	__u64 write_bytes;
-	__u64 write_ns;
+	/* Off CPU (asleep until running again; preemption not counted) while
+	 * inside a read- or write-family syscall (x86_64 numbers, including
+	 * recvfrom/recvmsg/recvmmsg and sendto/sendmsg/sendmmsg). */
+	__u64 read_blocked_ns;
+	__u64 write_blocked_ns;
+	__u64 block_io_bytes; /* bios queued by the thread(s) (block_bio_queue) */
+	__u64 block_io_ops;
+	__u64 gc_ns; /* CPython gc__start to gc__done (USDT) */
+	__u64 gc_collections;
+	/* Only with `--syscalls` (sys_enter/sys_exit attached): every
+	 * read/write-family syscall, bytes from its return value ((m)msg
+	 * variants: calls only), entry to exit time. */
+	__u64 sys_read_calls;
+	__u64 sys_read_bytes;
+	__u64 sys_read_ns;
+	__u64 sys_write_calls;
+	__u64 sys_write_bytes;
+	__u64 sys_write_ns;
 };
+#define PYSTROBE_TASK_COUNTER_FIELDS 28
 
 /* Key of map `thread_counters`: the host tid. Deleted when the thread exits. */
 struct pystrobe_thread_counters {
@@ -373,10 +393,6 @@ struct pystrobe_process_key {
 
 struct pystrobe_process_counters {
 	struct pystrobe_task_counters counters; /* all threads, dead ones too */
-	__u64 block_io_bytes; /* bios queued by the process's threads */
-	__u64 block_io_ops;
-	__u64 gc_ns; /* CPython gc__start to gc__done (USDT) */
-	__u64 gc_collections;
 	__u64 exit_ns; /* bpf_ktime_get_ns() when the last thread exited; 0: alive */
 	__u32 threads; /* threads seen in the window */
 	__u32 _pad;
@@ -394,12 +410,14 @@ enum pystrobe_accounting_drop {
 	PYSTROBE_ACCT_DROP_COUNT = 3,
 };
 
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_task_counters) == 17 * 8,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_task_counters) == PYSTROBE_TASK_COUNTER_FIELDS * 8,
 		    "ABI: pystrobe_task_counters");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_thread_counters) == 32 + 17 * 8,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_thread_counters) ==
+			32 + PYSTROBE_TASK_COUNTER_FIELDS * 8,
 		    "ABI: pystrobe_thread_counters");
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_key) == 16, "ABI: pystrobe_process_key");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_counters) == 17 * 8 + 48 + 16,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_counters) ==
+			PYSTROBE_TASK_COUNTER_FIELDS * 8 + 16 + 16,
 		    "ABI: pystrobe_process_counters");
 /* ==== end of accounting ================================================== */
 

@@ -197,17 +197,22 @@ SamplerCounters BpfSampler::ReadCounters() const {
 
 // ---- Accounting (issue 4) --------------------------------------------------
 
-absl::Status BpfSampler::AttachAccounting() {
+absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
   // Tasks born from now on count from zero; older ones from their first event.
   timespec now = {};
   clock_gettime(CLOCK_BOOTTIME, &now);
   skeleton_->bss->accounting_since_boot_ns =
       static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-  for (bpf_program* program :
-       {skeleton_->progs.acct_exit, skeleton_->progs.acct_exec, skeleton_->progs.acct_wakeup_new,
-        skeleton_->progs.acct_wakeup, skeleton_->progs.acct_switch, skeleton_->progs.acct_runtime,
-        skeleton_->progs.acct_sys_enter, skeleton_->progs.acct_sys_exit,
-        skeleton_->progs.acct_bio_queue}) {
+  std::vector<bpf_program*> programs = {
+      skeleton_->progs.acct_exit,       skeleton_->progs.acct_exec,
+      skeleton_->progs.acct_wakeup_new, skeleton_->progs.acct_wakeup,
+      skeleton_->progs.acct_switch,     skeleton_->progs.acct_runtime,
+      skeleton_->progs.acct_bio_queue};
+  if (options.syscalls) {
+    programs.push_back(skeleton_->progs.acct_sys_enter);
+    programs.push_back(skeleton_->progs.acct_sys_exit);
+  }
+  for (bpf_program* program : programs) {
     bpf_link* link = bpf_program__attach(program);
     if (link == nullptr) {
       return LibbpfError(-errno, absl::StrCat("attach ", bpf_program__name(program)));

@@ -96,9 +96,16 @@ class BpfSampler {
     bpf_map* processes_writable;  // the same map, for deleting exited processes
     const bpf_map* drops;         // per-CPU enum pystrobe_accounting_drop -> u64
   };
-  // Starts counting: attaches the scheduler, syscall, block and exit
-  // programs. Counters cover the time from this call on. After Load().
-  absl::Status AttachAccounting();
+  struct AccountingOptions {
+    // Also attach sys_enter/sys_exit for the sys_* figures. Off by default:
+    // any syscall tracepoint puts every syscall of every task on the
+    // kernel's slow path.
+    bool syscalls = false;
+  };
+  // Starts counting: attaches the scheduler, block and exit programs (and
+  // the syscall ones if asked). Counters cover the time from this call on.
+  // After Load().
+  absl::Status AttachAccounting(AccountingOptions options);
   // Adds CPython GC time from the USDT probes python:gc__start/gc__done of
   // `binary` (an executable or libpython) in process `pid` (-1: in every
   // process that runs it). NotFound when `binary` has no such probes.

@@ -38,6 +38,9 @@
 namespace pystrobe {
 namespace {
 
+// How often the ring buffer is read. stat sleeps in between rather than
+// waiting in epoll: a reader woken by each off-CPU record preempts the very
+// thread whose record it is, which then sends another when it runs again.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 constexpr absl::Duration kCommandGracePeriod = absl::Seconds(2);
 constexpr size_t kReportStacks = 5;
@@ -95,30 +98,46 @@ std::string ResolveExecutable(const std::string& name) {
   return "";
 }
 
-// The stacks that explain `bound`, heaviest first, from the sampled profile.
-void PickStacks(const Profile& profile, uint32_t pid, Bound bound, StatReport& report) {
+// The leaf frame that marks off-CPU stacks of the reason behind `bound`, or
+// "" when on-CPU samples explain it.
+const char* OffCpuLeafOf(Bound bound) {
+  switch (bound) {
+    case Bound::kIo:
+      return "[io wait]";
+    case Bound::kSleep:
+      return "[sleep]";
+    case Bound::kGil:
+      return "[gil wait]";
+    case Bound::kRunqueue:
+      return "[runqueue]";
+    case Bound::kCpu:
+    case Bound::kMemory:
+      break;
+  }
+  return "";
+}
+
+// The stacks that explain `bound`, heaviest first: off-CPU stacks ending in
+// the bounding reason, by time (`offcpu`, in microseconds), or on-CPU samples
+// (`oncpu`) for cpu- and memory-bound processes.
+void PickStacks(const Profile& oncpu, const Profile& offcpu, uint32_t pid, Bound bound,
+                StatReport& report) {
   std::string process_suffix = absl::StrCat(" (", pid, ")");
-  bool io_stacks = bound == Bound::kIo;
-  bool offcpu_bound = bound == Bound::kIo || bound == Bound::kSleep || bound == Bound::kRunqueue;
+  std::string leaf = OffCpuLeafOf(bound);
+  const Profile& profile = leaf.empty() ? oncpu : offcpu;
   std::vector<const ProfileStack*> chosen;
-  uint64_t process_samples = 0;
+  uint64_t total = 0;
   for (const ProfileStack& stack : profile.stacks()) {
     bool mine = false;
-    bool in_io_syscall = false;
     for (const Frame& frame : stack.frames) {
       if (frame.kind == FrameKind::kProcess && absl::EndsWith(frame.name, process_suffix)) {
         mine = true;
-      }
-      if (frame.kind == FrameKind::kKernel && absl::StrContains(frame.name, "_sys_") &&
-          (absl::StrContains(frame.name, "read") || absl::StrContains(frame.name, "write") ||
-           absl::StrContains(frame.name, "sync") || absl::StrContains(frame.name, "send") ||
-           absl::StrContains(frame.name, "recv"))) {
-        in_io_syscall = true;
+        break;
       }
     }
     if (!mine) continue;
-    process_samples += stack.count;
-    if (io_stacks && !in_io_syscall) continue;
+    if (!leaf.empty() && (stack.frames.empty() || stack.frames.back().name != leaf)) continue;
+    total += stack.count;
     chosen.push_back(&stack);
   }
   std::sort(chosen.begin(), chosen.end(),
@@ -129,13 +148,18 @@ void PickStacks(const Profile& profile, uint32_t pid, Bound bound, StatReport& r
     for (const Frame& frame : stack->frames) {
       if (frame.kind != FrameKind::kProcess) out.frames.push_back(frame.name);
     }
-    out.samples = stack->count;
-    out.share = process_samples ? static_cast<double>(stack->count) / process_samples : 0;
+    if (leaf.empty()) {
+      out.samples = stack->count;
+    } else {
+      out.seconds = stack->count * 1e-6;
+    }
+    out.share = total ? static_cast<double>(stack->count) / total : 0;
     report.stacks.push_back(std::move(out));
   }
-  report.stacks_kind = io_stacks ? "on-CPU samples in read/write/sync syscalls" : "on-CPU samples";
-  if (offcpu_bound) {
-    report.stacks_note = "stacks by off-CPU time arrive with record --off-cpu";
+  report.stacks_kind =
+      leaf.empty() ? "on-CPU samples" : absl::StrCat("off-CPU time ending in ", leaf);
+  if (chosen.empty() && !leaf.empty()) {
+    report.stacks_note = absl::StrCat("no off-CPU stack of the process ended in ", leaf);
   }
 }
 
@@ -174,14 +198,19 @@ int RunStatCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<BpfSampler>> opened = BpfSampler::Open();
   if (!opened.ok()) return Fail(opened.status());
   BpfSampler& sampler = **opened;
-  if (absl::Status s = sampler.Configure(SamplerConfig{.filter_pids = true}); !s.ok()) {
+  // Off-CPU stacks too: io, sleep, GIL and run-queue verdicts are explained
+  // by where the threads waited.
+  if (absl::Status s = sampler.Configure(SamplerConfig{.filter_pids = true, .offcpu = true});
+      !s.ok()) {
     return Fail(s);
   }
   if (absl::Status s = sampler.Load(); !s.ok()) return Fail(s);
   if (absl::Status s = sampler.AddTargetPid(pid); !s.ok()) return Fail(s);
 
   // 3. Attach: counters, CPython GC probes where the binary has them, samples.
-  if (absl::Status s = sampler.AttachAccounting(); !s.ok()) return Fail(s);
+  if (absl::Status s = sampler.AttachAccounting({.syscalls = options.syscalls}); !s.ok()) {
+    return Fail(s);
+  }
   std::string binary =
       command ? ResolveExecutable(options.command[0])
               : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe")).string();
@@ -215,7 +244,8 @@ int RunStatCommand(const std::vector<std::string>& args) {
 
   // 4. Until the command exits, the duration ends, the process ends, or a signal.
   while (stop_signal.load() == 0) {
-    if (absl::Status s = sampler.Poll(kPollInterval); !s.ok()) {
+    absl::SleepFor(kPollInterval);
+    if (absl::Status s = sampler.Drain(); !s.ok()) {
       fprintf(stderr, "pystrobe stat: %s; reporting what was counted\n",
               std::string(s.message()).c_str());
       break;
@@ -226,7 +256,9 @@ int RunStatCommand(const std::vector<std::string>& args) {
   }
   absl::Duration elapsed = absl::Now() - start;
   sampler.Detach();
-  sampler.Poll(absl::ZeroDuration()).IgnoreError();
+  if (absl::Status s = sampler.Drain(); !s.ok()) {
+    fprintf(stderr, "pystrobe stat: %s\n", std::string(s.message()).c_str());
+  }
   if (command) StopCommand(*command);
 
   // 5. The process's figures: the entry of the targeted process (a reused
@@ -245,10 +277,8 @@ int RunStatCommand(const std::vector<std::string>& args) {
   report.comm = process.comm;
   report.duration_seconds = absl::ToDoubleSeconds(elapsed);
   report.figures = FiguresFrom(process.raw);
-  report.block_io_bytes = process.block_io_bytes;
-  report.gc_seconds = process.gc_seconds;
-  report.gc_collections = process.gc_collections;
   report.gc_measured = gc_measured;
+  report.syscalls = options.syscalls;
   report.threads = process.threads;
   report.exited = process.exited || (command && command->exited());
   report.drops = reader.Drops();
@@ -264,18 +294,27 @@ int RunStatCommand(const std::vector<std::string>& args) {
     inputs.samples = samples->samples;
     inputs.python_samples = samples->python_samples;
     inputs.gil_samples = samples->gil_samples;
+    // The kernel knew the process's CPython layout, so it could tell a
+    // futex on the GIL from any other sleep.
+    inputs.gil_wait_measured = samples->python_samples > 0;
+    if (samples->python_samples > 0) {
+      report.gil_held_share = static_cast<double>(samples->gil_samples) / samples->python_samples;
+    }
     double busy = kBusyThreadShare * report.duration_seconds * options.rate_hz;
     for (const auto& [tid, count] : samples->per_thread) {
       if (count >= busy) ++inputs.busy_threads;
     }
   }
+  report.gil_wait_measured = inputs.gil_wait_measured;
   report.verdict = Decide(inputs);
 
-  Profile profile;
+  Profile oncpu, offcpu;
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
                          kernel_symbols.ok() ? &*kernel_symbols : nullptr, ProfileBuilderOptions{});
-  builder.AddTo(recorder.stacks(), profile);
-  PickStacks(profile, pid, report.verdict.bound, report);
+  builder.AddTo(recorder.stacks(), oncpu);
+  // Off-CPU stacks weigh nanoseconds: kept as microseconds.
+  builder.AddTo(recorder.offcpu_stacks(), {.scale = 1e-3, .root = ""}, offcpu);
+  PickStacks(oncpu, offcpu, pid, report.verdict.bound, report);
 
   std::string text = options.json ? StatReportJson(report) : StatReportText(report);
   fputs(text.c_str(), stdout);

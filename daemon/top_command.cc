@@ -30,6 +30,9 @@
 namespace pystrobe {
 namespace {
 
+// How often the ring buffer is read and keys are checked. top sleeps in
+// between rather than waiting in epoll, so the records it reads do not wake
+// it (and preempt the threads they describe) one by one.
 constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
 constexpr char kSystemPython[] = "/usr/bin/python3.11";
 
@@ -141,7 +144,7 @@ int RunTopCommand(const std::vector<std::string>& args) {
   if (options.pid) {
     if (absl::Status s = sampler.AddTargetPid(*options.pid); !s.ok()) return Fail(s);
   }
-  if (absl::Status s = sampler.AttachAccounting(); !s.ok()) return Fail(s);
+  if (absl::Status s = sampler.AttachAccounting({}); !s.ok()) return Fail(s);
   std::error_code ignored;
   std::string python_binary =
       options.pid
@@ -149,7 +152,7 @@ int RunTopCommand(const std::vector<std::string>& args) {
                 .string()
           : std::string(kSystemPython);
   if (!python_binary.empty() && std::filesystem::exists(python_binary, ignored)) {
-    // GC time is not shown yet; attaching keeps the counters complete.
+    // GC time of the interpreters that have the probes (Debian's python3.11).
     sampler.AttachPythonGcProbes(options.pid ? static_cast<int>(*options.pid) : -1, python_binary)
         .IgnoreError();
   }
@@ -179,7 +182,8 @@ int RunTopCommand(const std::vector<std::string>& args) {
     absl::Time next = last + options.interval;
     bool redraw = false;
     while (absl::Now() < next && stop_signal.load() == 0 && !redraw) {
-      sampler.Poll(std::min(kPollSlice, next - absl::Now())).IgnoreError();
+      absl::SleepFor(std::min(kPollSlice, next - absl::Now()));
+      sampler.Drain().IgnoreError();
       if (std::optional<char> key = keys.Read()) {
         switch (*key) {
           case 'q':

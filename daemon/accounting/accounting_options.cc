@@ -56,6 +56,8 @@ Options:
   -d, --duration SECS  how long to watch it (required with --pid)
   --json               print one JSON object instead of text
   -r, --rate HZ        sampling rate for the stacks (default 199)
+  --syscalls           also trace each read/write-family syscall (socket calls,
+                       time entry to exit); slows every syscall on the host
   -v, --verbose        show libbpf's messages
   -h, --help           this help
 )";
@@ -72,6 +74,8 @@ absl::StatusOr<StatOptions> ParseStatOptions(const std::vector<std::string>& arg
     } else if (arg == "-h" || arg == "--help") {
       options.help = true;
       return options;
+    } else if (arg == "--syscalls") {
+      options.syscalls = true;
     } else if (arg == "--json") {
       options.json = true;
     } else if (arg == "-v" || arg == "--verbose") {

@@ -18,6 +18,9 @@ struct StatOptions {
   std::optional<absl::Duration> duration;
   bool json = false;
   int rate_hz = 199;  // the sampler that finds the stacks
+  // Also trace every read/write-family syscall (sys_enter/sys_exit): socket
+  // calls and time in them, at the cost of every syscall on the host.
+  bool syscalls = false;
   bool verbose = false;
   bool help = false;
 };

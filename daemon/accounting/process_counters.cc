@@ -36,16 +36,27 @@ TaskFigures FiguresFrom(const pystrobe_task_counters& raw) {
   f.preempted_seconds = raw.preempted_ns * kNanosecond;
   f.offcpu_io_seconds = raw.offcpu_io_ns * kNanosecond;
   f.offcpu_sleep_seconds = raw.offcpu_sleep_ns * kNanosecond;
+  f.gil_wait_seconds = raw.gil_wait_ns * kNanosecond;
   f.voluntary_switches = raw.voluntary_switches;
   f.involuntary_switches = raw.involuntary_switches;
   f.minor_faults = raw.minor_faults;
   f.major_faults = raw.major_faults;
   f.read_calls = raw.read_calls;
   f.read_bytes = raw.read_bytes;
-  f.read_seconds = raw.read_ns * kNanosecond;
   f.write_calls = raw.write_calls;
   f.write_bytes = raw.write_bytes;
-  f.write_seconds = raw.write_ns * kNanosecond;
+  f.read_blocked_seconds = raw.read_blocked_ns * kNanosecond;
+  f.write_blocked_seconds = raw.write_blocked_ns * kNanosecond;
+  f.block_io_bytes = raw.block_io_bytes;
+  f.block_io_ops = raw.block_io_ops;
+  f.gc_seconds = raw.gc_ns * kNanosecond;
+  f.gc_collections = raw.gc_collections;
+  f.sys_read_calls = raw.sys_read_calls;
+  f.sys_read_bytes = raw.sys_read_bytes;
+  f.sys_read_seconds = raw.sys_read_ns * kNanosecond;
+  f.sys_write_calls = raw.sys_write_calls;
+  f.sys_write_bytes = raw.sys_write_bytes;
+  f.sys_write_seconds = raw.sys_write_ns * kNanosecond;
   return f;
 }
 
@@ -76,10 +87,6 @@ std::vector<ProcessCounters> AccountingReader::Processes(std::optional<uint32_t>
     p.start_ns = key.start_ns;
     p.comm = CommOf(value.comm);
     p.raw = value.counters;
-    p.block_io_bytes = value.block_io_bytes;
-    p.block_io_ops = value.block_io_ops;
-    p.gc_seconds = value.gc_ns * kNanosecond;
-    p.gc_collections = value.gc_collections;
     p.threads = value.threads;
     p.exited = value.exit_ns != 0;
     out.push_back(std::move(p));

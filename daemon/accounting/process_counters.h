@@ -24,17 +24,31 @@ struct TaskFigures {
   double runqueue_seconds = 0;   // runnable, waiting for a CPU
   double preempted_seconds = 0;  // the part of runqueue_seconds after a preemption
   double offcpu_io_seconds = 0;
-  double offcpu_sleep_seconds = 0;
+  double offcpu_sleep_seconds = 0;  // includes gil_wait_seconds
+  double gil_wait_seconds = 0;      // asleep waiting to take CPython's GIL
   uint64_t voluntary_switches = 0;
   uint64_t involuntary_switches = 0;
   uint64_t minor_faults = 0;
   uint64_t major_faults = 0;
+  // The kernel's IO accounting (/proc/PID/io): syscr, rchar, syscw, wchar.
   uint64_t read_calls = 0;
   uint64_t read_bytes = 0;
-  double read_seconds = 0;
   uint64_t write_calls = 0;
   uint64_t write_bytes = 0;
-  double write_seconds = 0;
+  // Off CPU while inside a read- or write-family syscall.
+  double read_blocked_seconds = 0;
+  double write_blocked_seconds = 0;
+  uint64_t block_io_bytes = 0;
+  uint64_t block_io_ops = 0;
+  double gc_seconds = 0;
+  uint64_t gc_collections = 0;
+  // Only with --syscalls: every read/write-family syscall, entry to exit.
+  uint64_t sys_read_calls = 0;
+  uint64_t sys_read_bytes = 0;
+  double sys_read_seconds = 0;
+  uint64_t sys_write_calls = 0;
+  uint64_t sys_write_bytes = 0;
+  double sys_write_seconds = 0;
 
   double cpu_seconds() const { return cpu_user_seconds + cpu_system_seconds; }
   uint64_t context_switches() const { return voluntary_switches + involuntary_switches; }
@@ -50,10 +64,6 @@ struct ProcessCounters {
   uint64_t start_ns = 0;  // leader's start_boottime: with pid, the process's identity
   std::string comm;
   pystrobe_task_counters raw = {};
-  uint64_t block_io_bytes = 0;
-  uint64_t block_io_ops = 0;
-  double gc_seconds = 0;
-  uint64_t gc_collections = 0;
   uint32_t threads = 0;  // threads seen in the window
   bool exited = false;
 };

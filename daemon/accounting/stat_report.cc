@@ -57,23 +57,25 @@ std::string StatReportJson(const StatReport& r) {
       absl::StrCat("\"preempted_seconds\":", Seconds(f.preempted_seconds)),
       absl::StrCat("\"offcpu_io_seconds\":", Seconds(f.offcpu_io_seconds)),
       absl::StrCat("\"offcpu_sleep_seconds\":", Seconds(f.offcpu_sleep_seconds)),
-      // GIL wait is not measured yet (issue 4, item 3): 0, and said so.
-      "\"gil_wait_seconds\":0",
-      "\"gil_wait_measured\":false",
+      absl::StrCat("\"gil_wait_seconds\":", Seconds(f.gil_wait_seconds)),
+      absl::StrCat("\"gil_wait_measured\":", r.gil_wait_measured ? "true" : "false"),
+      absl::StrCat("\"gil_held_sample_share\":",
+                   r.gil_held_share < 0 ? "null" : absl::StrFormat("%.4f", r.gil_held_share)),
       absl::StrCat("\"read_bytes\":", f.read_bytes),
       absl::StrCat("\"write_bytes\":", f.write_bytes),
       absl::StrCat("\"read_calls\":", f.read_calls),
       absl::StrCat("\"write_calls\":", f.write_calls),
-      absl::StrCat("\"read_seconds\":", Seconds(f.read_seconds)),
-      absl::StrCat("\"write_seconds\":", Seconds(f.write_seconds)),
-      absl::StrCat("\"block_io_bytes\":", r.block_io_bytes),
+      absl::StrCat("\"read_blocked_seconds\":", Seconds(f.read_blocked_seconds)),
+      absl::StrCat("\"write_blocked_seconds\":", Seconds(f.write_blocked_seconds)),
+      absl::StrCat("\"block_io_bytes\":", f.block_io_bytes),
+      absl::StrCat("\"block_io_ops\":", f.block_io_ops),
       absl::StrCat("\"minor_faults\":", f.minor_faults),
       absl::StrCat("\"major_faults\":", f.major_faults),
       absl::StrCat("\"context_switches\":", f.context_switches()),
       absl::StrCat("\"voluntary_switches\":", f.voluntary_switches),
       absl::StrCat("\"involuntary_switches\":", f.involuntary_switches),
-      absl::StrCat("\"gc_seconds\":", Seconds(r.gc_seconds)),
-      absl::StrCat("\"gc_collections\":", r.gc_collections),
+      absl::StrCat("\"gc_seconds\":", Seconds(f.gc_seconds)),
+      absl::StrCat("\"gc_collections\":", f.gc_collections),
       absl::StrCat("\"gc_measured\":", r.gc_measured ? "true" : "false"),
       absl::StrCat("\"threads\":", r.threads),
       absl::StrCat("\"exited\":", r.exited ? "true" : "false"),
@@ -83,14 +85,22 @@ std::string StatReportJson(const StatReport& r) {
       absl::StrCat("\"stacks_kind\":\"", JsonEscape(r.stacks_kind), "\""),
       absl::StrCat("\"stacks_note\":\"", JsonEscape(r.stacks_note), "\""),
   };
+  if (r.syscalls) {
+    fields.push_back(
+        absl::StrFormat("\"syscalls\":{\"read_calls\":%d,\"read_bytes\":%d,\"read_seconds\":%s,"
+                        "\"write_calls\":%d,\"write_bytes\":%d,\"write_seconds\":%s}",
+                        f.sys_read_calls, f.sys_read_bytes, Seconds(f.sys_read_seconds),
+                        f.sys_write_calls, f.sys_write_bytes, Seconds(f.sys_write_seconds)));
+  }
   std::vector<std::string> stacks;
   for (const ReportStack& stack : r.stacks) {
     std::vector<std::string> frames;
     for (const std::string& frame : stack.frames) {
       frames.push_back(absl::StrCat("\"", JsonEscape(frame), "\""));
     }
-    stacks.push_back(absl::StrFormat("{\"samples\":%d,\"share\":%.4f,\"frames\":[%s]}",
-                                     stack.samples, stack.share, absl::StrJoin(frames, ",")));
+    stacks.push_back(absl::StrFormat(
+        "{\"samples\":%d,\"seconds\":%s,\"share\":%.4f,\"frames\":[%s]}", stack.samples,
+        Seconds(stack.seconds), stack.share, absl::StrJoin(frames, ",")));
   }
   fields.push_back(absl::StrCat("\"stacks\":[", absl::StrJoin(stacks, ","), "]"));
   fields.push_back(
@@ -117,18 +127,30 @@ std::string StatReportText(const StatReport& r) {
        absl::StrFormat("%10.3f s  (preempted %.3f s)", f.runqueue_seconds, f.preempted_seconds));
   line("off-CPU: IO wait", absl::StrFormat("%10.3f s", f.offcpu_io_seconds));
   line("off-CPU: sleep/lock", absl::StrFormat("%10.3f s", f.offcpu_sleep_seconds));
-  line("GIL wait", "         0 s  (not measured yet)");
-  line("reads", absl::StrFormat("%10d calls, %s, %.3f s in them", f.read_calls, Bytes(f.read_bytes),
-                                f.read_seconds));
-  line("writes", absl::StrFormat("%10d calls, %s, %.3f s in them", f.write_calls,
-                                 Bytes(f.write_bytes), f.write_seconds));
-  line("block IO issued", absl::StrFormat("%10s", Bytes(r.block_io_bytes)));
+  std::string held = r.gil_held_share < 0 ? std::string()
+                                          : absl::StrFormat(", %.0f%% of Python samples held it",
+                                                            100 * r.gil_held_share);
+  line("  of which GIL wait",
+       r.gil_wait_measured ? absl::StrFormat("%10.3f s%s", f.gil_wait_seconds, held)
+                           : std::string("         - (not a CPython process pystrobe knows)"));
+  line("reads", absl::StrFormat("%10d calls, %s, %.3f s blocked in them", f.read_calls,
+                                Bytes(f.read_bytes), f.read_blocked_seconds));
+  line("writes", absl::StrFormat("%10d calls, %s, %.3f s blocked in them", f.write_calls,
+                                 Bytes(f.write_bytes), f.write_blocked_seconds));
+  if (r.syscalls) {
+    line("read syscalls", absl::StrFormat("%10d calls, %s, %.3f s in them", f.sys_read_calls,
+                                          Bytes(f.sys_read_bytes), f.sys_read_seconds));
+    line("write syscalls", absl::StrFormat("%10d calls, %s, %.3f s in them", f.sys_write_calls,
+                                           Bytes(f.sys_write_bytes), f.sys_write_seconds));
+  }
+  line("block IO issued",
+       absl::StrFormat("%10s in %d bios", Bytes(f.block_io_bytes), f.block_io_ops));
   line("page faults", absl::StrFormat("%10d minor, %d major", f.minor_faults, f.major_faults));
   line("context switches",
        absl::StrFormat("%10d (%d voluntary, %d involuntary)", f.context_switches(),
                        f.voluntary_switches, f.involuntary_switches));
   line("GC", r.gc_measured
-                 ? absl::StrFormat("%10.3f s, %d collections", r.gc_seconds, r.gc_collections)
+                 ? absl::StrFormat("%10.3f s, %d collections", f.gc_seconds, f.gc_collections)
                  : std::string("         - (no python:gc__* probes)"));
   absl::StrAppend(&out, "\nverdict: ", r.verdict.name, "\n  ", r.verdict.evidence, "\n\n");
   if (r.stacks.empty()) {
@@ -136,7 +158,9 @@ std::string StatReportText(const StatReport& r) {
   } else {
     absl::StrAppend(&out, "top stacks (", r.stacks_kind, "):\n");
     for (const ReportStack& stack : r.stacks) {
-      absl::StrAppend(&out, absl::StrFormat("  %5.1f%%  %s\n", 100 * stack.share,
+      std::string weight = stack.seconds > 0 ? absl::StrFormat("%8.3f s", stack.seconds)
+                                             : absl::StrFormat("%6d smp", stack.samples);
+      absl::StrAppend(&out, absl::StrFormat("  %5.1f%% %s  %s\n", 100 * stack.share, weight,
                                             absl::StrJoin(stack.frames, ";")));
     }
     if (!r.stacks_note.empty()) absl::StrAppend(&out, "  (", r.stacks_note, ")\n");

@@ -14,8 +14,9 @@ namespace pystrobe {
 
 struct ReportStack {
   std::vector<std::string> frames;  // root first
-  uint64_t samples = 0;
-  double share = 0;  // of the process's samples
+  uint64_t samples = 0;             // on-CPU stacks: samples
+  double seconds = 0;               // off-CPU stacks: time off CPU
+  double share = 0;  // of the process's samples, or of its off-CPU time for this reason
 };
 
 struct StatReport {
@@ -23,15 +24,16 @@ struct StatReport {
   std::string comm;
   double duration_seconds = 0;
   TaskFigures figures;
-  uint64_t block_io_bytes = 0;
-  double gc_seconds = 0;
-  uint64_t gc_collections = 0;
-  bool gc_measured = false;  // the interpreter's GC probes were attached
+  bool gc_measured = false;        // the interpreter's GC probes were attached
+  bool gil_wait_measured = false;  // a CPython process whose layout the kernel knew
+  // Share of the process's Python samples whose thread held the GIL (-1: none).
+  double gil_held_share = -1;
+  bool syscalls = false;  // --syscalls: the sys_* figures were counted
   uint32_t threads = 0;
   bool exited = false;
   uint64_t samples = 0;
   Verdict verdict;
-  // What the stacks show ("on-CPU samples"), and why there are none if so.
+  // What the stacks show ("off-CPU time in [io wait]"), and why there are none if so.
   std::string stacks_kind;
   std::string stacks_note;
   std::vector<ReportStack> stacks;

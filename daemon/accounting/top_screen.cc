@@ -19,7 +19,7 @@ double SortKey(TopSort sort, const TopRow& row) {
     case TopSort::kCpu:
       return f.cpu_seconds();
     case TopSort::kIo:
-      return static_cast<double>(f.read_bytes + f.write_bytes + row.block_io_bytes);
+      return static_cast<double>(f.read_bytes + f.write_bytes + f.block_io_bytes);
     case TopSort::kFaults:
       return static_cast<double>(f.minor_faults + f.major_faults);
     case TopSort::kOffCpu:
@@ -62,40 +62,48 @@ void SortTopRows(TopSort sort, std::vector<TopRow>& rows) {
 std::string RenderTopScreen(TopScreen screen) {
   SortTopRows(screen.sort, screen.rows);
   double dt = screen.interval_seconds > 0 ? screen.interval_seconds : 1;
-  double cpu_total = 0, read_total = 0, write_total = 0, faults_total = 0;
+  double cpu_total = 0, read_total = 0, write_total = 0, block_total = 0, faults_total = 0;
+  double gil_total = 0, gc_total = 0;
   for (const TopRow& row : screen.rows) {
     cpu_total += row.figures.cpu_seconds();
     read_total += row.figures.read_bytes;
     write_total += row.figures.write_bytes;
+    block_total += row.figures.block_io_bytes;
     faults_total += row.figures.minor_faults + row.figures.major_faults;
+    gil_total += row.figures.gil_wait_seconds;
+    gc_total += row.figures.gc_seconds;
   }
   std::string out = screen.clear ? kClear : "";
   absl::StrAppend(&out, kBold, "pystrobe top", kReset, " - ", screen.title,
                   absl::StrFormat(" - %.1f s interval, %d CPUs, sorted by %s\n", dt, screen.cpus,
                                   SortName(screen.sort)));
-  absl::StrAppend(&out, absl::StrFormat("CPU %.1f%% of one CPU, read %sB/s, write %sB/s, "
-                                        "faults %s/s, GIL wait not measured yet\n\n",
-                                        100 * cpu_total / dt, Rate(read_total / dt),
-                                        Rate(write_total / dt), Rate(faults_total / dt)));
+  absl::StrAppend(
+      &out, absl::StrFormat("CPU %.1f%% of one CPU, read %sB/s, write %sB/s, block IO %sB/s, "
+                            "faults %s/s, GIL wait %.1f%%, GC %.1f%%\n\n",
+                            100 * cpu_total / dt, Rate(read_total / dt), Rate(write_total / dt),
+                            Rate(block_total / dt), Rate(faults_total / dt), 100 * gil_total / dt,
+                            100 * gc_total / dt));
   bool threads = !screen.rows.empty() && screen.rows.front().tid != 0;
-  absl::StrAppend(&out, kReverse,
-                  absl::StrFormat("%8s %-16s %6s %6s %8s %8s %8s %6s %6s %6s %5s %7s",
-                                  threads ? "TID" : "PID", "COMM", "USR%", "SYS%", "READ/s",
-                                  "WRITE/s", "FLT/s", "RUNQ%", "IOW%", "SLEEP%", "GIL%", "CSW/s"),
-                  kReset, "\n");
+  absl::StrAppend(
+      &out, kReverse,
+      absl::StrFormat("%8s %-16s %6s %6s %8s %8s %8s %8s %6s %6s %6s %5s %5s %7s",
+                      threads ? "TID" : "PID", "COMM", "USR%", "SYS%", "READ/s", "WRITE/s", "BIO/s",
+                      "FLT/s", "RUNQ%", "IOW%", "SLEEP%", "GIL%", "GC%", "CSW/s"),
+      kReset, "\n");
   int shown = 0;
   for (const TopRow& row : screen.rows) {
     if (shown++ >= screen.max_rows) break;
     const TaskFigures& f = row.figures;
     absl::StrAppend(
-        &out,
-        absl::StrFormat("%8d %-16s %6.1f %6.1f %8s %8s %8s %6.1f %6.1f %6.1f %5s %7s%s\n",
-                        threads ? row.tid : row.pid, row.comm.substr(0, 16),
-                        100 * f.cpu_user_seconds / dt, 100 * f.cpu_system_seconds / dt,
-                        Rate(f.read_bytes / dt), Rate(f.write_bytes / dt),
-                        Rate((f.minor_faults + f.major_faults) / dt), 100 * f.runqueue_seconds / dt,
-                        100 * f.offcpu_io_seconds / dt, 100 * f.offcpu_sleep_seconds / dt, "0",
-                        Rate(f.context_switches() / dt), row.exited ? " (exited)" : ""));
+        &out, absl::StrFormat(
+                  "%8d %-16s %6.1f %6.1f %8s %8s %8s %8s %6.1f %6.1f %6.1f %5.1f %5.1f %7s%s\n",
+                  threads ? row.tid : row.pid, row.comm.substr(0, 16),
+                  100 * f.cpu_user_seconds / dt, 100 * f.cpu_system_seconds / dt,
+                  Rate(f.read_bytes / dt), Rate(f.write_bytes / dt), Rate(f.block_io_bytes / dt),
+                  Rate((f.minor_faults + f.major_faults) / dt), 100 * f.runqueue_seconds / dt,
+                  100 * f.offcpu_io_seconds / dt, 100 * f.offcpu_sleep_seconds / dt,
+                  100 * f.gil_wait_seconds / dt, 100 * f.gc_seconds / dt,
+                  Rate(f.context_switches() / dt), row.exited ? " (exited)" : ""));
   }
   absl::StrAppend(&out, "\n", kBold, "Hottest Python functions", kReset,
                   absl::StrFormat(" (%d samples this interval)\n", screen.function_samples));

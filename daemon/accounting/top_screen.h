@@ -16,8 +16,7 @@ struct TopRow {
   uint32_t pid = 0;
   uint32_t tid = 0;  // 0 on a process row
   std::string comm;
-  TaskFigures figures;  // over the interval
-  uint64_t block_io_bytes = 0;
+  TaskFigures figures;  // over the interval (block IO and GC included)
   bool exited = false;
 };
 

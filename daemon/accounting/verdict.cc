@@ -25,25 +25,33 @@ Verdict Decide(const VerdictInputs& in) {
   double system_share = f.cpu_seconds() > 0 ? f.cpu_system_seconds / f.cpu_seconds() : 0;
   std::string shares = absl::StrFormat(
       "per second of wall time: %.2f s on CPU (%.0f%% system), %.2f s in IO wait, %.2f s "
-      "runnable in the run queue, %.2f s asleep",
-      cpu, 100 * system_share, io, runqueue, sleep);
+      "runnable in the run queue, %.2f s asleep (%.2f s of it waiting for the GIL)",
+      cpu, 100 * system_share, io, runqueue, sleep, f.gil_wait_seconds / d);
 
-  // 1. The GIL: several threads want to run Python, one at a time can.
+  // 1. The GIL: threads that want to run Python wait for the one that does.
+  // The samples' GIL share is a second figure, and the rule when the wait
+  // is not measured.
   double gil_held =
       in.python_samples > 0 ? static_cast<double>(in.gil_samples) / in.python_samples : 0;
+  std::string held = in.python_samples > 0
+                         ? absl::StrFormat("%.0f%% of %d Python samples held the GIL",
+                                           100 * gil_held, in.python_samples)
+                         : std::string("no Python samples");
   double could_use = std::min(in.busy_threads, in.cpus);
-  if (in.gil_wait_measured && in.gil_wait_seconds / d >= kActiveShare &&
-      in.gil_wait_seconds >= f.cpu_seconds()) {
-    return Make("gil-bound", Bound::kGil,
-                absl::StrFormat("threads waited %.2f s per second for the GIL; %s",
-                                in.gil_wait_seconds / d, shares));
-  }
-  if (in.busy_threads >= 2 && in.python_samples > 0 && gil_held >= kGilHeldShare &&
-      cpu >= kGilMinCores && cpu < kGilCpuShare * could_use) {
+  if (in.gil_wait_measured) {
+    double wait = f.gil_wait_seconds;
+    if (wait / d >= kActiveShare && wait >= kGilWaitCpuShare * f.cpu_seconds()) {
+      return Make("gil-bound", Bound::kGil,
+                  absl::StrFormat("threads waited %.2f s per second for the GIL (%.2f s on CPU); "
+                                  "%s; %s",
+                                  wait / d, cpu, held, shares));
+    }
+  } else if (in.busy_threads >= 2 && in.python_samples > 0 && gil_held >= kGilHeldShare &&
+             cpu >= kGilMinCores && cpu < kGilCpuShare * could_use) {
     return Make("gil-bound", Bound::kGil,
                 absl::StrFormat("%d busy Python threads got %.2f of the %.0f CPUs they could use; "
-                                "%.0f%% of their samples held the GIL; %s",
-                                in.busy_threads, cpu, could_use, 100 * gil_held, shares));
+                                "%s (GIL wait not measured); %s",
+                                in.busy_threads, cpu, could_use, held, shares));
   }
   // 2. Major faults wait on the disk for memory.
   if (major >= kMemoryMajorFaultsPerSecond) {

@@ -22,7 +22,11 @@ inline constexpr double kMemoryMajorFaultsPerSecond = 50;
 inline constexpr double kActiveShare = 0.25;
 // A thread is busy when its samples cover this share of the window.
 inline constexpr double kBusyThreadShare = 0.05;
-// GIL: held in this share of the process's Python samples, ...
+// GIL, measured: threads waited for it at least kActiveShare of the window
+// and at least this share of the process's CPU time.
+inline constexpr double kGilWaitCpuShare = 0.5;
+// GIL, from samples only (when the wait is not measured): held in this
+// share of the process's Python samples, ...
 inline constexpr double kGilHeldShare = 0.6;
 // ... while the busy threads get less than this share of the CPUs they
 // could use without a GIL, and the process uses at least kGilMinCores.
@@ -39,9 +43,9 @@ struct VerdictInputs {
   uint64_t python_samples = 0;
   uint64_t gil_samples = 0;
   int busy_threads = 0;
-  // GIL wait measured in the interpreter (not yet: issue 4 item 3).
+  // figures.gil_wait_seconds is measured: the kernel knew the process's
+  // CPython layout (it has Python samples).
   bool gil_wait_measured = false;
-  double gil_wait_seconds = 0;
 };
 
 // The resource that bounds the process: which stacks explain it.

@@ -87,6 +87,8 @@ def truth():
         "majflt": int(fields[9]),
         "rchar": int(io_fields["rchar"]),
         "wchar": int(io_fields["wchar"]),
+        "syscr": int(io_fields["syscr"]),
+        "syscw": int(io_fields["syscw"]),
     }
 
 

@@ -14,6 +14,7 @@ namespace pystrobe {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(FiguresFrom, SplitsExactRuntimeByTickRatioLikeCputimeAdjust) {
   pystrobe_task_counters raw = {};
@@ -90,7 +91,41 @@ TEST(Decide, MajorFaultsAloneAreMemoryBound) {
   EXPECT_EQ(Decide(in).name, "memory-bound");
 }
 
-TEST(Decide, BusyPythonThreadsSharingOneGilAreGilBound) {
+TEST(Decide, MeasuredGilWaitAboveHalfTheCpuTimeIsGilBound) {
+  // Four threads, two CPUs: one runs Python, three wait for the GIL.
+  VerdictInputs in = Window(10, 0, 1, 29);
+  in.figures.gil_wait_seconds = 28;
+  in.gil_wait_measured = true;
+  in.busy_threads = 4;
+  in.python_samples = 1000;
+  in.gil_samples = 990;
+  Verdict v = Decide(in);
+  EXPECT_EQ(v.name, "gil-bound");
+  EXPECT_EQ(v.bound, Bound::kGil);
+  EXPECT_THAT(v.evidence, HasSubstr("2.80 s per second for the GIL"));
+  EXPECT_THAT(v.evidence, HasSubstr("99% of 1000 Python samples held the GIL"));
+}
+
+TEST(Decide, MeasuredLittleGilWaitOverridesTheSampleRule) {
+  // Samples alone would say gil-bound; the measured wait says the threads
+  // hardly waited.
+  VerdictInputs in = Window(10.5, 0, 8, 20);
+  in.figures.gil_wait_seconds = 0.1;
+  in.gil_wait_measured = true;
+  in.busy_threads = 4;
+  in.python_samples = 1000;
+  in.gil_samples = 950;
+  EXPECT_EQ(Decide(in).name, "cpu-bound");
+}
+
+TEST(Decide, GilWaitBelowAQuarterOfTheWindowIsNotGilBound) {
+  VerdictInputs in = Window(0.2, 0, 0, 9.5);
+  in.figures.gil_wait_seconds = 2;  // 0.2 s per second
+  in.gil_wait_measured = true;
+  EXPECT_EQ(Decide(in).name, "lock-or-sleep-bound");
+}
+
+TEST(Decide, BusyPythonThreadsSharingOneGilAreGilBoundFromSamplesWhenWaitUnmeasured) {
   VerdictInputs in = Window(10.5, 0, 8, 20);
   in.busy_threads = 4;
   in.python_samples = 1000;
@@ -116,12 +151,15 @@ TEST(Decide, OneBusyThreadIsNeverGilBound) {
   EXPECT_EQ(Decide(in).name, "cpu-bound");
 }
 
-TEST(StatReportJson, HasTheIssuesFieldsAndMarksGilWaitUnmeasured) {
+TEST(StatReportJson, HasTheIssuesFields) {
   StatReport report;
   report.pid = 42;
   report.comm = "py\"thon";
   report.duration_seconds = 1.5;
   report.figures.read_bytes = 7;
+  report.figures.gil_wait_seconds = 0.25;
+  report.figures.block_io_bytes = 4096;
+  report.gil_wait_measured = true;
   report.verdict = Verdict{.name = "cpu-bound", .evidence = "why", .bound = Bound::kCpu};
   report.stacks.push_back(ReportStack{.frames = {"a", "b"}, .samples = 3, .share = 0.5});
   std::string json = StatReportJson(report);
@@ -133,13 +171,15 @@ TEST(StatReportJson, HasTheIssuesFieldsAndMarksGilWaitUnmeasured) {
                             "\"runqueue_seconds\"",
                             "\"offcpu_io_seconds\"",
                             "\"offcpu_sleep_seconds\"",
-                            "\"gil_wait_seconds\":0",
-                            "\"gil_wait_measured\":false",
+                            "\"gil_wait_seconds\":0.250000",
+                            "\"gil_wait_measured\":true",
+                            "\"gil_held_sample_share\":null",
                             "\"read_bytes\":7",
                             "\"write_bytes\"",
                             "\"read_calls\"",
                             "\"write_calls\"",
-                            "\"block_io_bytes\"",
+                            "\"block_io_bytes\":4096",
+                            "\"read_blocked_seconds\"",
                             "\"minor_faults\"",
                             "\"major_faults\"",
                             "\"context_switches\"",
@@ -150,6 +190,20 @@ TEST(StatReportJson, HasTheIssuesFieldsAndMarksGilWaitUnmeasured) {
                             "\"frames\":[\"a\",\"b\"]"}) {
     EXPECT_THAT(json, HasSubstr(field));
   }
+  EXPECT_THAT(json, Not(HasSubstr("\"syscalls\"")));
+  report.syscalls = true;
+  report.figures.sys_read_calls = 9;
+  EXPECT_THAT(StatReportJson(report), HasSubstr("\"syscalls\":{\"read_calls\":9,"));
+}
+
+TEST(StatReportText, OffCpuStacksShowTheirTime) {
+  StatReport report;
+  report.stacks_kind = "off-CPU time ending in [io wait]";
+  report.stacks.push_back(
+      ReportStack{.frames = {"io (w.py:3)", "[io wait]"}, .seconds = 1.25, .share = 0.9});
+  std::string text = StatReportText(report);
+  EXPECT_THAT(text, HasSubstr("top stacks (off-CPU time ending in [io wait])"));
+  EXPECT_THAT(text, HasSubstr("90.0%    1.250 s  io (w.py:3);[io wait]"));
 }
 
 TEST(RenderTopScreen, SortsByTheChosenKey) {
@@ -172,6 +226,23 @@ TEST(RenderTopScreen, SortsByTheChosenKey) {
   EXPECT_THAT(by_io, HasSubstr("1.0M"));
 }
 
+TEST(RenderTopScreen, ShowsBlockIoGilWaitAndGcPerRow) {
+  TopScreen screen;
+  TopRow row;
+  row.pid = 7;
+  row.comm = "py";
+  row.figures.block_io_bytes = 2 << 20;
+  row.figures.gil_wait_seconds = 0.5;
+  row.figures.gc_seconds = 0.125;
+  screen.rows = {row};
+  std::string text = RenderTopScreen(screen);
+  EXPECT_THAT(text, HasSubstr("BIO/s"));
+  EXPECT_THAT(text, HasSubstr("GC%"));
+  EXPECT_THAT(text, HasSubstr("2.1M"));
+  EXPECT_THAT(text, HasSubstr(" 50.0  12.5 "));
+  EXPECT_THAT(text, HasSubstr("GIL wait 50.0%, GC 12.5%"));
+}
+
 TEST(ParseStatOptions, NeedsACommandOrAPidWithADuration) {
   EXPECT_FALSE(ParseStatOptions({}).ok());
   EXPECT_FALSE(ParseStatOptions({"--pid", "12"}).ok());
@@ -179,6 +250,8 @@ TEST(ParseStatOptions, NeedsACommandOrAPidWithADuration) {
   ASSERT_TRUE(pid.ok());
   EXPECT_EQ(*pid->pid, 12u);
   EXPECT_TRUE(pid->json);
+  EXPECT_FALSE(pid->syscalls);
+  EXPECT_TRUE(ParseStatOptions({"--syscalls", "--", "true"})->syscalls);
   absl::StatusOr<StatOptions> cmd = ParseStatOptions({"--", "python3", "-c", "1"});
   ASSERT_TRUE(cmd.ok());
   EXPECT_EQ(cmd->command.size(), 3u);
