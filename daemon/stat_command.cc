@@ -120,8 +120,8 @@ const char* OffCpuLeafOf(Bound bound) {
 // The stacks that explain `bound`, heaviest first: off-CPU stacks ending in
 // the bounding reason, by time (`offcpu`, in microseconds), or on-CPU samples
 // (`oncpu`) for cpu- and memory-bound processes.
-void PickStacks(const Profile& oncpu, const Profile& offcpu, uint32_t pid, Bound bound,
-                StatReport& report) {
+void PickStacks(const Profile& oncpu, const Profile& offcpu, bool offcpu_followed, uint32_t pid,
+                Bound bound, StatReport& report) {
   std::string process_suffix = absl::StrCat(" (", pid, ")");
   std::string leaf = OffCpuLeafOf(bound);
   const Profile& profile = leaf.empty() ? oncpu : offcpu;
@@ -158,7 +158,9 @@ void PickStacks(const Profile& oncpu, const Profile& offcpu, uint32_t pid, Bound
   }
   report.stacks_kind =
       leaf.empty() ? "on-CPU samples" : absl::StrCat("off-CPU time ending in ", leaf);
-  if (chosen.empty() && !leaf.empty()) {
+  if (!offcpu_followed && !leaf.empty()) {
+    report.stacks_note = "off-CPU stacks were not followed (--no-offcpu-stacks)";
+  } else if (chosen.empty() && !leaf.empty()) {
     report.stacks_note = absl::StrCat("no off-CPU stack of the process ended in ", leaf);
   }
 }
@@ -200,7 +202,8 @@ int RunStatCommand(const std::vector<std::string>& args) {
   BpfSampler& sampler = **opened;
   // Off-CPU stacks too: io, sleep, GIL and run-queue verdicts are explained
   // by where the threads waited.
-  if (absl::Status s = sampler.Configure(SamplerConfig{.filter_pids = true, .offcpu = true});
+  if (absl::Status s =
+          sampler.Configure(SamplerConfig{.filter_pids = true, .offcpu = options.offcpu_stacks});
       !s.ok()) {
     return Fail(s);
   }
@@ -314,7 +317,7 @@ int RunStatCommand(const std::vector<std::string>& args) {
   builder.AddTo(recorder.stacks(), oncpu);
   // Off-CPU stacks weigh nanoseconds: kept as microseconds.
   builder.AddTo(recorder.offcpu_stacks(), {.scale = 1e-3, .root = ""}, offcpu);
-  PickStacks(oncpu, offcpu, pid, report.verdict.bound, report);
+  PickStacks(oncpu, offcpu, options.offcpu_stacks, pid, report.verdict.bound, report);
 
   std::string text = options.json ? StatReportJson(report) : StatReportText(report);
   fputs(text.c_str(), stdout);

@@ -58,6 +58,8 @@ Options:
   -r, --rate HZ        sampling rate for the stacks (default 199)
   --syscalls           also trace each read/write-family syscall (socket calls,
                        time entry to exit); slows every syscall on the host
+  --no-offcpu-stacks   on-CPU stacks only: no stack walk at each context switch
+                       (cheaper for programs that switch very often)
   -v, --verbose        show libbpf's messages
   -h, --help           this help
 )";
@@ -76,6 +78,8 @@ absl::StatusOr<StatOptions> ParseStatOptions(const std::vector<std::string>& arg
       return options;
     } else if (arg == "--syscalls") {
       options.syscalls = true;
+    } else if (arg == "--no-offcpu-stacks") {
+      options.offcpu_stacks = false;
     } else if (arg == "--json") {
       options.json = true;
     } else if (arg == "-v" || arg == "--verbose") {

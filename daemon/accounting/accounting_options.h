@@ -21,6 +21,9 @@ struct StatOptions {
   // Also trace every read/write-family syscall (sys_enter/sys_exit): socket
   // calls and time in them, at the cost of every syscall on the host.
   bool syscalls = false;
+  // Follow threads off CPU for the stacks of io/sleep/GIL/run-queue
+  // verdicts: a stack walk at each of the target's context switches.
+  bool offcpu_stacks = true;
   bool verbose = false;
   bool help = false;
 };

@@ -6,11 +6,14 @@ Two workloads, written in C so the kernel's share is large:
   pingpong  two threads passing a byte back and forth through pipes
             (context-switch-heavy)
 each timed by itself (clock_gettime around the loop, so pystrobe's start-up
-is not counted), in three configurations, alternating A B C A B C ...:
+is not counted), in four configurations, alternating A B S C A B S C ...:
   A  unprofiled
-  B  under `pystrobe stat -r 1 -- CMD` (accounting for the target only; the
-     sampler at 1 Hz is negligible)
+  B  under `pystrobe stat -r 1 --no-offcpu-stacks -- CMD` (accounting for
+     the target only; the sampler at 1 Hz is negligible)
+  S  under `pystrobe stat -r 1 -- CMD`: B plus the off-CPU stacks stat shows
+     for io/sleep/GIL verdicts (a stack walk at each of the target's switches)
   C  unprofiled while `pystrobe top` accounts for the whole system
+No syscall tracepoint is attached in any of them (stat --syscalls would).
 Medians, ratios to A, and the A/A noise floor (median of A's odd runs over
 A's even runs) are printed side by side. Then, with kernel.bpf_stats_enabled=1
 (restored afterwards), the in-kernel cost of each accounting program per event.
@@ -110,9 +113,9 @@ def run_plain(cmd):
     return seconds_of(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
-def run_stat(pystrobe, cmd):
-    proc = subprocess.run([pystrobe, "stat", "-r", "1", "--"] + cmd, capture_output=True,
-                          text=True, check=True)
+def run_stat(pystrobe, cmd, options=()):
+    proc = subprocess.run([pystrobe, "stat", "-r", "1", *options, "--"] + cmd,
+                          capture_output=True, text=True, check=True)
     # The workload's own line comes before stat's report.
     for line in proc.stdout.splitlines():
         try:
@@ -194,10 +197,11 @@ def main():
         for name, n in WORKLOADS.items():
             cmd = [binary, name, str(n)]
             run_plain(cmd)  # warm up
-            times = {"A": [], "B": [], "C": []}
+            times = {"A": [], "B": [], "S": [], "C": []}
             for _ in range(args.rounds):
                 times["A"].append(run_plain(cmd))
-                times["B"].append(run_stat(pystrobe, cmd))
+                times["B"].append(run_stat(pystrobe, cmd, ["--no-offcpu-stacks"]))
+                times["S"].append(run_stat(pystrobe, cmd))
                 top = SystemWideTop(pystrobe)
                 try:
                     times["C"].append(run_plain(cmd))
@@ -208,16 +212,18 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"Accounting overhead ({args.rounds} rounds, alternating A B C; medians in seconds)")
-    print(f"{'workload':<10} {'A plain':>9} {'B stat':>9} {'B/A':>7} {'C top':>9} {'C/A':>7} "
-          f"{'A/A noise':>10}")
+    print(f"Accounting overhead ({args.rounds} rounds, alternating A B S C; medians in seconds)")
+    print(f"{'workload':<10} {'A plain':>9} {'B stat':>9} {'B/A':>7} {'S +stacks':>9} {'S/A':>7} "
+          f"{'C top':>9} {'C/A':>7} {'A/A noise':>10}")
     for name, times in results.items():
         a = statistics.median(times["A"])
         b = statistics.median(times["B"])
+        st = statistics.median(times["S"])
         c = statistics.median(times["C"])
         odd, even = times["A"][0::2], times["A"][1::2]
         noise = statistics.median(odd) / statistics.median(even) if even else float("nan")
-        print(f"{name:<10} {a:9.3f} {b:9.3f} {b / a:7.3f} {c:9.3f} {c / a:7.3f} {noise:10.3f}")
+        print(f"{name:<10} {a:9.3f} {b:9.3f} {b / a:7.3f} {st:9.3f} {st / a:7.3f} "
+              f"{c:9.3f} {c / a:7.3f} {noise:10.3f}")
     print()
     print("In-kernel cost per event (kernel.bpf_stats_enabled=1, system-wide accounting, "
           "both workloads)")

@@ -252,6 +252,8 @@ TEST(ParseStatOptions, NeedsACommandOrAPidWithADuration) {
   EXPECT_TRUE(pid->json);
   EXPECT_FALSE(pid->syscalls);
   EXPECT_TRUE(ParseStatOptions({"--syscalls", "--", "true"})->syscalls);
+  EXPECT_TRUE(pid->offcpu_stacks);
+  EXPECT_FALSE(ParseStatOptions({"--no-offcpu-stacks", "--", "true"})->offcpu_stacks);
   absl::StatusOr<StatOptions> cmd = ParseStatOptions({"--", "python3", "-c", "1"});
   ASSERT_TRUE(cmd.ok());
   EXPECT_EQ(cmd->command.size(), 3u);
