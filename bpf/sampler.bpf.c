@@ -79,6 +79,21 @@ static __always_inline struct pystrobe_sample *current_sample(void)
 
 #include "python_stack.bpf.h"
 
+/*
+ * Samples are sent without waking the reader: a wakeup per record costs
+ * microseconds in a VM (an irq_work IPI), more than the rest of a sample.
+ * The reader polls on a short timer instead, and is woken early only when
+ * the ring buffer starts to fill.
+ */
+#define EVENTS_WAKEUP_BYTES (1 << 20)
+
+static __always_inline __u64 sample_output_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > EVENTS_WAKEUP_BYTES ?
+		       BPF_RB_FORCE_WAKEUP :
+		       BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void count_drop(__u32 reason)
 {
 	__u64 *value = bpf_map_lookup_elem(&drop_counters, &reason);
@@ -195,7 +210,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	 * the 8-byte ip is also a context access the verifier accepts, unlike
 	 * the 2-byte cs. */
 	size = fill_sample(ctx, sample, pid_tgid, (__s64)ctx->regs.ip < 0);
-	if (bpf_ringbuf_output(&events, sample, size, 0)) {
+	if (bpf_ringbuf_output(&events, sample, size, sample_output_flags())) {
 		count_drop(PYSTROBE_DROP_RINGBUF_FULL);
 		return 0;
 	}
@@ -260,7 +275,7 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 		size = kept->size;
 		if (size > sizeof(kept->sample))
 			size = sizeof(kept->sample);
-		if (bpf_ringbuf_output(&events, &kept->sample, size, 0))
+		if (bpf_ringbuf_output(&events, &kept->sample, size, sample_output_flags()))
 			count_drop(PYSTROBE_DROP_RINGBUF_FULL);
 		else
 			count_sample(PYSTROBE_COUNT_OFFCPU_SENT);

@@ -28,10 +28,11 @@ std::string OffCpuReasonFrame(int reason) {
 }
 
 // Kernel frames of the BPF program that took a stack, and of its tracepoint
-// glue: "bpf_prog_<tag>_<name>_[k]", "bpf_trace_run4_[k]", "__bpf_trace_..._[k]".
+// glue: "bpf_prog_<tag>_<name>_[k]", "bpf_trace_run4_[k]", "__bpf_trace_..._[k]",
+// "__traceiter_sched_switch_[k]".
 bool IsBpfMachinery(absl::string_view name) {
   return absl::StartsWith(name, "bpf_prog_") || absl::StartsWith(name, "bpf_trace_run") ||
-         absl::StartsWith(name, "__bpf_trace_");
+         absl::StartsWith(name, "__bpf_trace_") || absl::StartsWith(name, "__traceiter_");
 }
 
 }  // namespace

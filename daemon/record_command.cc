@@ -31,7 +31,10 @@
 namespace pystrobe {
 namespace {
 
-constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+// Samples do not wake the reader (see sampler.bpf.c), so this is how soon a
+// new process's first sample is seen: its symbols and CPython layout are
+// taken then, while it is alive.
+constexpr absl::Duration kPollInterval = absl::Milliseconds(25);
 // How long a started command gets to exit on SIGTERM before SIGKILL.
 constexpr absl::Duration kCommandGracePeriod = absl::Seconds(2);
 
