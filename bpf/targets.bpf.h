@@ -2,32 +2,78 @@
 /*
  * Which processes pystrobe looks at, shared by every program family: the
  * sampler and the accounting programs filter on it before doing any work.
- * The map and the knob are weak, so each .bpf.c that includes this header
+ * The maps and the knobs are weak, so each .bpf.c that includes this header
  * links into one object with one copy of them.
  */
 #ifndef PYSTROBE_BPF_TARGETS_BPF_H_
 #define PYSTROBE_BPF_TARGETS_BPF_H_
 
-/* Set by the loader before load: non-zero keeps only processes in target_pids. */
+/* Set by the loader before load: non-zero keeps only processes in target_pids
+ * (or, with filter_cgroups, in target_cgroups). */
 const volatile __u8 filter_pids __weak = 0;
+/* Set by the loader before load: non-zero also keeps processes whose cgroup v2
+ * group is in target_cgroups or below one that is. Only with filter_pids. */
+const volatile __u8 filter_cgroups __weak = 0;
+
+/* Ancestors of a task's cgroup looked at, from the root: deeper groups are
+ * only found through their own or a shallower ancestor's id. */
+#define TARGET_CGROUP_MAX_LEVELS 16
 
 /*
  * Processes to look at when filter_pids is set.
  * Key: tgid (host pid). Value: unused (1). Sized for --pid lists and the
- * children that --subprocesses follows.
+ * children that --subprocesses follows, and the processes of targeted
+ * cgroups, which are added here when first seen.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, __u8);
 } target_pids SEC(".maps") __weak;
 
+/*
+ * cgroup v2 groups to look at when filter_cgroups is set; a group includes
+ * its descendants. Key: cgroup id (kernfs id, as bpf_get_current_cgroup_id()).
+ * Value: unused (1). Sized for the configured cgroups and containers.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u8);
+} target_cgroups SEC(".maps") __weak;
+
+/* True when the current task's cgroup, or one of its ancestors, is targeted. */
+static __always_inline bool current_cgroup_is_target(void)
+{
+	for (int level = 0; level < TARGET_CGROUP_MAX_LEVELS; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+
+		if (id == 0)
+			return false;
+		if (bpf_map_lookup_elem(&target_cgroups, &id))
+			return true;
+	}
+	return false;
+}
+
 static __always_inline bool is_target(__u32 tgid)
 {
+	__u8 one = 1;
+
 	if (!filter_pids)
 		return true;
-	return bpf_map_lookup_elem(&target_pids, &tgid) != NULL;
+	if (bpf_map_lookup_elem(&target_pids, &tgid) != NULL)
+		return true;
+	/* The cgroup is known only for the current task. A process found in a
+	 * targeted cgroup becomes a target pid, so the programs that look at
+	 * other tasks (the next task of a switch) see it too. */
+	if (!filter_cgroups || tgid != (bpf_get_current_pid_tgid() >> 32) ||
+	    !current_cgroup_is_target())
+		return false;
+	bpf_map_update_elem(&target_pids, &tgid, &one, BPF_ANY);
+	return true;
 }
 
 #endif /* PYSTROBE_BPF_TARGETS_BPF_H_ */

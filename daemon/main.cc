@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config/check_config.h"
+#include "daemon/daemon_command.h"
 #include "daemon/dump_command.h"
 #include "daemon/record_command.h"
 #include "daemon/stat_command.h"
@@ -20,7 +20,7 @@ Commands:
   dump      print the Python stack of every thread of a running process
   stat      run a command (or watch a pid) and say where its time went: a verdict
   top       live per-process (or per-thread) CPU, IO, faults and off-CPU view
-  daemon    the always-on service (for now only --check-config FILE)
+  daemon    the always-on service: windows of profiles on disk, Prometheus metrics
   version   print the version
 
 Run 'pystrobe <command> --help' for a command's options.
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   if (command == "dump") return pystrobe::RunDumpCommand(args);
   if (command == "stat") return pystrobe::RunStatCommand(args);
   if (command == "top") return pystrobe::RunTopCommand(args);
-  if (command == "daemon") return pystrobe::RunDaemonCheckOnlyCommand(args);
+  if (command == "daemon") return pystrobe::RunDaemonCommand(args);
   if (command == "version" || command == "--version") {
     printf("pystrobe %s\n", PYSTROBE_VERSION);
     return pystrobe::kExitOk;

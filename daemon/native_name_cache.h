@@ -27,8 +27,9 @@ class NativeNameCache {
   // The name of `address` (a lookup address) in `image`: "function",
   // "module+0xoffset", or "[unknown] 0x..." when the image has no symbols.
   const std::string& Name(const ProcessImage& image, uint64_t address) {
-    auto [it, inserted] = names_.try_emplace({image.id, address});
+    auto [it, inserted] = names_[image.id].try_emplace(address);
     if (inserted) {
+      ++size_;
       it->second = image.symbols != nullptr ? image.symbols->Symbolize(address)
                                             : absl::StrFormat("[unknown] 0x%x", address);
     }
@@ -40,10 +41,38 @@ class NativeNameCache {
     for (size_t i = 0; i < user_ips.size(); ++i) Name(image, FrameLookupAddress(user_ips, i));
   }
 
-  size_t size() const { return names_.size(); }
+  // Drops the names of an image no stack refers to any more.
+  void Forget(ImageId image) {
+    auto it = names_.find(image);
+    if (it == names_.end()) return;
+    size_ -= it->second.size();
+    names_.erase(it);
+  }
+
+  // Drops names to get under `max_names`: those of images `still_named`
+  // says can name them again (live ones, whose symbols are still loaded).
+  // Counts what it dropped in evictions().
+  template <typename Predicate>
+  void Shrink(size_t max_names, Predicate still_named) {
+    for (auto it = names_.begin(); size_ > max_names && it != names_.end();) {
+      if (!still_named(it->first)) {
+        ++it;
+        continue;
+      }
+      size_ -= it->second.size();
+      evictions_ += it->second.size();
+      names_.erase(it++);
+    }
+  }
+
+  size_t size() const { return size_; }
+  uint64_t evictions() const { return evictions_; }
 
  private:
-  absl::flat_hash_map<std::pair<ImageId, uint64_t>, std::string> names_;
+  // Image -> lookup address -> name.
+  absl::flat_hash_map<ImageId, absl::flat_hash_map<uint64_t, std::string>> names_;
+  size_t size_ = 0;
+  uint64_t evictions_ = 0;
 };
 
 }  // namespace pystrobe

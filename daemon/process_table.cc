@@ -16,12 +16,17 @@ std::string ProcessTable::ReadProcComm(uint32_t pid) {
   return std::string(absl::StripTrailingAsciiWhitespace(comm));
 }
 
-ImageId ProcessTable::OnSample(uint32_t pid, uint32_t tid, absl::string_view thread_comm) {
+std::optional<ImageId> ProcessTable::OnSample(uint32_t pid, uint32_t tid,
+                                              absl::string_view thread_comm, uint64_t cgroup_id) {
   auto it = live_image_by_pid_.find(pid);
   ImageId id;
   if (it != live_image_by_pid_.end()) {
     id = it->second;
   } else {
+    if (live_image_by_pid_.size() >= max_live_images_) {
+      ++images_refused_;
+      return std::nullopt;
+    }
     std::string comm;
     if (auto exec = exec_comm_by_pid_.find(pid); exec != exec_comm_by_pid_.end()) {
       comm = std::move(exec->second);
@@ -32,6 +37,7 @@ ImageId ProcessTable::OnSample(uint32_t pid, uint32_t tid, absl::string_view thr
     // A process that is already gone is named after the thread we saw.
     if (comm.empty()) comm = std::string(thread_comm);
     id = NewImage(pid, std::move(comm));
+    images_[id]->cgroup_id = cgroup_id;
   }
   ProcessImage& image = *images_[id];
   MaybeDiscoverPython(image);
@@ -58,15 +64,24 @@ void ProcessTable::OnExit(uint32_t pid) {
 
 void ProcessTable::Retire(ProcessImage& image) {
   image.exited = true;
+  exited_.push_back(image.id);
   // Its native frames were named as they arrived: the symbol tables
   // (megabytes for an interpreter) are of no more use. What is kept of its
   // Python side is small: the interpreter's ranges and the working directory.
   image.symbols.reset();
 }
 
+std::vector<ImageId> ProcessTable::EvictExited() {
+  std::vector<ImageId> evicted;
+  evicted.swap(exited_);
+  for (ImageId id : evicted) images_.erase(id);
+  images_evicted_ += evicted.size();
+  return evicted;
+}
+
 size_t ProcessTable::process_count() const {
   absl::flat_hash_set<uint32_t> pids;
-  for (const auto& image : images_) pids.insert(image->pid);
+  for (const auto& [id, image] : images_) pids.insert(image->pid);
   return pids.size();
 }
 
@@ -95,7 +110,7 @@ void ProcessTable::MaybeDiscoverPython(ProcessImage& image) {
 
 ImageId ProcessTable::NewImage(uint32_t pid, std::string comm) {
   auto image = std::make_unique<ProcessImage>();
-  image->id = static_cast<ImageId>(images_.size());
+  image->id = next_image_id_++;
   image->pid = pid;
   image->comm = std::move(comm);
   absl::StatusOr<std::unique_ptr<ProcessSymbols>> symbols = symbolizer_->ForProcess(pid);
@@ -105,9 +120,10 @@ ImageId ProcessTable::NewImage(uint32_t pid, std::string comm) {
     image->symbols_error = symbols.status();
     ++symbol_failures_;
   }
-  images_.push_back(std::move(image));
-  live_image_by_pid_[pid] = images_.back()->id;
-  return images_.back()->id;
+  ImageId id = image->id;
+  images_.emplace(id, std::move(image));
+  live_image_by_pid_[pid] = id;
+  return id;
 }
 
 }  // namespace pystrobe

@@ -5,9 +5,11 @@
 #ifndef PYSTROBE_DAEMON_PROCESS_TABLE_H_
 #define PYSTROBE_DAEMON_PROCESS_TABLE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +28,9 @@ using ImageId = uint32_t;
 struct ProcessImage {
   ImageId id = 0;
   uint32_t pid = 0;
+  // The cgroup v2 group of its first sample (bpf_get_current_cgroup_id), 0
+  // when unknown.
+  uint64_t cgroup_id = 0;
   std::string comm;  // the process's name (its main thread's comm)
   absl::flat_hash_map<uint32_t, std::string> thread_names;  // tid -> comm
   // Names native frames; null when the snapshot failed (see symbols_error).
@@ -63,15 +68,29 @@ class ProcessTable {
       : symbolizer_(symbolizer), python_discovery_(python), read_comm_(std::move(read_comm)) {}
 
   // The image a sample of (pid, tid) belongs to. The first sample of an image
-  // snapshots its symbols, while the process is alive.
-  ImageId OnSample(uint32_t pid, uint32_t tid, absl::string_view thread_comm);
+  // snapshots its symbols, while the process is alive. Nullopt when the
+  // process is new and max_live_images are already tracked (counted in
+  // images_refused()).
+  std::optional<ImageId> OnSample(uint32_t pid, uint32_t tid, absl::string_view thread_comm,
+                                  uint64_t cgroup_id = 0);
   // The process replaced its image: later samples belong to a new one.
   void OnExec(uint32_t pid, absl::string_view comm);
   // The process exited: its pid may be reused by an unrelated process.
   void OnExit(uint32_t pid);
 
-  const ProcessImage& image(ImageId id) const { return *images_[id]; }
+  const ProcessImage& image(ImageId id) const { return *images_.at(id); }
+  // Images held: live ones, and exited ones not yet evicted.
   size_t image_count() const { return images_.size(); }
+  size_t live_image_count() const { return live_image_by_pid_.size(); }
+
+  // Most live images tracked at once; beyond it new processes are refused.
+  void set_max_live_images(size_t max) { max_live_images_ = max; }
+  // Forgets every exited image, returning their ids. Call only when no stack
+  // refers to them any more (after the window that used them is written).
+  std::vector<ImageId> EvictExited();
+  // Images forgotten by EvictExited, and new processes refused, so far.
+  uint64_t images_evicted() const { return images_evicted_; }
+  uint64_t images_refused() const { return images_refused_; }
   // Distinct pids seen (a process that execs has several images, one pid).
   size_t process_count() const;
   // Images whose symbols could not be snapshotted.
@@ -92,7 +111,13 @@ class ProcessTable {
   PythonDiscovery* python_discovery_;
   size_t python_processes_ = 0;
   CommReader read_comm_;
-  std::vector<std::unique_ptr<ProcessImage>> images_;
+  // By id; ids are never reused (a counter, not a slot).
+  absl::flat_hash_map<ImageId, std::unique_ptr<ProcessImage>> images_;
+  ImageId next_image_id_ = 0;
+  std::vector<ImageId> exited_;  // retired, not yet evicted
+  size_t max_live_images_ = SIZE_MAX;
+  uint64_t images_evicted_ = 0;
+  uint64_t images_refused_ = 0;
   absl::flat_hash_map<uint32_t, ImageId> live_image_by_pid_;
   // Names from exec events, used when the first sample of the new image comes.
   absl::flat_hash_map<uint32_t, std::string> exec_comm_by_pid_;

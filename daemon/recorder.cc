@@ -2,9 +2,13 @@
 #include "absl/strings/string_view.h"
 
 #include <algorithm>
+#include <optional>
+#include <vector>
+
 #include <cstddef>
 #include <cstring>
 #include <string_view>
+#include "absl/container/flat_hash_set.h"
 
 #include "pystrobe_abi.h"
 
@@ -68,7 +72,13 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
   RawStack stack;
   // Every sample counts toward discovery, even one --gil then leaves out:
   // only a discovered process has its GIL holder known.
-  stack.image = processes_.OnSample(header.pid, header.tid, CommView(header.comm));
+  std::optional<ImageId> image_id =
+      processes_.OnSample(header.pid, header.tid, CommView(header.comm), header.cgroup_id);
+  if (!image_id) {
+    ++samples_of_refused_processes_;
+    return;
+  }
+  stack.image = *image_id;
   if (!offcpu && options_.gil_only && (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
     ++samples_without_gil_;
     return;
@@ -98,11 +108,35 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
     }
     stack.python_truncated = (header.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
   }
-  if (offcpu) {
+  if (offcpu)
     stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(header.offcpu_reason, 127));
-    offcpu_stacks_.Add(std::move(stack), header.offcpu_ns);
-  } else {
-    stacks_.Add(std::move(stack));
+  StackAggregator& stacks = offcpu ? offcpu_stacks_ : stacks_;
+  if (stacks_.size() + offcpu_stacks_.size() >= options_.max_stacks && !stacks.Contains(stack)) {
+    ++samples_over_stack_limit_;
+    return;
+  }
+  stacks.Add(std::move(stack), offcpu ? header.offcpu_ns : 1);
+}
+
+WindowStacks Recorder::TakeStacks() {
+  WindowStacks taken{std::move(stacks_), std::move(offcpu_stacks_)};
+  stacks_ = StackAggregator();
+  offcpu_stacks_ = StackAggregator();
+  return taken;
+}
+
+void Recorder::EvictAfterWindow(size_t max_native_names, size_t max_python_codes) {
+  std::vector<ImageId> evicted = processes_.EvictExited();
+  absl::flat_hash_set<ImageId> gone(evicted.begin(), evicted.end());
+  for (ImageId id : evicted) native_names_.Forget(id);
+  if (!gone.empty()) {
+    python_codes_.ForgetImages([&gone](uint32_t image) { return gone.contains(image); },
+                               /*counted=*/false);
+  }
+  // Live images still have their symbols: their names can be looked up again.
+  native_names_.Shrink(max_native_names, [](ImageId) { return true; });
+  if (python_codes_.size() > max_python_codes) {
+    python_codes_.ForgetImages([](uint32_t) { return true; }, /*counted=*/true);
   }
 }
 

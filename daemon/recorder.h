@@ -3,6 +3,7 @@
 #ifndef PYSTROBE_DAEMON_RECORDER_H_
 #define PYSTROBE_DAEMON_RECORDER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -15,6 +16,15 @@ namespace pystrobe {
 struct RecorderOptions {
   bool threads = false;   // keep samples of different threads apart
   bool gil_only = false;  // keep only samples whose thread held the GIL
+  // Distinct stacks kept (on and off CPU together) until TakeStacks();
+  // samples of further stacks are dropped and counted.
+  size_t max_stacks = SIZE_MAX;
+};
+
+// The stacks of one window, taken out of the recorder.
+struct WindowStacks {
+  StackAggregator on_cpu;
+  StackAggregator off_cpu;
 };
 
 class Recorder {
@@ -36,6 +46,19 @@ class Recorder {
   const PythonCodeTable& python_codes() const { return python_codes_; }
   NativeNameCache& native_names() { return native_names_; }
   uint64_t samples() const { return stacks_.total(); }
+
+  // For a daemon's windows: hands over the stacks so far and starts afresh.
+  // Processes, code objects and names stay (they are still needed).
+  WindowStacks TakeStacks();
+  // After the stacks TakeStacks() returned are written: forgets the exited
+  // processes' images, names and code objects, then drops cached names and
+  // code objects of live processes while there are more than the bounds
+  // (they are looked up again when sampled; counted as evictions).
+  void EvictAfterWindow(size_t max_native_names, size_t max_python_codes);
+  // Samples dropped because the window already held max_stacks stacks, or
+  // because their process was refused (ProcessTable::set_max_live_images).
+  uint64_t samples_over_stack_limit() const { return samples_over_stack_limit_; }
+  uint64_t samples_of_refused_processes() const { return samples_of_refused_processes_; }
   uint64_t malformed_records() const { return malformed_records_; }
   // Samples left out by --gil because their thread did not hold the GIL.
   uint64_t samples_without_gil() const { return samples_without_gil_; }
@@ -52,6 +75,8 @@ class Recorder {
   RecorderOptions options_;
   uint64_t malformed_records_ = 0;
   uint64_t samples_without_gil_ = 0;
+  uint64_t samples_over_stack_limit_ = 0;
+  uint64_t samples_of_refused_processes_ = 0;
 };
 
 }  // namespace pystrobe

@@ -3,6 +3,7 @@
 #ifndef PYSTROBE_DAEMON_STACK_AGGREGATOR_H_
 #define PYSTROBE_DAEMON_STACK_AGGREGATOR_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -54,6 +55,9 @@ class StackAggregator {
 
   const absl::flat_hash_map<RawStack, uint64_t>& counts() const { return counts_; }
   uint64_t total() const { return total_; }
+  // Distinct stacks.
+  size_t size() const { return counts_.size(); }
+  bool Contains(const RawStack& stack) const { return counts_.contains(stack); }
 
  private:
   absl::flat_hash_map<RawStack, uint64_t> counts_;

@@ -1,0 +1,351 @@
+#include "daemon/daemon_command.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "config/check_config.h"
+#include "config/config_loader.h"
+#include "daemon/capabilities.h"
+#include "daemon/libbpf_errors.h"
+#include "daemon/record_command.h"
+#include "daemon/service/container_labels.h"
+#include "daemon/service/metrics_snapshot.h"
+#include "daemon/service/profile_directory.h"
+#include "daemon/service/profiling_session.h"
+#include "daemon/service/self_metrics.h"
+#include "prometheus/exposer.h"
+
+namespace pystrobe {
+namespace {
+
+// Records do not wake the reader (see sampler.bpf.c): how often it looks.
+constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
+constexpr absl::Duration kTickInterval = absl::Seconds(1);
+
+constexpr char kUsage[] = R"(usage: pystrobe daemon [options]
+
+Profiles continuously (the whole host, or the configured targets), writes each
+window to the profile directory as a gzipped pprof file, and serves Prometheus
+metrics. SIGHUP reloads the configuration; SIGTERM writes the current window
+and exits.
+
+  --config FILE                 the configuration (default /etc/pystrobe/pystrobe.yaml
+                                when it exists, else the built-in defaults)
+  --prometheus-listen HOST:PORT overrides exporters.prometheus.listen
+  --profile-dir DIR             overrides exporters.profile_dir
+  --window SECONDS              overrides window
+  --rate HZ                     overrides rate
+  --check-config FILE           validate FILE (with any overrides) and exit
+  -h, --help                    this text
+)";
+
+std::atomic<int> stop_signal{0};
+std::atomic<bool> reload_requested{false};
+
+void OnStopSignal(int signal) { stop_signal.store(signal); }
+void OnReloadSignal(int) { reload_requested.store(true); }
+
+void InstallSignalHandlers() {
+  struct sigaction action = {};
+  sigemptyset(&action.sa_mask);
+  action.sa_handler = OnStopSignal;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  action.sa_handler = OnReloadSignal;
+  sigaction(SIGHUP, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+void Log(const std::string& message) {
+  fprintf(stderr, "pystrobe daemon: %s\n", message.c_str());
+  fflush(stderr);
+}
+
+struct DaemonArgs {
+  std::optional<std::string> config_path;
+  ConfigOverrides overrides;
+  bool check_config = false;
+  bool help = false;
+};
+
+absl::StatusOr<DaemonArgs> ParseDaemonArgs(const std::vector<std::string>& args) {
+  DaemonArgs parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      parsed.help = true;
+      continue;
+    }
+    if (absl::StartsWith(arg, "--check-config")) {
+      parsed.check_config = true;
+      continue;
+    }
+    if (arg == "--config") {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("--config needs a FILE");
+      parsed.config_path = args[++i];
+      continue;
+    }
+    if (absl::ConsumePrefix(&arg, "--config=")) {
+      parsed.config_path = std::string(arg);
+      continue;
+    }
+    std::optional<absl::string_view> next;
+    if (i + 1 < args.size()) next = args[i + 1];
+    bool consumed_next = false;
+    absl::StatusOr<bool> is_override =
+        ParseOverrideFlag(args[i], next, &parsed.overrides, &consumed_next);
+    if (!is_override.ok()) return is_override.status();
+    if (!*is_override) return absl::InvalidArgumentError(absl::StrCat("unknown option ", args[i]));
+    if (consumed_next) ++i;
+  }
+  return parsed;
+}
+
+// civetweb's spelling of HOST:PORT: ":9464" (every address) is "9464".
+std::string CivetListenAddress(const std::string& listen) {
+  if (absl::StartsWith(listen, ":")) return listen.substr(1);
+  return listen;
+}
+
+// Serves /metrics from `snapshot` on `listen`.
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartExposer(
+    const std::string& listen, const std::shared_ptr<MetricsSnapshot>& snapshot) {
+  try {
+    auto exposer = std::make_unique<prometheus::Exposer>(CivetListenAddress(listen), 2);
+    exposer->RegisterCollectable(snapshot);
+    return exposer;
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("serve Prometheus metrics on ", listen, ": ", e.what()));
+  }
+}
+
+// The daemon between sessions: what outlives a reload.
+class Daemon {
+ public:
+  Daemon(DaemonArgs args, DaemonConfig config) : args_(std::move(args)), config_(config) {}
+
+  int Run();
+
+ private:
+  absl::Status StartSession();
+  void Reload();
+  void PublishHealth();
+
+  DaemonArgs args_;
+  DaemonConfig config_;
+  std::shared_ptr<MetricsSnapshot> snapshot_ = std::make_shared<MetricsSnapshot>();
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<ProfileDirectory> profile_dir_;
+  std::unique_ptr<ContainerLabels> labels_;
+  std::unique_ptr<ProfilingSession> session_;
+  uint64_t next_sequence_ = 1;
+  uint64_t reloads_ = 0;
+  uint64_t reload_errors_ = 0;
+};
+
+absl::Status Daemon::StartSession() {
+  absl::StatusOr<std::unique_ptr<ProfilingSession>> session =
+      ProfilingSession::Start(config_, {profile_dir_.get()}, labels_.get(), next_sequence_);
+  if (!session.ok()) return session.status();
+  session_ = std::move(*session);
+  Log(absl::StrCat("profiling ", config_.targets.all ? "every process" : "the configured targets",
+                   " at ", config_.rate_hz, " Hz in windows of ",
+                   absl::FormatDuration(config_.window), "; profiles in ", profile_dir_->dir(),
+                   "; metrics on http://", config_.exporters.prometheus.listen, "/metrics"));
+  return absl::OkStatus();
+}
+
+void Daemon::Reload() {
+  std::string path = args_.config_path.value_or("");
+  absl::StatusOr<DaemonConfig> loaded = LoadEffectiveConfig(path, args_.overrides);
+  if (!loaded.ok()) {
+    ++reload_errors_;
+    Log(absl::StrCat("SIGHUP: configuration rejected, the running one stays:\n",
+                     loaded.status().message()));
+    return;
+  }
+  DaemonConfig next = *loaded;
+  if (next.exporters.prometheus.listen != config_.exporters.prometheus.listen) {
+    exposer_.reset();  // free the old port first: the new one may be the same
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+        StartExposer(next.exporters.prometheus.listen, snapshot_);
+    if (!exposer.ok()) {
+      Log(absl::StrCat("SIGHUP: ", exposer.status().message(), "; keeping ",
+                       config_.exporters.prometheus.listen));
+      next.exporters.prometheus.listen = config_.exporters.prometheus.listen;
+      exposer = StartExposer(next.exporters.prometheus.listen, snapshot_);
+    }
+    if (exposer.ok()) exposer_ = std::move(*exposer);
+  }
+  if (next.exporters.profile_dir != config_.exporters.profile_dir) {
+    auto dir =
+        std::make_unique<ProfileDirectory>(next.exporters.profile_dir, next.exporters.retention);
+    if (absl::Status s = dir->Open(); !s.ok()) {
+      Log(absl::StrCat("SIGHUP: ", s.message(), "; keeping ", config_.exporters.profile_dir));
+      next.exporters.profile_dir = config_.exporters.profile_dir;
+    } else {
+      // The session writes to the new directory from its next window.
+      if (session_ != nullptr) session_->MaybeCut(absl::Now(), /*force=*/true);
+      next_sequence_ = session_ != nullptr ? session_->next_sequence() : next_sequence_;
+      bool restart = session_ != nullptr;
+      session_.reset();
+      profile_dir_ = std::move(dir);
+      if (restart) {
+        config_ = next;
+        if (absl::Status s = StartSession(); !s.ok()) {
+          Log(absl::StrCat("SIGHUP: ", s.message()));
+          stop_signal.store(SIGTERM);
+        }
+        ++reloads_;
+        Log("SIGHUP: configuration applied");
+        return;
+      }
+    }
+  }
+  profile_dir_->set_retention(next.exporters.retention);
+  ++reloads_;
+  if (session_ != nullptr && NeedsNewSession(config_, next)) {
+    session_->Finish(absl::Now());
+    next_sequence_ = session_->next_sequence();
+    session_.reset();
+    config_ = next;
+    if (absl::Status s = StartSession(); !s.ok()) {
+      Log(absl::StrCat("SIGHUP: cannot start with the new configuration: ", s.message()));
+      stop_signal.store(SIGTERM);
+      return;
+    }
+  } else {
+    config_ = next;
+    if (session_ != nullptr) session_->Apply(config_);
+  }
+  Log(absl::StrCat("SIGHUP: configuration applied (window ", absl::FormatDuration(config_.window),
+                   ", rate ", config_.rate_hz, " Hz)"));
+}
+
+void Daemon::PublishHealth() {
+  DaemonHealth health;
+  if (session_ != nullptr) session_->FillHealth(health);
+  ProfileDirectory::Stats dir = profile_dir_->stats();
+  health.profile_files_deleted_age = dir.files_deleted_age;
+  health.profile_files_deleted_size = dir.files_deleted_size;
+  health.profile_files = dir.files;
+  health.profile_dir_bytes = dir.total_bytes;
+  health.config_reloads = reloads_;
+  health.config_reload_errors = reload_errors_;
+  health.memory_limit_bytes = config_.limits.memory_bytes;
+  health.window_seconds = absl::ToDoubleSeconds(config_.window);
+  health.rate_hz = config_.rate_hz;
+  health.usage = ReadSelfUsage();
+  snapshot_->Publish("self", SelfMetricFamilies(health, config_.labels));
+  if (session_ != nullptr) snapshot_->Publish("processes", session_->process_metrics().Families());
+}
+
+int Daemon::Run() {
+  profile_dir_ = std::make_unique<ProfileDirectory>(config_.exporters.profile_dir,
+                                                    config_.exporters.retention);
+  if (absl::Status s = profile_dir_->Open(); !s.ok()) {
+    Log(std::string(s.message()));
+    return kExitFailure;
+  }
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+      StartExposer(config_.exporters.prometheus.listen, snapshot_);
+  if (!exposer.ok()) {
+    Log(std::string(exposer.status().message()));
+    return kExitFailure;
+  }
+  exposer_ = std::move(*exposer);
+  absl::StatusOr<std::unique_ptr<CgroupResolver>> resolver = CgroupResolver::Create({});
+  if (!resolver.ok()) {
+    Log(absl::StrCat("warning: no cgroup labels: ", resolver.status().message()));
+  }
+  labels_ = std::make_unique<ContainerLabels>(resolver.ok() ? std::move(*resolver) : nullptr);
+
+  if (absl::Status s = StartSession(); !s.ok()) {
+    Log(std::string(s.message()));
+    return kExitFailure;
+  }
+  PublishHealth();
+  absl::Time next_tick = absl::Now() + kTickInterval;
+  while (stop_signal.load() == 0) {
+    if (absl::Status s = session_->Poll(kPollInterval); !s.ok()) {
+      Log(absl::StrCat(s.message(), "; stopping"));
+      break;
+    }
+    absl::Time now = absl::Now();
+    if (reload_requested.exchange(false)) {
+      Reload();
+      if (stop_signal.load() != 0) break;
+    }
+    if (now >= next_tick) {
+      next_tick = now + kTickInterval;
+      session_->Tick(now);
+      PublishHealth();
+    }
+    session_->MaybeCut(now);
+  }
+  if (session_ != nullptr) {
+    session_->Finish(absl::Now());
+    PublishHealth();
+  }
+  Log(absl::StrCat("stopped by signal ", stop_signal.load(), "; last window written"));
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunDaemonCommand(const std::vector<std::string>& args) {
+  absl::StatusOr<DaemonArgs> parsed = ParseDaemonArgs(args);
+  if (!parsed.ok()) {
+    fprintf(stderr, "pystrobe daemon: %s\n%s", std::string(parsed.status().message()).c_str(),
+            kUsage);
+    return kExitUsage;
+  }
+  if (parsed->help) {
+    fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (parsed->check_config) {
+    // --config is the running daemon's file; --check-config names its own.
+    std::vector<std::string> check_args;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--config") {
+        ++i;
+        continue;
+      }
+      if (absl::StartsWith(args[i], "--config=")) continue;
+      check_args.push_back(args[i]);
+    }
+    return RunDaemonCheckOnlyCommand(check_args);
+  }
+  std::error_code ignored;
+  if (!parsed->config_path && std::filesystem::exists(kDefaultConfigPath, ignored)) {
+    parsed->config_path = kDefaultConfigPath;
+  }
+  absl::StatusOr<DaemonConfig> config =
+      LoadEffectiveConfig(parsed->config_path.value_or(""), parsed->overrides);
+  if (!config.ok()) {
+    fprintf(stderr, "pystrobe daemon: %s\n", std::string(config.status().message()).c_str());
+    return kExitUsage;
+  }
+  if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
+    Log(std::string(caps.message()));
+    return kExitFailure;
+  }
+  LibbpfLog::Capture(false);
+  InstallSignalHandlers();
+  Daemon daemon(std::move(*parsed), *config);
+  return daemon.Run();
+}
+
+}  // namespace pystrobe

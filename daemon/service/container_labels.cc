@@ -1,0 +1,32 @@
+#include "daemon/service/container_labels.h"
+
+#include "daemon/containers/process_container_info.h"
+
+namespace pystrobe {
+
+std::vector<ProfileLabel> ContainerLabels::ForCgroup(uint64_t cgroup_id) {
+  if (resolver_ == nullptr || cgroup_id == 0) return {};
+  if (auto it = cache_.find(cgroup_id); it != cache_.end()) return it->second;
+  absl::StatusOr<std::string> path = resolver_->PathForId(cgroup_id);
+  std::vector<ProfileLabel> labels;
+  if (path.ok()) {
+    labels.push_back({"cgroup", *path});
+    ContainerInfo container = ParseContainerInfo(*path);
+    if (container.in_container()) labels.push_back({"container_id", container.id});
+    if (!container.pod_uid.empty()) labels.push_back({"pod_uid", container.pod_uid});
+    if (!container.systemd_unit.empty()) {
+      labels.push_back({"systemd_unit", container.systemd_unit});
+    }
+  }
+  // Bounded: a host that makes and removes groups all day refills it.
+  if (cache_.size() >= max_entries_) cache_.clear();
+  cache_.emplace(cgroup_id, labels);
+  return labels;
+}
+
+std::string ContainerLabels::ContainerIdOfProcess(uint32_t pid) {
+  absl::StatusOr<ProcessContainerInfo> info = ReadProcessContainerInfo(static_cast<int32_t>(pid));
+  return info.ok() ? info->container.id : "";
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,197 @@
+#include "daemon/service/process_metrics.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/service/metrics_snapshot.h"
+
+namespace pystrobe {
+namespace {
+
+// Each update keeps this share of a process's score: about the last ten
+// updates count.
+constexpr double kScoreDecay = 0.9;
+
+// `after - before` for every field, as counters only grow.
+TaskFigures Delta(const TaskFigures& after, const TaskFigures& before) {
+  auto d = [](auto a, auto b) { return a > b ? a - b : decltype(a){0}; };
+  TaskFigures out;
+  out.cpu_user_seconds = d(after.cpu_user_seconds, before.cpu_user_seconds);
+  out.cpu_system_seconds = d(after.cpu_system_seconds, before.cpu_system_seconds);
+  out.runqueue_seconds = d(after.runqueue_seconds, before.runqueue_seconds);
+  out.offcpu_io_seconds = d(after.offcpu_io_seconds, before.offcpu_io_seconds);
+  out.offcpu_sleep_seconds = d(after.offcpu_sleep_seconds, before.offcpu_sleep_seconds);
+  out.gil_wait_seconds = d(after.gil_wait_seconds, before.gil_wait_seconds);
+  out.voluntary_switches = d(after.voluntary_switches, before.voluntary_switches);
+  out.involuntary_switches = d(after.involuntary_switches, before.involuntary_switches);
+  out.minor_faults = d(after.minor_faults, before.minor_faults);
+  out.major_faults = d(after.major_faults, before.major_faults);
+  out.read_calls = d(after.read_calls, before.read_calls);
+  out.read_bytes = d(after.read_bytes, before.read_bytes);
+  out.write_calls = d(after.write_calls, before.write_calls);
+  out.write_bytes = d(after.write_bytes, before.write_bytes);
+  out.block_io_bytes = d(after.block_io_bytes, before.block_io_bytes);
+  out.gc_seconds = d(after.gc_seconds, before.gc_seconds);
+  return out;
+}
+
+void Accumulate(TaskFigures& sum, const TaskFigures& delta) {
+  sum.cpu_user_seconds += delta.cpu_user_seconds;
+  sum.cpu_system_seconds += delta.cpu_system_seconds;
+  sum.runqueue_seconds += delta.runqueue_seconds;
+  sum.offcpu_io_seconds += delta.offcpu_io_seconds;
+  sum.offcpu_sleep_seconds += delta.offcpu_sleep_seconds;
+  sum.gil_wait_seconds += delta.gil_wait_seconds;
+  sum.voluntary_switches += delta.voluntary_switches;
+  sum.involuntary_switches += delta.involuntary_switches;
+  sum.minor_faults += delta.minor_faults;
+  sum.major_faults += delta.major_faults;
+  sum.read_calls += delta.read_calls;
+  sum.read_bytes += delta.read_bytes;
+  sum.write_calls += delta.write_calls;
+  sum.write_bytes += delta.write_bytes;
+  sum.block_io_bytes += delta.block_io_bytes;
+  sum.gc_seconds += delta.gc_seconds;
+}
+
+using Labels = std::vector<prometheus::ClientMetric::Label>;
+
+// One exported metric: its family and how to read it from TaskFigures.
+struct ProcessMetric {
+  const char* name;
+  const char* help;
+  const char* reason;  // a value of the "reason" label, or null
+  double (*value)(const TaskFigures&);
+};
+
+const ProcessMetric kMetrics[] = {
+    {"pystrobe_process_cpu_user_seconds_total", "CPU time in user mode.", nullptr,
+     [](const TaskFigures& f) { return f.cpu_user_seconds; }},
+    {"pystrobe_process_cpu_system_seconds_total", "CPU time in the kernel.", nullptr,
+     [](const TaskFigures& f) { return f.cpu_system_seconds; }},
+    {"pystrobe_process_runqueue_seconds_total", "Time runnable but waiting for a CPU.", nullptr,
+     [](const TaskFigures& f) { return f.runqueue_seconds; }},
+    {"pystrobe_process_offcpu_seconds_total",
+     "Time off CPU asleep, by reason: io (uninterruptible) or sleep (the rest, GIL wait included).",
+     "io", [](const TaskFigures& f) { return f.offcpu_io_seconds; }},
+    {"pystrobe_process_offcpu_seconds_total", nullptr, "sleep",
+     [](const TaskFigures& f) { return f.offcpu_sleep_seconds; }},
+    {"pystrobe_process_gil_wait_seconds_total", "Time asleep waiting to take CPython's GIL.",
+     nullptr, [](const TaskFigures& f) { return f.gil_wait_seconds; }},
+    {"pystrobe_process_read_bytes_total", "Bytes read through read-family syscalls (rchar).",
+     nullptr, [](const TaskFigures& f) { return static_cast<double>(f.read_bytes); }},
+    {"pystrobe_process_write_bytes_total", "Bytes written through write-family syscalls (wchar).",
+     nullptr, [](const TaskFigures& f) { return static_cast<double>(f.write_bytes); }},
+    {"pystrobe_process_read_calls_total", "Read-family syscalls (syscr).", nullptr,
+     [](const TaskFigures& f) { return static_cast<double>(f.read_calls); }},
+    {"pystrobe_process_write_calls_total", "Write-family syscalls (syscw).", nullptr,
+     [](const TaskFigures& f) { return static_cast<double>(f.write_calls); }},
+    {"pystrobe_process_block_io_bytes_total", "Bytes of block IO queued.", nullptr,
+     [](const TaskFigures& f) { return static_cast<double>(f.block_io_bytes); }},
+    {"pystrobe_process_minor_page_faults_total", "Minor page faults.", nullptr,
+     [](const TaskFigures& f) { return static_cast<double>(f.minor_faults); }},
+    {"pystrobe_process_major_page_faults_total", "Major page faults (the page was read in).",
+     nullptr, [](const TaskFigures& f) { return static_cast<double>(f.major_faults); }},
+    {"pystrobe_process_context_switches_total",
+     "Context switches, by reason: voluntary (the task slept) or involuntary (preempted).",
+     "voluntary", [](const TaskFigures& f) { return static_cast<double>(f.voluntary_switches); }},
+    {"pystrobe_process_context_switches_total", nullptr, "involuntary",
+     [](const TaskFigures& f) { return static_cast<double>(f.involuntary_switches); }},
+    {"pystrobe_process_gc_seconds_total", "Time in CPython's garbage collector (USDT probes).",
+     nullptr, [](const TaskFigures& f) { return f.gc_seconds; }},
+};
+
+}  // namespace
+
+void ProcessMetrics::Update(const std::vector<ProcessCounters>& processes, absl::Time now) {
+  for (auto& [key, tracked] : processes_) tracked.seen = false;
+  for (const ProcessCounters& process : processes) {
+    auto [it, inserted] = processes_.try_emplace(Key{process.pid, process.start_ns});
+    Tracked& tracked = it->second;
+    if (inserted) {
+      tracked.pid = process.pid;
+      if (!process.exited && container_) tracked.container_id = container_(process.pid);
+    }
+    tracked.comm = process.comm;
+    tracked.seen = true;
+    TaskFigures figures = FiguresFrom(process.raw);
+    TaskFigures delta = Delta(figures, tracked.figures);
+    tracked.figures = figures;
+    tracked.score = tracked.score * kScoreDecay + delta.cpu_seconds();
+    if (!tracked.selected) Accumulate(other_, delta);
+    if (process.exited && !tracked.exited_at) tracked.exited_at = now;
+  }
+  // A process no longer in the kernel's map was forgotten there: it is gone.
+  for (auto& [key, tracked] : processes_) {
+    if (!tracked.seen && !tracked.exited_at) tracked.exited_at = now;
+  }
+  for (auto it = processes_.begin(); it != processes_.end();) {
+    if (it->second.exited_at && now - *it->second.exited_at >= options_.exited_grace) {
+      if (it->second.selected) ++expired_;
+      processes_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+
+  // The busiest lately; exited ones only while they still have a series.
+  std::vector<Tracked*> candidates;
+  for (auto& [key, tracked] : processes_) {
+    if (!tracked.exited_at || tracked.selected) candidates.push_back(&tracked);
+  }
+  size_t keep = std::min(options_.max_series, candidates.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + keep, candidates.end(),
+                    [](const Tracked* a, const Tracked* b) {
+                      return a->score != b->score ? a->score > b->score : a->pid < b->pid;
+                    });
+  for (auto& [key, tracked] : processes_) tracked.selected = false;
+  for (size_t i = 0; i < keep; ++i) candidates[i]->selected = true;
+}
+
+size_t ProcessMetrics::series() const {
+  size_t count = 0;
+  for (const auto& [key, tracked] : processes_) count += tracked.selected;
+  return count;
+}
+
+std::vector<prometheus::MetricFamily> ProcessMetrics::Families() const {
+  Labels statics;
+  for (const auto& [name, value] : options_.static_labels) statics.push_back({name, value});
+
+  std::vector<const Tracked*> selected;
+  for (const auto& [key, tracked] : processes_) {
+    if (tracked.selected) selected.push_back(&tracked);
+  }
+  std::sort(selected.begin(), selected.end(),
+            [](const Tracked* a, const Tracked* b) { return a->pid < b->pid; });
+
+  std::vector<prometheus::MetricFamily> families;
+  for (const ProcessMetric& metric : kMetrics) {
+    if (metric.help != nullptr) families.push_back(CounterFamily(metric.name, metric.help));
+    prometheus::MetricFamily& family = families.back();
+    auto labels = [&](std::string pid, std::string comm, std::string container) {
+      Labels out = {{"pid", std::move(pid)},
+                    {"comm", std::move(comm)},
+                    {"container_id", std::move(container)}};
+      if (metric.reason != nullptr) out.push_back({"reason", metric.reason});
+      out.insert(out.end(), statics.begin(), statics.end());
+      return out;
+    };
+    for (const Tracked* tracked : selected) {
+      AddSample(family, metric.value(tracked->figures),
+                labels(absl::StrCat(tracked->pid), tracked->comm, tracked->container_id));
+    }
+    AddSample(family, metric.value(other_), labels("other", "", ""));
+  }
+  prometheus::MetricFamily tracked_family =
+      GaugeFamily("pystrobe_processes_tracked", "Processes with per-process figures held.");
+  AddSample(tracked_family, static_cast<double>(processes_.size()), statics);
+  families.push_back(std::move(tracked_family));
+  prometheus::MetricFamily series_family = GaugeFamily(
+      "pystrobe_process_series", "Processes exported as their own series (limits.metric_series).");
+  AddSample(series_family, static_cast<double>(selected.size()), statics);
+  families.push_back(std::move(series_family));
+  return families;
+}
+
+}  // namespace pystrobe

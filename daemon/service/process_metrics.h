@@ -1,0 +1,82 @@
+// Per-process Prometheus series from the accounting counters, with bounded
+// cardinality: the processes busiest on CPU lately (at most max_series of
+// them) get their own series, labelled pid, comm and container_id (plus the
+// static labels); everything else is summed into one series with pid="other".
+// A process that exits keeps its series, with its final figures, for a grace
+// period, then the series goes.
+//
+// Values are counters since the daemon began counting a process. A process
+// that enters the top set gets its series with everything it counted so far
+// (to Prometheus, a new series); while outside the top set, what it counts is
+// added to "other", which therefore only grows.
+#ifndef PYSTROBE_DAEMON_SERVICE_PROCESS_METRICS_H_
+#define PYSTROBE_DAEMON_SERVICE_PROCESS_METRICS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "daemon/accounting/process_counters.h"
+#include "prometheus/metric_family.h"
+
+namespace pystrobe {
+
+struct ProcessMetricsOptions {
+  size_t max_series = 200;
+  // How long an exited process's series stays.
+  absl::Duration exited_grace = absl::Minutes(2);
+  std::map<std::string, std::string> static_labels;
+};
+
+class ProcessMetrics {
+ public:
+  // The container id label of a live process ("" outside containers or when
+  // unknown). Called once per process, when it is first seen.
+  using ContainerLookup = std::function<std::string(uint32_t pid)>;
+
+  ProcessMetrics(ProcessMetricsOptions options, ContainerLookup container)
+      : options_(std::move(options)), container_(std::move(container)) {}
+
+  // Takes the current counters of every counted process (exited ones with
+  // their final figures; the caller may forget those in the kernel after
+  // this) and picks the series to export.
+  void Update(const std::vector<ProcessCounters>& processes, absl::Time now);
+
+  std::vector<prometheus::MetricFamily> Families() const;
+
+  void set_options(ProcessMetricsOptions options) { options_ = std::move(options); }
+  size_t tracked() const { return processes_.size(); }
+  size_t series() const;
+  // Exited processes whose series were removed after the grace period.
+  uint64_t expired() const { return expired_; }
+
+ private:
+  struct Tracked {
+    uint32_t pid = 0;
+    std::string comm;
+    std::string container_id;
+    TaskFigures figures;  // cumulative
+    double score = 0;     // decayed CPU seconds: what "busiest lately" means
+    std::optional<absl::Time> exited_at;
+    bool selected = false;
+    bool seen = false;  // in the latest update
+  };
+  using Key = std::pair<uint32_t, uint64_t>;  // pid, start_ns
+
+  ProcessMetricsOptions options_;
+  ContainerLookup container_;
+  absl::flat_hash_map<Key, Tracked> processes_;
+  TaskFigures other_;  // what unselected processes counted
+  uint64_t expired_ = 0;
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_SERVICE_PROCESS_METRICS_H_

@@ -1,0 +1,207 @@
+#include "daemon/service/profiling_session.h"
+
+#include <malloc.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr char kSystemPython[] = "/usr/bin/python3.11";
+constexpr absl::Duration kMapReadInterval = absl::Seconds(5);
+// Above this share of limits.memory the window is cut early and new
+// processes are refused until memory is back under it.
+constexpr double kMemoryPressureShare = 0.8;
+
+WindowOptions WindowOptionsFrom(const DaemonConfig& config) {
+  MemoryBudget budget = BudgetFor(config.limits.memory_bytes);
+  return WindowOptions{.window = config.window,
+                       .rate_hz = config.rate_hz,
+                       .offcpu = config.off_cpu,
+                       .static_labels = config.labels,
+                       .max_native_names = budget.max_native_names,
+                       .max_python_codes = budget.max_python_codes};
+}
+
+ProcessMetricsOptions ProcessMetricsOptionsFrom(const DaemonConfig& config) {
+  return ProcessMetricsOptions{.max_series = static_cast<size_t>(config.limits.metric_series),
+                               // Long enough for a few scrapes to see the final figures.
+                               .exited_grace = std::max(2 * config.window, absl::Seconds(30)),
+                               .static_labels = config.labels};
+}
+
+}  // namespace
+
+bool NeedsNewSession(const DaemonConfig& a, const DaemonConfig& b) {
+  return a.rate_hz != b.rate_hz || a.targets != b.targets || a.python != b.python ||
+         a.off_cpu != b.off_cpu;
+}
+
+MemoryBudget BudgetFor(uint64_t memory_bytes) {
+  // A quarter of the limit each for the window's stacks (about 2 KiB per
+  // distinct stack with its frames) and the name caches (about 200 bytes a
+  // native name, 1 KiB a code object with its line table); the rest is for
+  // the symbol tables of live processes, BCC's and libbpf's own.
+  uint64_t quarter = memory_bytes / 4;
+  return MemoryBudget{.max_stacks = static_cast<size_t>(quarter / 2048),
+                      .max_native_names = static_cast<size_t>(quarter / 2 / 200),
+                      .max_python_codes = static_cast<size_t>(quarter / 2 / 1024)};
+}
+
+ProfilingSession::ProfilingSession(const DaemonConfig& config, ContainerLabels* labels)
+    : config_(config),
+      labels_(labels),
+      process_metrics_(ProcessMetricsOptionsFrom(config), ContainerLabels::ContainerIdOfProcess) {}
+
+ProfilingSession::~ProfilingSession() {
+  if (sampler_ != nullptr && !detached_) sampler_->Detach();
+}
+
+absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
+    const DaemonConfig& config, std::vector<WindowSink*> sinks, ContainerLabels* labels,
+    uint64_t next_sequence) {
+  std::unique_ptr<ProfilingSession> session(new ProfilingSession(config, labels));
+  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = BpfSampler::Open();
+  if (!sampler.ok()) return sampler.status();
+  session->sampler_ = std::move(*sampler);
+  BpfSampler& bpf = *session->sampler_;
+  SamplerConfig sampler_config;
+  sampler_config.filter_pids = FiltersProcesses(config.targets);
+  sampler_config.filter_cgroups = FiltersCgroups(config.targets);
+  // Without the walk, no process is handed to the kernel as CPython.
+  sampler_config.python_max_frames = config.python.max_depth;
+  sampler_config.offcpu = config.off_cpu;
+  if (absl::Status s = bpf.Configure(sampler_config); !s.ok()) return s;
+  if (absl::Status s = bpf.Load(); !s.ok()) return s;
+
+  session->targets_ = std::make_unique<TargetSelector>(
+      config.targets, &bpf, labels != nullptr ? labels->resolver() : nullptr);
+  if (absl::Status s = session->targets_->Start(); !s.ok()) return s;
+  if (absl::Status s = bpf.AttachAccounting({}); !s.ok()) return s;
+  std::error_code ignored;
+  if (std::filesystem::exists(kSystemPython, ignored)) {
+    // GC time of every process of the interpreter that has the probes.
+    bpf.AttachPythonGcProbes(-1, kSystemPython).IgnoreError();
+  }
+  session->accounting_ = std::make_unique<AccountingReader>(bpf.accounting_maps());
+
+  absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromFile();
+  if (kernel.ok()) {
+    session->kernel_symbols_.emplace(std::move(*kernel));
+  } else {
+    fprintf(stderr, "pystrobe daemon: warning: kernel frames stay unnamed: %s\n",
+            std::string(kernel.status().message()).c_str());
+  }
+  if (config.python.walk) {
+    session->python_discovery_ = std::make_unique<KernelPythonDiscovery>(&bpf);
+  }
+  MemoryBudget budget = BudgetFor(config.limits.memory_bytes);
+  session->recorder_ =
+      std::make_unique<Recorder>(&session->native_symbols_, session->python_discovery_.get(),
+                                 RecorderOptions{.threads = true, .max_stacks = budget.max_stacks});
+  session->recorder_->processes().set_max_live_images(
+      static_cast<size_t>(config.limits.tracked_processes));
+
+  absl::Time now = absl::Now();
+  session->window_loop_ = std::make_unique<WindowLoop>(
+      session->recorder_.get(), session->kernel_symbols_ ? &*session->kernel_symbols_ : nullptr,
+      labels, std::move(sinks), WindowOptionsFrom(config), now, next_sequence);
+  Recorder* recorder = session->recorder_.get();
+  if (absl::Status s = bpf.Attach(
+          config.rate_hz, [recorder](std::span<const uint8_t> r) { recorder->HandleRecord(r); });
+      !s.ok()) {
+    return s;
+  }
+  return session;
+}
+
+absl::Status ProfilingSession::Poll(absl::Duration interval) {
+  absl::SleepFor(interval);
+  return sampler_->Drain();
+}
+
+void ProfilingSession::Tick(absl::Time now) {
+  targets_->Refresh(now);
+  for (const std::string& warning : targets_->TakeWarnings()) {
+    fprintf(stderr, "pystrobe daemon: warning: %s\n", warning.c_str());
+  }
+  std::vector<ProcessCounters> processes = accounting_->Processes();
+  process_metrics_.Update(processes, now);
+  // Their final figures are read: the kernel's map may let them go.
+  for (const ProcessCounters& process : processes) {
+    if (process.exited) accounting_->Forget(process.pid, process.start_ns).IgnoreError();
+  }
+  if (now >= next_map_read_) {
+    next_map_read_ = now + kMapReadInterval;
+    map_fill_ = sampler_->ReadMapFill();
+  }
+
+  // limits.memory: near it, write the window now (its stacks are most of
+  // what grows) and take no new processes until back under it.
+  SelfUsage usage = ReadSelfUsage();
+  double limit = static_cast<double>(config_.limits.memory_bytes);
+  ProcessTable& table = recorder_->processes();
+  if (usage.resident_bytes > kMemoryPressureShare * limit) {
+    if (recorder_->stacks().size() + recorder_->offcpu_stacks().size() > 0) {
+      ++memory_pressure_cuts_;
+      window_loop_->Cut(now);
+      malloc_trim(0);
+    }
+    table.set_max_live_images(
+        std::min(table.live_image_count(), static_cast<size_t>(config_.limits.tracked_processes)));
+  } else {
+    table.set_max_live_images(static_cast<size_t>(config_.limits.tracked_processes));
+  }
+}
+
+void ProfilingSession::MaybeCut(absl::Time now, bool force) {
+  if (force || window_loop_->Due(now)) {
+    window_loop_->Cut(now);
+    malloc_trim(0);
+  }
+}
+
+void ProfilingSession::Finish(absl::Time now) {
+  sampler_->Detach();
+  detached_ = true;
+  if (absl::Status s = sampler_->Drain(); !s.ok()) {
+    fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
+  }
+  window_loop_->Cut(now, /*final=*/true);
+}
+
+void ProfilingSession::Apply(const DaemonConfig& config) {
+  config_ = config;
+  window_loop_->set_options(WindowOptionsFrom(config));
+  process_metrics_.set_options(ProcessMetricsOptionsFrom(config));
+  recorder_->processes().set_max_live_images(static_cast<size_t>(config.limits.tracked_processes));
+}
+
+void ProfilingSession::FillHealth(DaemonHealth& health) {
+  health.sampler = sampler_->ReadCounters();
+  health.accounting = accounting_->Drops();
+  health.maps = map_fill_;
+  const Recorder& recorder = *recorder_;
+  health.malformed_records = recorder.malformed_records();
+  health.samples_over_stack_limit = recorder.samples_over_stack_limit();
+  health.samples_of_refused_processes = recorder.samples_of_refused_processes();
+  health.native_name_evictions = recorder_->native_names().evictions();
+  health.python_code_evictions = recorder.python_codes().evictions();
+  health.python_code_read_errors = recorder.python_codes().read_errors();
+  health.images_evicted = recorder.processes().images_evicted();
+  health.native_names = recorder_->native_names().size();
+  health.python_codes = recorder.python_codes().size();
+  health.process_images = recorder.processes().image_count();
+  health.live_processes = recorder.processes().live_image_count();
+  health.python_processes = recorder.processes().python_processes();
+  health.window_stacks = recorder.stacks().size() + recorder.offcpu_stacks().size();
+  health.windows = window_loop_->windows();
+  health.sink_errors = window_loop_->sink_errors();
+  health.memory_pressure_cuts = memory_pressure_cuts_;
+}
+
+}  // namespace pystrobe

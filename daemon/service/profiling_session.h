@@ -1,0 +1,93 @@
+// One run of the BPF programs under one configuration: the sampler with its
+// accounting, the recorder, the targets, the per-process metrics and the
+// window loop. A configuration change that the kernel side must see (rate,
+// targets, Python walk, off-CPU) ends the session and starts another; every
+// other change applies to the running one.
+#ifndef PYSTROBE_DAEMON_SERVICE_PROFILING_SESSION_H_
+#define PYSTROBE_DAEMON_SERVICE_PROFILING_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "config/config.h"
+#include "daemon/accounting/process_counters.h"
+#include "daemon/bpf_sampler.h"
+#include "daemon/kernel_python_discovery.h"
+#include "daemon/recorder.h"
+#include "daemon/service/container_labels.h"
+#include "daemon/service/process_metrics.h"
+#include "daemon/service/self_metrics.h"
+#include "daemon/service/target_selector.h"
+#include "daemon/service/window_loop.h"
+#include "daemon/symbolizer/bcc_native_symbolizer.h"
+#include "daemon/symbolizer/kernel_symbolizer.h"
+
+namespace pystrobe {
+
+// Whether going from `a` to `b` needs a new session.
+bool NeedsNewSession(const DaemonConfig& a, const DaemonConfig& b);
+
+// What limits.memory is split into (see daemon_command.cc).
+struct MemoryBudget {
+  size_t max_stacks = 0;
+  size_t max_native_names = 0;
+  size_t max_python_codes = 0;
+};
+MemoryBudget BudgetFor(uint64_t memory_bytes);
+
+class ProfilingSession {
+ public:
+  // Loads and attaches everything. `sinks` and `labels` must outlive it.
+  static absl::StatusOr<std::unique_ptr<ProfilingSession>> Start(const DaemonConfig& config,
+                                                                 std::vector<WindowSink*> sinks,
+                                                                 ContainerLabels* labels,
+                                                                 uint64_t next_sequence);
+  ~ProfilingSession();
+
+  // Waits `interval`, then hands every waiting record to the recorder.
+  // Records do not wake the reader (see sampler.bpf.c), and a drain after a
+  // sleep reads them in one batch, as top does.
+  absl::Status Poll(absl::Duration interval);
+  // The once-a-second work: targets, per-process metrics, the memory limit.
+  // True when the daemon is over its memory limit.
+  void Tick(absl::Time now);
+  // Cuts the window when due (or now with `force`).
+  void MaybeCut(absl::Time now, bool force = false);
+  // The last window, after stopping the sampler and draining its records.
+  void Finish(absl::Time now);
+  // Applies a configuration that does not need a new session.
+  void Apply(const DaemonConfig& config);
+
+  // Fills in what this session counts.
+  void FillHealth(DaemonHealth& health);
+  const ProcessMetrics& process_metrics() const { return process_metrics_; }
+  uint64_t next_sequence() const { return window_loop_->next_sequence(); }
+  uint64_t windows() const { return window_loop_->windows(); }
+
+ private:
+  ProfilingSession(const DaemonConfig& config, ContainerLabels* labels);
+
+  DaemonConfig config_;
+  std::unique_ptr<BpfSampler> sampler_;
+  std::optional<KernelSymbolizer> kernel_symbols_;
+  BccNativeSymbolizer native_symbols_;
+  std::unique_ptr<KernelPythonDiscovery> python_discovery_;
+  std::unique_ptr<Recorder> recorder_;
+  std::unique_ptr<AccountingReader> accounting_;
+  std::unique_ptr<TargetSelector> targets_;
+  ContainerLabels* labels_;
+  ProcessMetrics process_metrics_;
+  std::unique_ptr<WindowLoop> window_loop_;
+  std::vector<BpfSampler::MapFill> map_fill_;
+  absl::Time next_map_read_ = absl::InfinitePast();
+  uint64_t memory_pressure_cuts_ = 0;
+  bool detached_ = false;
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_SERVICE_PROFILING_SESSION_H_

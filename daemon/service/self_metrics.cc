@@ -1,0 +1,167 @@
+#include "daemon/service/self_metrics.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "daemon/service/metrics_snapshot.h"
+
+namespace pystrobe {
+
+SelfUsage ReadSelfUsage() {
+  SelfUsage usage;
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat;
+  std::getline(stat_file, stat);
+  // Fields after the command name (which may hold spaces): state is field 3,
+  // utime and stime are fields 14 and 15.
+  size_t name_end = stat.rfind(')');
+  if (name_end != std::string::npos) {
+    std::istringstream fields(stat.substr(name_end + 2));
+    std::string field;
+    double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+    for (int i = 3; fields >> field; ++i) {
+      if (i == 14) usage.cpu_user_seconds = std::stod(field) / ticks;
+      if (i == 15) {
+        usage.cpu_system_seconds = std::stod(field) / ticks;
+        break;
+      }
+    }
+  }
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size_pages = 0, resident_pages = 0;
+  if (statm >> size_pages >> resident_pages) {
+    usage.resident_bytes = resident_pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  }
+  return usage;
+}
+
+std::vector<prometheus::MetricFamily> SelfMetricFamilies(
+    const DaemonHealth& health, const std::map<std::string, std::string>& static_labels) {
+  using Labels = std::vector<prometheus::ClientMetric::Label>;
+  Labels statics;
+  for (const auto& [name, value] : static_labels) statics.push_back({name, value});
+  auto with = [&](Labels labels) {
+    labels.insert(labels.end(), statics.begin(), statics.end());
+    return labels;
+  };
+  std::vector<prometheus::MetricFamily> families;
+  auto counter = [&](const char* name, const char* help, double value) {
+    families.push_back(CounterFamily(name, help));
+    AddSample(families.back(), value, statics);
+  };
+  auto gauge = [&](const char* name, const char* help, double value) {
+    families.push_back(GaugeFamily(name, help));
+    AddSample(families.back(), value, statics);
+  };
+  const SamplerCounters& s = health.sampler;
+
+  counter("pystrobe_samples_taken_total", "cpu-clock samples taken in the kernel, before filters.",
+          static_cast<double>(s.taken));
+  counter("pystrobe_samples_total", "Samples sent to userspace.", static_cast<double>(s.sent));
+  counter("pystrobe_samples_idle_total", "Samples of idle CPUs, not sent.",
+          static_cast<double>(s.idle));
+  counter("pystrobe_samples_filtered_total", "Samples of processes outside the targets.",
+          static_cast<double>(s.filtered));
+  counter("pystrobe_python_samples_total", "Samples with a walk of CPython frames.",
+          static_cast<double>(s.python_walked));
+  counter("pystrobe_offcpu_intervals_total", "Off-CPU intervals sent with their stacks.",
+          static_cast<double>(s.offcpu_sent));
+
+  families.push_back(CounterFamily(
+      "pystrobe_dropped_total",
+      "What was lost or left out, by reason. Every drop the daemon knows of is here."));
+  auto drop = [&](const char* reason, uint64_t value) {
+    AddSample(families.back(), static_cast<double>(value), with({{"reason", reason}}));
+  };
+  drop("ringbuf_full", s.lost_ringbuf_full);
+  drop("kernel_stack_failed", s.kernel_stack_failed);
+  drop("user_stack_failed", s.user_stack_failed);
+  drop("process_event_lost", s.process_events_lost);
+  drop("python_walk_truncated", s.python_truncated);
+  drop("python_read_failed", s.python_read_failed);
+  drop("python_no_thread_state", s.python_no_thread_state);
+  drop("offcpu_storage_failed", s.offcpu_storage_failed);
+  drop("accounting_process_map_full", health.accounting.process_map_full);
+  drop("accounting_thread_map_full", health.accounting.thread_map_full);
+  drop("accounting_no_thread_state", health.accounting.no_thread_state);
+  drop("malformed_record", health.malformed_records);
+  drop("window_stack_limit", health.samples_over_stack_limit);
+  drop("tracked_process_limit", health.samples_of_refused_processes);
+  drop("python_code_unreadable", health.python_code_read_errors);
+
+  families.push_back(CounterFamily(
+      "pystrobe_cache_evictions_total",
+      "Entries dropped from the symbolization caches to stay within their bounds, by cache."));
+  AddSample(families.back(), static_cast<double>(health.native_name_evictions),
+            with({{"cache", "native_names"}}));
+  AddSample(families.back(), static_cast<double>(health.python_code_evictions),
+            with({{"cache", "python_codes"}}));
+  families.push_back(GaugeFamily("pystrobe_cache_entries", "Entries in each symbolization cache."));
+  AddSample(families.back(), static_cast<double>(health.native_names),
+            with({{"cache", "native_names"}}));
+  AddSample(families.back(), static_cast<double>(health.python_codes),
+            with({{"cache", "python_codes"}}));
+  AddSample(families.back(), static_cast<double>(health.process_images),
+            with({{"cache", "process_images"}}));
+  counter("pystrobe_process_images_evicted_total",
+          "Images of exited processes forgotten after their last window was written.",
+          static_cast<double>(health.images_evicted));
+  gauge("pystrobe_live_processes", "Live sampled processes the daemon keeps symbols for.",
+        static_cast<double>(health.live_processes));
+  gauge("pystrobe_python_processes", "Sampled processes found to run CPython.",
+        static_cast<double>(health.python_processes));
+  gauge("pystrobe_window_stacks", "Distinct stacks in the window being recorded.",
+        static_cast<double>(health.window_stacks));
+
+  families.push_back(GaugeFamily("pystrobe_bpf_map_entries", "Entries in each BPF hash map."));
+  for (const BpfSampler::MapFill& map : health.maps) {
+    AddSample(families.back(), map.entries, with({{"map", map.name}}));
+  }
+  families.push_back(GaugeFamily("pystrobe_bpf_map_max_entries", "Capacity of each BPF hash map."));
+  for (const BpfSampler::MapFill& map : health.maps) {
+    AddSample(families.back(), map.max_entries, with({{"map", map.name}}));
+  }
+
+  counter("pystrobe_windows_total", "Profiling windows cut.", static_cast<double>(health.windows));
+  families.push_back(
+      CounterFamily("pystrobe_window_sink_errors_total", "Windows a sink failed to take."));
+  for (const auto& [sink, errors] : health.sink_errors) {
+    AddSample(families.back(), static_cast<double>(errors), with({{"sink", sink}}));
+  }
+  if (health.sink_errors.empty()) families.pop_back();
+  counter("pystrobe_memory_pressure_cuts_total",
+          "Windows cut early because the daemon neared limits.memory.",
+          static_cast<double>(health.memory_pressure_cuts));
+  families.push_back(CounterFamily("pystrobe_profile_files_deleted_total",
+                                   "Profiles deleted by the retention, by reason (age, size)."));
+  AddSample(families.back(), static_cast<double>(health.profile_files_deleted_age),
+            with({{"reason", "age"}}));
+  AddSample(families.back(), static_cast<double>(health.profile_files_deleted_size),
+            with({{"reason", "size"}}));
+  gauge("pystrobe_profile_files", "Profiles in the profile directory.",
+        static_cast<double>(health.profile_files));
+  gauge("pystrobe_profile_dir_bytes", "Total size of the profiles in the profile directory.",
+        static_cast<double>(health.profile_dir_bytes));
+  counter("pystrobe_config_reloads_total", "Configurations applied on SIGHUP.",
+          static_cast<double>(health.config_reloads));
+  counter("pystrobe_config_reload_errors_total",
+          "Configurations rejected on SIGHUP (the running one stayed).",
+          static_cast<double>(health.config_reload_errors));
+  gauge("pystrobe_window_seconds", "The window length in force.", health.window_seconds);
+  gauge("pystrobe_sample_rate_hertz", "Samples per second per CPU in force.", health.rate_hz);
+
+  families.push_back(CounterFamily("pystrobe_cpu_seconds_total",
+                                   "The daemon's own CPU time, by mode (user, system)."));
+  AddSample(families.back(), health.usage.cpu_user_seconds, with({{"mode", "user"}}));
+  AddSample(families.back(), health.usage.cpu_system_seconds, with({{"mode", "system"}}));
+  gauge("pystrobe_resident_memory_bytes", "The daemon's resident memory (RSS).",
+        static_cast<double>(health.usage.resident_bytes));
+  gauge("pystrobe_memory_limit_bytes", "limits.memory in force.",
+        static_cast<double>(health.memory_limit_bytes));
+  return families;
+}
+
+}  // namespace pystrobe

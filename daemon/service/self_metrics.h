@@ -1,0 +1,64 @@
+// The daemon's own health as Prometheus families: samples, every drop by
+// reason, map fill, cache sizes, windows written, its CPU time and memory.
+#ifndef PYSTROBE_DAEMON_SERVICE_SELF_METRICS_H_
+#define PYSTROBE_DAEMON_SERVICE_SELF_METRICS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "daemon/accounting/process_counters.h"
+#include "daemon/bpf_sampler.h"
+#include "prometheus/metric_family.h"
+
+namespace pystrobe {
+
+// This process's CPU time and resident memory, from /proc/self.
+struct SelfUsage {
+  double cpu_user_seconds = 0;
+  double cpu_system_seconds = 0;
+  uint64_t resident_bytes = 0;
+};
+SelfUsage ReadSelfUsage();
+
+// Everything the daemon counts about itself; counters are totals since start.
+struct DaemonHealth {
+  SamplerCounters sampler;
+  AccountingDrops accounting;
+  std::vector<BpfSampler::MapFill> maps;
+  uint64_t malformed_records = 0;
+  uint64_t samples_over_stack_limit = 0;
+  uint64_t samples_of_refused_processes = 0;  // limits.tracked_processes
+  uint64_t native_name_evictions = 0;
+  uint64_t python_code_evictions = 0;
+  uint64_t images_evicted = 0;
+  uint64_t python_code_read_errors = 0;
+  uint64_t memory_pressure_cuts = 0;  // windows cut early to stay within limits.memory
+  size_t native_names = 0;
+  size_t python_codes = 0;
+  size_t process_images = 0;
+  size_t live_processes = 0;
+  size_t python_processes = 0;
+  size_t window_stacks = 0;  // distinct stacks in the window being recorded
+  uint64_t windows = 0;
+  // Per sink: windows it failed to take.
+  std::map<std::string, uint64_t> sink_errors;
+  uint64_t profile_files_deleted_age = 0;
+  uint64_t profile_files_deleted_size = 0;
+  uint64_t profile_files = 0;
+  uint64_t profile_dir_bytes = 0;
+  uint64_t config_reloads = 0;
+  uint64_t config_reload_errors = 0;
+  uint64_t memory_limit_bytes = 0;
+  double window_seconds = 0;
+  int rate_hz = 0;
+  SelfUsage usage;
+};
+
+std::vector<prometheus::MetricFamily> SelfMetricFamilies(
+    const DaemonHealth& health, const std::map<std::string, std::string>& static_labels);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_SERVICE_SELF_METRICS_H_

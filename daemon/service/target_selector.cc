@@ -1,0 +1,149 @@
+#include "daemon/service/target_selector.h"
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "daemon/containers/container_id.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr absl::Duration kProcessScanInterval = absl::Seconds(1);
+constexpr absl::Duration kCgroupScanInterval = absl::Seconds(5);
+// Groups walked when looking for containers; the map holds 1024.
+constexpr size_t kMaxCgroupsWalked = 65536;
+constexpr size_t kMaxTargetCgroups = 1024;
+
+}  // namespace
+
+bool FiltersProcesses(const TargetsConfig& targets) { return !targets.all; }
+
+bool FiltersCgroups(const TargetsConfig& targets) {
+  return !targets.all && (!targets.cgroups.empty() || !targets.containers.empty());
+}
+
+TargetSelector::TargetSelector(TargetsConfig targets, BpfSampler* sampler, CgroupResolver* cgroups)
+    : targets_(std::move(targets)), sampler_(sampler), cgroups_(cgroups) {
+  // The loader validated every pattern.
+  for (const std::string& pattern : targets_.process_names) {
+    patterns_.emplace_back(pattern, std::regex::ECMAScript);
+  }
+}
+
+absl::Status TargetSelector::Start() {
+  if (!FiltersProcesses(targets_)) return absl::OkStatus();
+  for (int32_t pid : targets_.pids) {
+    if (absl::Status s = sampler_->AddTargetPid(static_cast<uint32_t>(pid)); !s.ok()) return s;
+  }
+  if (FiltersCgroups(targets_) && cgroups_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "targets.cgroups and targets.containers need cgroup v2, which is not mounted here");
+  }
+  Refresh(absl::Now());
+  return absl::OkStatus();
+}
+
+void TargetSelector::Refresh(absl::Time now) {
+  if (!FiltersProcesses(targets_)) return;
+  if (!patterns_.empty() && now >= next_process_scan_) {
+    next_process_scan_ = now + kProcessScanInterval;
+    ScanProcesses();
+  }
+  if (FiltersCgroups(targets_) && cgroups_ != nullptr && now >= next_cgroup_scan_) {
+    next_cgroup_scan_ = now + kCgroupScanInterval;
+    ScanCgroups();
+  }
+}
+
+bool TargetSelector::NameMatches(const std::string& comm, const std::string& exe_base) const {
+  for (const std::regex& pattern : patterns_) {
+    if (std::regex_match(comm, pattern)) return true;
+    if (!exe_base.empty() && std::regex_match(exe_base, pattern)) return true;
+  }
+  return false;
+}
+
+void TargetSelector::ScanProcesses() {
+  absl::flat_hash_set<uint32_t> present;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    uint32_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    present.insert(pid);
+    if (checked_pids_.contains(pid)) continue;
+    std::ifstream comm_file(absl::StrCat("/proc/", pid, "/comm"));
+    std::string comm;
+    std::getline(comm_file, comm);
+    std::error_code link_error;
+    std::string exe =
+        std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), link_error).string();
+    // A kernel thread has no executable: it is never a target.
+    if (link_error && comm.empty()) continue;
+    if (NameMatches(comm, std::filesystem::path(exe).filename().string())) {
+      if (absl::Status s = sampler_->AddTargetPid(pid); !s.ok()) {
+        warnings_.push_back(std::string(s.message()));
+      }
+    }
+  }
+  // A process is looked at once; a pid that comes back is a new process.
+  checked_pids_.swap(present);
+}
+
+void TargetSelector::ScanCgroups() {
+  absl::flat_hash_set<uint64_t> wanted;
+  auto warn_once = [&](std::string warning) {
+    if (warned_.insert(warning).second) warnings_.push_back(std::move(warning));
+  };
+  for (const std::string& path : targets_.cgroups) {
+    absl::StatusOr<uint64_t> id = cgroups_->IdForPath(path);
+    if (id.ok()) {
+      wanted.insert(*id);
+    } else {
+      warn_once(absl::StrCat("targets.cgroups: ", path, ": ", id.status().message()));
+    }
+  }
+  if (!targets_.containers.empty()) {
+    WalkCgroupTree(cgroups_->mount(), "/", kMaxCgroupsWalked,
+                   [&](uint64_t id, const std::string& path) {
+                     ContainerInfo container = ParseContainerInfo(path);
+                     if (!container.in_container()) return;
+                     for (const std::string& prefix : targets_.containers) {
+                       if (absl::StartsWith(container.id, prefix)) wanted.insert(id);
+                     }
+                   });
+  }
+  for (uint64_t id : wanted) {
+    if (cgroup_ids_.size() >= kMaxTargetCgroups) {
+      warn_once("more targeted cgroups than the kernel's map holds (1024): some are left out");
+      break;
+    }
+    if (cgroup_ids_.contains(id)) continue;
+    if (absl::Status s = sampler_->AddTargetCgroup(id); s.ok()) {
+      cgroup_ids_.insert(id);
+    } else {
+      warn_once(std::string(s.message()));
+    }
+  }
+  // Groups that are gone (a container stopped): their ids are not reused.
+  for (auto it = cgroup_ids_.begin(); it != cgroup_ids_.end();) {
+    if (!wanted.contains(*it)) {
+      sampler_->RemoveTargetCgroup(*it).IgnoreError();
+      cgroup_ids_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<std::string> TargetSelector::TakeWarnings() {
+  std::vector<std::string> out;
+  out.swap(warnings_);
+  return out;
+}
+
+}  // namespace pystrobe

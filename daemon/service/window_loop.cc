@@ -1,0 +1,82 @@
+#include "daemon/service/window_loop.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/profile_builder.h"
+
+namespace pystrobe {
+
+WindowLoop::WindowLoop(Recorder* recorder, const KernelSymbolizer* kernel, ContainerLabels* labels,
+                       std::vector<WindowSink*> sinks, WindowOptions options, absl::Time start,
+                       uint64_t next_sequence)
+    : recorder_(recorder),
+      kernel_(kernel),
+      labels_(labels),
+      sinks_(std::move(sinks)),
+      options_(std::move(options)),
+      window_start_(start),
+      next_sequence_(next_sequence) {}
+
+Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now) {
+  Profile profile;
+  profile.title = "pystrobe daemon";
+  profile.sample_rate_hz = options_.rate_hz;
+  profile.start_time = window_start_;
+  profile.duration = now - window_start_;
+  for (const auto& [key, value] : options_.static_labels) profile.labels.push_back({key, value});
+
+  // The builder keeps its kernel names for one window only: a fresh one per
+  // window keeps that cache bounded too.
+  ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
+                         &recorder_->native_names(), kernel_,
+                         ProfileBuilderOptions{.threads = true});
+  if (options_.offcpu) {
+    profile.count_unit = "microseconds";
+    builder.AddTo(stacks.on_cpu, {.scale = 1e6 / options_.rate_hz, .root = "[on-cpu]"}, profile);
+    builder.AddTo(stacks.off_cpu, {.scale = 1e-3, .root = "[off-cpu]"}, profile);
+  } else {
+    builder.AddTo(stacks.on_cpu, profile);
+  }
+
+  // Per process: where it runs and which Python it is.
+  absl::flat_hash_set<ImageId> images;
+  for (const auto& [stack, count] : stacks.on_cpu.counts()) images.insert(stack.image);
+  for (const auto& [stack, count] : stacks.off_cpu.counts()) images.insert(stack.image);
+  for (ImageId id : images) {
+    const ProcessImage& image = recorder_->processes().image(id);
+    std::vector<ProfileLabel>& labels = profile.process_labels[image.pid];
+    if (!labels.empty()) continue;  // the pid's earlier image in this window
+    if (labels_ != nullptr) labels = labels_->ForCgroup(image.cgroup_id);
+    if (image.python != nullptr) {
+      labels.push_back({"python_version", image.python->interpreter().version.ToString()});
+    }
+  }
+  return profile;
+}
+
+void WindowLoop::Cut(absl::Time now, bool final) {
+  WindowStacks stacks = recorder_->TakeStacks();
+  ProfileWindow window;
+  window.sequence = next_sequence_++;
+  window.start = window_start_;
+  window.end = now;
+  window.final = final;
+  window.profile = Build(stacks, now);
+  for (WindowSink* sink : sinks_) {
+    if (absl::Status s = sink->Consume(window); !s.ok()) {
+      ++sink_errors_[sink->name()];
+      fprintf(stderr, "pystrobe daemon: window %llu: %s: %s\n",
+              static_cast<unsigned long long>(window.sequence), sink->name().c_str(),
+              std::string(s.message()).c_str());
+    }
+  }
+  ++windows_;
+  window_start_ = now;
+  // The window is written: nothing refers to exited processes any more.
+  recorder_->EvictAfterWindow(options_.max_native_names, options_.max_python_codes);
+}
+
+}  // namespace pystrobe
