@@ -118,22 +118,13 @@ void ProcessMetrics::Update(const std::vector<ProcessCounters>& processes, absl:
     TaskFigures delta = Delta(figures, tracked.figures);
     tracked.figures = figures;
     tracked.score = tracked.score * kScoreDecay + delta.cpu_seconds();
-    if (!tracked.selected) Accumulate(other_, delta);
+    Accumulate(tracked.pending, delta);
     if (process.exited && !tracked.exited_at) tracked.exited_at = now;
   }
   // A process no longer in the kernel's map was forgotten there: it is gone.
   for (auto& [key, tracked] : processes_) {
     if (!tracked.seen && !tracked.exited_at) tracked.exited_at = now;
   }
-  for (auto it = processes_.begin(); it != processes_.end();) {
-    if (it->second.exited_at && now - *it->second.exited_at >= options_.exited_grace) {
-      if (it->second.selected) ++expired_;
-      processes_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-
   // The busiest lately; exited ones only while they still have a series.
   std::vector<Tracked*> candidates;
   for (auto& [key, tracked] : processes_) {
@@ -146,6 +137,23 @@ void ProcessMetrics::Update(const std::vector<ProcessCounters>& processes, absl:
                     });
   for (auto& [key, tracked] : processes_) tracked.selected = false;
   for (size_t i = 0; i < keep; ++i) candidates[i]->selected = true;
+  // What the others counted since the last update goes to "other".
+  for (auto& [key, tracked] : processes_) {
+    if (!tracked.selected) Accumulate(other_, tracked.pending);
+    tracked.pending = TaskFigures();
+  }
+  for (auto it = processes_.begin(); it != processes_.end();) {
+    // Without a series, an exited process has nothing more to show: what it
+    // counted is in "other" already.
+    bool expired = it->second.exited_at &&
+                   (!it->second.selected || now - *it->second.exited_at >= options_.exited_grace);
+    if (expired) {
+      if (it->second.selected) ++expired_;
+      processes_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
 }
 
 size_t ProcessMetrics::series() const {

@@ -63,6 +63,7 @@ class ProcessMetrics {
     std::string comm;
     std::string container_id;
     TaskFigures figures;  // cumulative
+    TaskFigures pending;  // counted since the last update
     double score = 0;     // decayed CPU seconds: what "busiest lately" means
     std::optional<absl::Time> exited_at;
     bool selected = false;

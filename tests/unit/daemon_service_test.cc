@@ -1,0 +1,244 @@
+// The daemon's service classes without BPF: the profile directory and its
+// retention, per-process series with bounded cardinality, and the recorder's
+// windows and evictions.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/recorder.h"
+#include "daemon/service/process_metrics.h"
+#include "daemon/service/profile_directory.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pystrobe_abi.h"
+
+namespace pystrobe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/pystrobe-service-test-XXXXXX";
+    path_ = mkdtemp(pattern);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+size_t ProfileFiles(const std::string& dir) {
+  size_t count = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    count += entry.path().string().ends_with(".pb.gz");
+  }
+  return count;
+}
+
+ProfileWindow WindowAt(uint64_t sequence, absl::Time start) {
+  ProfileWindow window;
+  window.sequence = sequence;
+  window.start = start;
+  window.end = start + absl::Seconds(60);
+  window.profile.sample_rate_hz = 19;
+  window.profile.Add({{"main (1)", FrameKind::kProcess}, {"work", FrameKind::kNative}}, 5);
+  return window;
+}
+
+TEST(ProfileDirectoryTest, EachWindowIsOneGzippedPprofFile) {
+  TempDir dir;
+  ProfileDirectory profiles(dir.path() + "/profiles", RetentionConfig{});
+  ASSERT_TRUE(profiles.Open().ok());
+  absl::Time start = absl::FromUnixSeconds(1700000000);
+  ASSERT_TRUE(profiles.Consume(WindowAt(1, start)).ok());
+  ASSERT_TRUE(profiles.Consume(WindowAt(2, start + absl::Seconds(60))).ok());
+  EXPECT_EQ(ProfileFiles(dir.path() + "/profiles"), 2u);
+  EXPECT_TRUE(fs::exists(dir.path() + "/profiles/pystrobe-20231114T221320Z-000001.pb.gz"));
+  std::ifstream file(dir.path() + "/profiles/pystrobe-20231114T221320Z-000001.pb.gz",
+                     std::ios::binary);
+  unsigned char magic[2] = {};
+  file.read(reinterpret_cast<char*>(magic), 2);
+  EXPECT_EQ(magic[0], 0x1f);
+  EXPECT_EQ(magic[1], 0x8b);
+  EXPECT_EQ(profiles.stats().windows_written, 2u);
+}
+
+TEST(ProfileDirectoryTest, OpenRemovesTemporaryFilesOfAKilledDaemonButNothingElse) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/pystrobe-20231114T221320Z-000001.pb.gz.tmp") << "half";
+  std::ofstream(dir.path() + "/notes.txt") << "operator's file";
+  ProfileDirectory profiles(dir.path(), RetentionConfig{});
+  ASSERT_TRUE(profiles.Open().ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/pystrobe-20231114T221320Z-000001.pb.gz.tmp"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/notes.txt"));
+}
+
+TEST(ProfileDirectoryTest, RetentionDeletesProfilesOlderThanMaxAge) {
+  TempDir dir;
+  static absl::Time now = absl::Now();
+  ProfileDirectory profiles(dir.path(),
+                            RetentionConfig{.max_age = absl::Hours(1), .max_total_size_bytes = 0},
+                            [] { return now; });
+  ASSERT_TRUE(profiles.Open().ok());
+  absl::Time start = absl::FromUnixSeconds(1700000000);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(profiles.Consume(WindowAt(i, start + absl::Minutes(i))).ok());
+  }
+  // Age the first two.
+  for (int i = 1; i <= 2; ++i) {
+    fs::path path =
+        fs::path(dir.path()) / ProfileDirectory::FileName(WindowAt(i, start + absl::Minutes(i)));
+    fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  }
+  ASSERT_TRUE(profiles.EnforceRetention().ok());
+  EXPECT_EQ(ProfileFiles(dir.path()), 1u);
+  EXPECT_EQ(profiles.stats().files_deleted_age, 2u);
+}
+
+TEST(ProfileDirectoryTest, RetentionDeletesTheOldestUntilWithinTotalSize) {
+  TempDir dir;
+  ProfileDirectory profiles(
+      dir.path(), RetentionConfig{.max_age = absl::ZeroDuration(), .max_total_size_bytes = 0});
+  ASSERT_TRUE(profiles.Open().ok());
+  absl::Time start = absl::FromUnixSeconds(1700000000);
+  ASSERT_TRUE(profiles.Consume(WindowAt(1, start)).ok());
+  uint64_t one_file =
+      fs::file_size(fs::path(dir.path()) / ProfileDirectory::FileName(WindowAt(1, start)));
+  // Room for two files: the third window pushes the first out.
+  profiles.set_retention(
+      {.max_age = absl::ZeroDuration(), .max_total_size_bytes = 2 * one_file + 10});
+  ASSERT_TRUE(profiles.Consume(WindowAt(2, start + absl::Seconds(1))).ok());
+  ASSERT_TRUE(profiles.Consume(WindowAt(3, start + absl::Seconds(2))).ok());
+  EXPECT_EQ(ProfileFiles(dir.path()), 2u);
+  EXPECT_FALSE(fs::exists(fs::path(dir.path()) / ProfileDirectory::FileName(WindowAt(1, start))));
+  EXPECT_EQ(profiles.stats().files_deleted_size, 1u);
+}
+
+ProcessCounters Process(uint32_t pid, uint64_t cpu_ns, bool exited = false) {
+  ProcessCounters process;
+  process.pid = pid;
+  process.start_ns = pid * 1000;
+  process.comm = absl::StrCat("proc", pid);
+  process.raw.runtime_ns = cpu_ns;
+  process.raw.utime_ns = cpu_ns;
+  process.exited = exited;
+  return process;
+}
+
+std::vector<std::string> SeriesPids(const ProcessMetrics& metrics) {
+  std::vector<std::string> pids;
+  for (const prometheus::MetricFamily& family : metrics.Families()) {
+    if (family.name != "pystrobe_process_cpu_user_seconds_total") continue;
+    for (const prometheus::ClientMetric& metric : family.metric)
+      pids.push_back(metric.label[0].value);
+  }
+  return pids;
+}
+
+TEST(ProcessMetricsTest, TopProcessesByCpuGetSeriesTheRestAreSummedAsOther) {
+  ProcessMetrics metrics({.max_series = 2, .exited_grace = absl::Minutes(2), .static_labels = {}},
+                         nullptr);
+  absl::Time now = absl::Now();
+  metrics.Update({Process(1, 1'000'000'000), Process(2, 3'000'000'000), Process(3, 2'000'000'000),
+                  Process(4, 10)},
+                 now);
+  EXPECT_THAT(SeriesPids(metrics), testing::ElementsAre("2", "3", "other"));
+  for (const prometheus::MetricFamily& family : metrics.Families()) {
+    if (family.name != "pystrobe_process_cpu_user_seconds_total") continue;
+    EXPECT_NEAR(family.metric.back().counter.value, 1.0, 1e-6);  // pids 1 and 4
+  }
+}
+
+TEST(ProcessMetricsTest, ExitedProcessKeepsItsSeriesForTheGracePeriodOnly) {
+  ProcessMetrics metrics({.max_series = 5, .exited_grace = absl::Seconds(10), .static_labels = {}},
+                         nullptr);
+  absl::Time now = absl::Now();
+  metrics.Update({Process(7, 1'000'000'000)}, now);
+  metrics.Update({Process(7, 2'000'000'000, /*exited=*/true)}, now + absl::Seconds(1));
+  EXPECT_THAT(SeriesPids(metrics), testing::ElementsAre("7", "other"));
+  metrics.Update({}, now + absl::Seconds(12));
+  EXPECT_THAT(SeriesPids(metrics), testing::ElementsAre("other"));
+  EXPECT_EQ(metrics.tracked(), 0u);
+}
+
+class FakeSymbols : public ProcessSymbols {
+ public:
+  std::string Symbolize(uint64_t address) override { return absl::StrCat("fn_", address); }
+};
+class FakeSymbolizer : public NativeSymbolizer {
+ public:
+  absl::StatusOr<std::unique_ptr<ProcessSymbols>> ForProcess(uint32_t) override {
+    return std::make_unique<FakeSymbols>();
+  }
+};
+
+std::vector<uint8_t> Sample(uint32_t pid, uint64_t ip) {
+  pystrobe_sample sample = {};
+  sample.kind = PYSTROBE_EVENT_SAMPLE;
+  sample.pid = pid;
+  sample.tid = pid;
+  std::strcpy(sample.comm, "short");
+  sample.user_frames = 1;
+  sample.data[0] = ip;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&sample);
+  return std::vector<uint8_t>(bytes, bytes + offsetof(pystrobe_sample, data) + 8);
+}
+
+std::vector<uint8_t> Exit(uint32_t pid) {
+  pystrobe_process_event event = {};
+  event.kind = PYSTROBE_EVENT_EXIT;
+  event.pid = pid;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&event);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(event));
+}
+
+TEST(RecorderWindowTest, ExitedProcessesAreForgottenAfterTheirWindowAndMemoryStaysFlat) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, [](uint32_t) { return std::string(); });
+  for (int window = 0; window < 50; ++window) {
+    for (uint32_t i = 0; i < 100; ++i) {
+      uint32_t pid = 1000 + window * 100 + i;
+      recorder.HandleRecord(Sample(pid, 0x1000 + i));
+      recorder.HandleRecord(Exit(pid));
+    }
+    WindowStacks stacks = recorder.TakeStacks();
+    EXPECT_EQ(stacks.on_cpu.total(), 100u);
+    EXPECT_EQ(recorder.samples(), 0u);
+    recorder.EvictAfterWindow(1000, 1000);
+    EXPECT_EQ(recorder.processes().image_count(), 0u);
+    EXPECT_EQ(recorder.native_names().size(), 0u);
+  }
+  EXPECT_EQ(recorder.processes().images_evicted(), 5000u);
+}
+
+TEST(RecorderWindowTest, NewProcessesBeyondTheTrackedLimitAreRefusedAndCounted) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, [](uint32_t) { return std::string(); });
+  recorder.processes().set_max_live_images(2);
+  for (uint32_t pid = 1; pid <= 3; ++pid) recorder.HandleRecord(Sample(pid, 0x10));
+  EXPECT_EQ(recorder.samples(), 2u);
+  EXPECT_EQ(recorder.samples_of_refused_processes(), 1u);
+  recorder.HandleRecord(Exit(1));
+  recorder.HandleRecord(Sample(3, 0x10));
+  EXPECT_EQ(recorder.samples(), 3u);
+}
+
+TEST(RecorderWindowTest, StacksBeyondTheWindowLimitAreDroppedAndCounted) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {.max_stacks = 2},
+                    [](uint32_t) { return std::string(); });
+  for (uint64_t ip = 1; ip <= 3; ++ip) recorder.HandleRecord(Sample(5, ip));
+  recorder.HandleRecord(Sample(5, 1));  // a known stack is still counted
+  EXPECT_EQ(recorder.samples(), 3u);
+  EXPECT_EQ(recorder.samples_over_stack_limit(), 1u);
+}
+
+}  // namespace
+}  // namespace pystrobe
