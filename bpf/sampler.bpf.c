@@ -16,6 +16,9 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* Set by the loader (--native): full native stacks for CPython processes
+ * too, not only the leaf. */
+const volatile __u8 python_native_stacks = 0;
 /* Set by the loader (--subprocesses): children of targets become targets. */
 const volatile __u8 follow_children = 0;
 
@@ -150,8 +153,20 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		kernel_bytes = PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64);
 	sample->kernel_frames = kernel_bytes / sizeof(__u64);
 
-	user_bytes = bpf_get_stack(ctx, (void *)sample->data + kernel_bytes,
-				   PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), BPF_F_USER_STACK);
+	if (!python_native_stacks && bpf_map_lookup_elem(&python_processes, &tgid)) {
+		/* A CPython process's Python stack replaces its interpreter's
+		 * frames; without --native only the native leaf is shown (as
+		 * [native] when outside the interpreter), so only it is read. */
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+		sample->data[(kernel_bytes / sizeof(__u64)) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
+			BPF_CORE_READ(regs, ip);
+		user_bytes = sizeof(__u64);
+	} else {
+		user_bytes = bpf_get_stack(ctx, (void *)sample->data + kernel_bytes,
+					   PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64),
+					   BPF_F_USER_STACK);
+	}
 	if (user_bytes < 0) {
 		count_drop(PYSTROBE_DROP_USER_STACK);
 		sample->flags |= PYSTROBE_SAMPLE_USTACK_FAILED;

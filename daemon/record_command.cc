@@ -139,6 +139,7 @@ absl::StatusOr<std::unique_ptr<BpfSampler>> LoadSampler(const RecordOptions& opt
   config.follow_children = options.subprocesses;
   config.python_max_frames = options.max_python_depth;
   config.offcpu = options.offcpu || options.idle;
+  config.python_native_stacks = options.native;
   if (absl::Status s = (*sampler)->Configure(config); !s.ok()) return s;
   if (absl::Status s = (*sampler)->Load(); !s.ok()) return s;
   for (uint32_t pid : targets) {
