@@ -60,6 +60,7 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
                                                    PYSTROBE_MAX_PYTHON_FRAMES));
   }
   skeleton_->rodata->filter_pids = config.filter_pids ? 1 : 0;
+  skeleton_->rodata->filter_cgroups = config.filter_pids && config.filter_cgroups ? 1 : 0;
   skeleton_->rodata->follow_children = config.follow_children ? 1 : 0;
   skeleton_->rodata->python_max_frames = static_cast<uint32_t>(config.python_max_frames);
   skeleton_->rodata->offcpu_enabled = config.offcpu ? 1 : 0;
@@ -92,6 +93,46 @@ absl::Status BpfSampler::AddTargetPid(uint32_t pid) {
     return LibbpfError(-errno, absl::StrCat("add pid ", pid, " to the target filter"));
   }
   return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AddTargetCgroup(uint64_t cgroup_id) {
+  uint8_t one = 1;
+  if (bpf_map__update_elem(skeleton_->maps.target_cgroups, &cgroup_id, sizeof(cgroup_id), &one,
+                           sizeof(one), BPF_ANY) != 0) {
+    return LibbpfError(-errno, absl::StrCat("add cgroup ", cgroup_id, " to the target filter"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::RemoveTargetCgroup(uint64_t cgroup_id) {
+  if (bpf_map__delete_elem(skeleton_->maps.target_cgroups, &cgroup_id, sizeof(cgroup_id), 0) !=
+          0 &&
+      errno != ENOENT) {
+    return LibbpfError(-errno, absl::StrCat("remove cgroup ", cgroup_id, " from the filter"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<BpfSampler::MapFill> BpfSampler::ReadMapFill() const {
+  std::vector<MapFill> fill;
+  bpf_map* map;
+  bpf_object__for_each_map(map, skeleton_->obj) {
+    bpf_map_type type = bpf_map__type(map);
+    if (type != BPF_MAP_TYPE_HASH && type != BPF_MAP_TYPE_LRU_HASH) continue;
+    int fd = bpf_map__fd(map);
+    if (fd < 0) continue;
+    MapFill entry{.name = bpf_map__name(map), .max_entries = bpf_map__max_entries(map)};
+    std::vector<uint8_t> key(bpf_map__key_size(map)), next(key.size());
+    const void* previous = nullptr;
+    while (entry.entries <= entry.max_entries &&
+           bpf_map_get_next_key(fd, previous, next.data()) == 0) {
+      ++entry.entries;
+      key.swap(next);
+      previous = key.data();
+    }
+    fill.push_back(std::move(entry));
+  }
+  return fill;
 }
 
 absl::Status BpfSampler::AddPythonProcess(uint32_t pid, const pystrobe_python_process& process) {

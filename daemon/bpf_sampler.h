@@ -28,6 +28,9 @@ namespace pystrobe {
 struct SamplerConfig {
   // Keep only processes added with AddTargetPid (else the whole system).
   bool filter_pids = false;
+  // With filter_pids, also keep processes in the cgroups added with
+  // AddTargetCgroup and in their descendants.
+  bool filter_cgroups = false;
   // Children of targets become targets as they are born.
   bool follow_children = false;
   // Python frames walked per sample (1 to PYSTROBE_MAX_PYTHON_FRAMES).
@@ -74,6 +77,10 @@ class BpfSampler {
   absl::Status Load();
   // Adds a process (thread group id) to the in-kernel filter. After Load().
   absl::Status AddTargetPid(uint32_t pid);
+  // Adds a cgroup v2 group (and its descendants) to the in-kernel filter, or
+  // takes it out. After Load(); needs filter_cgroups.
+  absl::Status AddTargetCgroup(uint64_t cgroup_id);
+  absl::Status RemoveTargetCgroup(uint64_t cgroup_id);
   // Lets the kernel walk the Python frames of process `pid`. After Load().
   absl::Status AddPythonProcess(uint32_t pid, const pystrobe_python_process& process);
   // Starts sampling: opens a cpu-clock event at `rate_hz` on each online CPU
@@ -90,6 +97,16 @@ class BpfSampler {
   void Detach();
 
   SamplerCounters ReadCounters() const;
+
+  // How full a hash map is: entries now, out of max_entries.
+  struct MapFill {
+    std::string name;
+    uint32_t entries = 0;
+    uint32_t max_entries = 0;
+  };
+  // Every hash map of the object (targets, CPython processes, accounting).
+  // Walks their keys: call it every few seconds, not per sample.
+  std::vector<MapFill> ReadMapFill() const;
 
   // ---- Accounting (issue 4): per-process and per-thread counters. --------
   // The maps bpf/accounting.bpf.c fills; AccountingReader reads them.
