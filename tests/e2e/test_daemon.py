@@ -1,0 +1,349 @@
+"""pystrobe daemon end to end: windows of pprof files in the profile directory
+(decoded by npm pprof-format) kept within retention, /metrics scraped by a real
+Prometheus and checked by promtool, SIGHUP reloads, SIGTERM within 2 s, a
+restart after kill -9, in-kernel cgroup targeting, and memory bounded under
+process churn."""
+
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+from pystrobe_testlib import PYSTROBE_BIN, BpfTestCase
+import speedscope_render
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DECODE_PPROF = os.path.join(HERE, "js", "decode_pprof.mjs")
+CGROUP2 = "/sys/fs/cgroup/unified"
+BUSY = "import time\nend = time.time() + 120\nwhile time.time() < end: pass\n"
+# The memory limit of the churn test (limits.memory) and the slack over it the
+# daemon's RSS may show: near the limit it cuts its window early and takes no
+# new processes (counted as dropped, reason tracked_process_limit).
+CHURN_MEMORY_LIMIT = 128 << 20
+CHURN_RSS_SLACK = 16 << 20
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+def metric(text, name, **labels):
+    """The value of the first series of `name` whose labels include `labels`."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', line.split(" ")[0]))
+        if all(found.get(k) == str(v) for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def decode_pprof(path):
+    result = subprocess.run(["node", DECODE_PPROF, path], capture_output=True, text=True,
+                            timeout=60, check=False)
+    if result.returncode != 0:
+        raise AssertionError(f"pprof-format could not decode {path}:\n{result.stderr}")
+    return json.loads(result.stdout)
+
+
+def pids_in(profile):
+    pids = set()
+    for sample in profile.get("samples", []):
+        for key in ("labels", "label"):
+            labels = sample.get(key)
+            if isinstance(labels, dict) and "pid" in labels:
+                pids.add(int(labels["pid"]))
+            elif isinstance(labels, list):
+                for label in labels:
+                    if label.get("key") == "pid":
+                        pids.add(int(label.get("num", label.get("str", 0))))
+    return pids
+
+
+class Daemon:
+    def __init__(self, tmp, args=(), config=None):
+        self.port = free_port()
+        self.profile_dir = os.path.join(tmp, "profiles")
+        self.log_path = os.path.join(tmp, f"daemon-{self.port}.log")
+        self.config_path = os.path.join(tmp, f"config-{self.port}.yaml")
+        cmd = [PYSTROBE_BIN, "daemon", "--prometheus-listen", f"127.0.0.1:{self.port}",
+               "--profile-dir", self.profile_dir, *args]
+        if config is not None:
+            self.write_config(config)
+            cmd += ["--config", self.config_path]
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.output()}")
+            try:
+                scrape(self.port)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"daemon never served /metrics:\n{self.output()}")
+
+    def write_config(self, text):
+        with open(self.config_path, "w") as f:
+            f.write(text)
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def metrics(self):
+        return scrape(self.port)
+
+    def profiles(self):
+        return sorted(glob.glob(os.path.join(self.profile_dir, "*.pb.gz")))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+class DaemonTest(BpfTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        speedscope_render.ensure_node_modules()
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=self.tmp)
+        self.children = []
+
+    def tearDown(self):
+        for child in self.children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+    def busy(self, preexec_fn=None):
+        child = subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=preexec_fn)
+        self.children.append(child)
+        return child
+
+    def daemon(self, *args, config=None):
+        daemon = Daemon(self.dir, args, config)
+        self.addCleanup(daemon.stop)
+        return daemon
+
+    def test_windows_become_pprof_files_metrics_grow_and_sigterm_writes_the_last(self):
+        busy = self.busy()
+        daemon = self.daemon("--window", "2")
+        time.sleep(3)
+        first = metric(daemon.metrics(), "pystrobe_process_cpu_user_seconds_total",
+                       pid=busy.pid, comm="python3")
+        time.sleep(2.5)
+        text = daemon.metrics()
+        second = metric(text, "pystrobe_process_cpu_user_seconds_total", pid=busy.pid,
+                        comm="python3")
+        self.assertIsNotNone(first, f"no series for pid {busy.pid}:\n{text[:3000]}")
+        self.assertGreater(second, first + 1.0, "a busy process's CPU seconds must grow")
+        self.assertIsNotNone(metric(text, "pystrobe_process_cpu_user_seconds_total", pid="other"))
+        self.assertGreater(metric(text, "pystrobe_samples_total"), 0)
+        self.assertIsNotNone(metric(text, "pystrobe_dropped_total", reason="ringbuf_full"))
+        self.assertGreater(metric(text, "pystrobe_resident_memory_bytes"), 0)
+
+        # promtool's lint of a real scrape.
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
+                               capture_output=True, timeout=30)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+
+        files = daemon.profiles()
+        self.assertGreaterEqual(len(files), 2, daemon.output())
+        profile = decode_pprof(files[-1])
+        self.assertIn(busy.pid, pids_in(profile), f"{files[-1]}: {str(profile)[:2000]}")
+
+        before = len(daemon.profiles())
+        start = time.time()
+        daemon.proc.send_signal(signal.SIGTERM)
+        daemon.proc.wait(timeout=10)
+        self.assertLess(time.time() - start, 2.0, "SIGTERM must end the daemon within 2 s")
+        self.assertEqual(daemon.proc.returncode, 0, daemon.output())
+        self.assertGreaterEqual(len(daemon.profiles()), before + 1, "the last window is written")
+
+    def test_a_real_prometheus_scrapes_the_daemon(self):
+        self.busy()
+        daemon = self.daemon("--window", "5")
+        prom_port = free_port()
+        storage = os.path.join(self.dir, "prometheus-data")
+        config = os.path.join(self.dir, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n"
+                    "  - job_name: pystrobe\n    static_configs:\n"
+                    f"      - targets: ['127.0.0.1:{daemon.port}']\n")
+        prometheus = subprocess.Popen(
+            ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={storage}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.children.append(prometheus)
+        api = f"http://127.0.0.1:{prom_port}/api/v1"
+
+        def get(path):
+            with urllib.request.urlopen(api + path, timeout=5) as response:
+                return json.load(response)
+
+        deadline, health, result = time.time() + 60, None, []
+        while time.time() < deadline:
+            try:
+                targets = get("/targets")["data"]["activeTargets"]
+                health = targets[0]["health"] if targets else None
+                if health == "up":
+                    query = urllib.parse.quote("pystrobe_process_cpu_user_seconds_total")
+                    result = get(f"/query?query={query}")["data"]["result"]
+                    if result:
+                        break
+            except OSError:
+                pass
+            time.sleep(1)
+        self.assertEqual(health, "up", "Prometheus never saw the target up")
+        self.assertTrue(result, "Prometheus has no pystrobe series")
+        self.assertTrue(any(r["metric"].get("comm") == "python3" for r in result))
+
+    def test_sighup_rejects_a_bad_config_and_applies_a_good_one(self):
+        daemon = self.daemon(config="window: 3\n")
+        time.sleep(1.5)  # the first health figures
+        self.assertEqual(metric(daemon.metrics(), "pystrobe_window_seconds"), 3)
+        daemon.write_config("window: 3\nrate: nope\n")
+        daemon.proc.send_signal(signal.SIGHUP)
+        time.sleep(2)
+        self.assertIsNone(daemon.proc.poll(), daemon.output())
+        self.assertIn("configuration rejected", daemon.output())
+        self.assertIn("rate", daemon.output())
+        self.assertEqual(metric(daemon.metrics(), "pystrobe_config_reload_errors_total"), 1)
+        self.assertEqual(metric(daemon.metrics(), "pystrobe_window_seconds"), 3)
+        daemon.write_config("window: 1\n")
+        daemon.proc.send_signal(signal.SIGHUP)
+        time.sleep(2)
+        self.assertEqual(metric(daemon.metrics(), "pystrobe_window_seconds"), 1, daemon.output())
+        count = len(daemon.profiles())
+        time.sleep(3.5)
+        self.assertGreaterEqual(len(daemon.profiles()) - count, 2, "1 s windows after reload")
+
+    def test_restart_after_kill_9_starts_cleanly(self):
+        daemon = self.daemon("--window", "1")
+        time.sleep(2.5)
+        # A half-written profile, as a kill -9 mid-write would leave.
+        stale = os.path.join(daemon.profile_dir, "pystrobe-20000101T000000Z-000009.pb.gz.tmp")
+        with open(stale, "w") as f:
+            f.write("half")
+        daemon.proc.kill()
+        daemon.proc.wait()
+        again = self.daemon("--window", "1")
+        time.sleep(2.5)
+        self.assertIsNone(again.proc.poll(), again.output())
+        self.assertFalse(os.path.exists(stale))
+        self.assertGreater(metric(again.metrics(), "pystrobe_windows_total"), 0)
+
+    def test_retention_deletes_old_profiles_and_keeps_the_directory_within_size(self):
+        profile_dir = os.path.join(self.dir, "profiles")
+        os.makedirs(profile_dir)
+        old = os.path.join(profile_dir, "pystrobe-20000101T000000Z-000001.pb.gz")
+        with open(old, "wb") as f:
+            f.write(b"\x1f\x8b" + b"\0" * 100)
+        os.utime(old, (time.time() - 7200, time.time() - 7200))
+        big = os.path.join(profile_dir, "pystrobe-20000101T000001Z-000002.pb.gz")
+        with open(big, "wb") as f:
+            f.write(b"\0" * (2 << 20))
+        daemon = self.daemon(
+            "--window", "1",
+            config="exporters:\n  retention:\n    max_age: 1h\n    max_total_size: 1MiB\n")
+        time.sleep(3)
+        self.assertFalse(os.path.exists(old), "older than max_age")
+        self.assertFalse(os.path.exists(big), "beyond max_total_size")
+        total = sum(os.path.getsize(p) for p in daemon.profiles())
+        self.assertLessEqual(total, 1 << 20)
+        text = daemon.metrics()
+        self.assertEqual(metric(text, "pystrobe_profile_files_deleted_total", reason="age"), 1)
+        self.assertGreaterEqual(metric(text, "pystrobe_profile_files_deleted_total",
+                                       reason="size"), 1)
+
+    def test_cgroup_targeting_profiles_only_processes_in_the_group(self):
+        if not os.path.isdir(CGROUP2):
+            self.fail(f"no cgroup v2 mount at {CGROUP2}")
+        group = os.path.join(CGROUP2, f"pystrobe-daemon-test-{os.getpid()}")
+        os.makedirs(os.path.join(group, "child"), exist_ok=True)
+
+        def cleanup():
+            for path in (os.path.join(group, "child"), group):
+                for _ in range(50):
+                    try:
+                        os.rmdir(path)
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+        self.addCleanup(cleanup)
+        procs = os.path.join(group, "child", "cgroup.procs")
+        def join_group():
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        inside = self.busy(preexec_fn=join_group)
+        outside = self.busy()
+        relative = "/" + os.path.relpath(group, CGROUP2)
+        daemon = self.daemon("--window", "2",
+                             config=f"targets:\n  all: false\n  cgroups: ['{relative}']\n")
+        time.sleep(4.5)
+        text = daemon.metrics()
+        self.assertIsNotNone(metric(text, "pystrobe_process_cpu_user_seconds_total",
+                                    pid=inside.pid), text[:3000])
+        self.assertIsNone(metric(text, "pystrobe_process_cpu_user_seconds_total",
+                                 pid=outside.pid))
+        self.assertGreater(metric(text, "pystrobe_samples_filtered_total"), 0)
+        pids = set()
+        for path in daemon.profiles():
+            pids |= pids_in(decode_pprof(path))
+        self.assertIn(inside.pid, pids)
+        self.assertNotIn(outside.pid, pids)
+
+    def test_memory_stays_bounded_under_process_churn(self):
+        daemon = self.daemon("--window", "2", "--rate", "99",
+                             config="limits:\n  memory: 128MiB\n")
+        churn = subprocess.Popen(
+            ["/bin/sh", "-c", "end=$(($(date +%s)+22)); while [ $(date +%s) -lt $end ]; do "
+             "for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true & done; wait; done"])
+        self.children.append(churn)
+        time.sleep(5)
+        start_rss = metric(daemon.metrics(), "pystrobe_resident_memory_bytes")
+        churn.wait(timeout=60)
+        time.sleep(2.5)
+        text = daemon.metrics()
+        end_rss = metric(text, "pystrobe_resident_memory_bytes")
+        cpu = (metric(text, "pystrobe_cpu_seconds_total", mode="user") +
+               metric(text, "pystrobe_cpu_seconds_total", mode="system"))
+        evicted = metric(text, "pystrobe_process_images_evicted_total")
+        print(f"churn: RSS {start_rss / 2**20:.1f} MiB -> {end_rss / 2**20:.1f} MiB, "
+              f"daemon CPU {cpu:.2f} s, images evicted {evicted:.0f}", file=sys.stderr)
+        self.assertLess(end_rss, CHURN_MEMORY_LIMIT + CHURN_RSS_SLACK)
+        self.assertGreater(evicted, 0)
+        self.assertIsNotNone(metric(text, "pystrobe_dropped_total", reason="tracked_process_limit"))
+
+
+if __name__ == "__main__":
+    unittest.main()
