@@ -14,7 +14,7 @@ packages=(
   # Test workloads, the browser that renders our flame graphs, a real
   # Prometheus to scrape the daemon, and Node.js (with npm) for the independent
   # decoders.
-  python3 chromium prometheus nodejs
+  python3 python3-yaml chromium prometheus nodejs systemd
 )
 
 if [ "$(id -u)" -ne 0 ]; then
