@@ -189,8 +189,12 @@ absl::Status BpfSampler::Poll(absl::Duration timeout) {
   handler_deadline_ = absl::Now() + std::max(timeout, kMinPollBudget);
   int result = ring_buffer__poll(ring_buffer_, absl::ToInt64Milliseconds(timeout));
   // Samples are written without waking us (see sampler.bpf.c), so epoll
-  // reports only process events and a filling buffer: take the rest too.
-  if (result >= 0 && absl::Now() <= handler_deadline_) result = ring_buffer__consume(ring_buffer_);
+  // reports only process events and a filling buffer: take the rest too,
+  // with a budget of its own (the wait above may have used the first).
+  if (result >= 0) {
+    handler_deadline_ = absl::Now() + kMinPollBudget;
+    result = ring_buffer__consume(ring_buffer_);
+  }
   if (result < 0 && result != -EINTR) return LibbpfError(result, "poll the ring buffer");
   return absl::OkStatus();
 }
