@@ -86,7 +86,15 @@ absl::StatusOr<DaemonArgs> ParseDaemonArgs(const std::vector<std::string>& args)
       parsed.help = true;
       continue;
     }
-    if (absl::StartsWith(arg, "--check-config")) {
+    // --check-config FILE or --check-config=FILE; RunDaemonCheckOnlyCommand
+    // reads the file from the arguments itself.
+    if (arg == "--check-config") {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("--check-config needs a FILE");
+      parsed.check_config = true;
+      ++i;
+      continue;
+    }
+    if (absl::StartsWith(arg, "--check-config=")) {
       parsed.check_config = true;
       continue;
     }
