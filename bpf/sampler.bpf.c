@@ -97,6 +97,31 @@ static __always_inline __u64 sample_output_flags(void)
 		       BPF_RB_NO_WAKEUP;
 }
 
+/*
+ * Processes exec'd since the recording began whose first sample has not
+ * been sent yet. Key: tgid. Value: unused. That first sample wakes the
+ * reader at once: userspace snapshots the new process's symbols and finds
+ * its interpreter while it still runs, which a short-lived process may not
+ * do for the 25 ms of the reader's timer. LRU: a process may never be
+ * sampled at all.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} fresh_processes SEC(".maps");
+
+/* Output flags for the sample of `tgid`: see fresh_processes. */
+static __always_inline __u64 first_sample_flags(__u32 tgid)
+{
+	if (bpf_map_lookup_elem(&fresh_processes, &tgid)) {
+		bpf_map_delete_elem(&fresh_processes, &tgid);
+		return BPF_RB_FORCE_WAKEUP;
+	}
+	return sample_output_flags();
+}
+
 static __always_inline void count_drop(__u32 reason)
 {
 	__u64 *value = bpf_map_lookup_elem(&drop_counters, &reason);
@@ -225,7 +250,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	 * the 8-byte ip is also a context access the verifier accepts, unlike
 	 * the 2-byte cs. */
 	size = fill_sample(ctx, sample, pid_tgid, (__s64)ctx->regs.ip < 0);
-	if (bpf_ringbuf_output(&events, sample, size, sample_output_flags())) {
+	if (bpf_ringbuf_output(&events, sample, size, first_sample_flags(tgid))) {
 		count_drop(PYSTROBE_DROP_RINGBUF_FULL);
 		return 0;
 	}
@@ -333,11 +358,14 @@ SEC("raw_tp/sched_process_exec")
 int handle_exec(void *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 one = 1;
 
 	/* The new image is not the interpreter the daemon saw, if any. */
 	bpf_map_delete_elem(&python_processes, &tgid);
-	if (is_target(tgid))
+	if (is_target(tgid)) {
+		bpf_map_update_elem(&fresh_processes, &tgid, &one, BPF_ANY);
 		send_process_event(PYSTROBE_EVENT_EXEC, tgid);
+	}
 	return 0;
 }
 
@@ -378,5 +406,6 @@ int handle_fork(struct bpf_raw_tracepoint_args *ctx)
 	if (child_tgid == parent_tgid || !is_target(parent_tgid))
 		return 0;
 	bpf_map_update_elem(&target_pids, &child_tgid, &one, BPF_ANY);
+	bpf_map_update_elem(&fresh_processes, &child_tgid, &one, BPF_ANY);
 	return 0;
 }
