@@ -243,6 +243,12 @@ absl::Status ValidatePushUrl(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat(Quoted(text), " is not an http:// or https:// URL"));
   }
+  if (absl::StartsWith(text, "https://")) {
+    // The pusher speaks plain HTTP only (no TLS library in the daemon).
+    return absl::InvalidArgumentError(absl::StrCat(
+        Quoted(text),
+        ": https is not supported yet; use http:// (e.g. through a local TLS-terminating proxy)"));
+  }
   absl::string_view host = rest.substr(0, rest.find_first_of("/?#"));
   if (host.empty() || absl::StartsWith(host, ":")) {
     return absl::InvalidArgumentError(absl::StrCat(Quoted(text), " has no host"));

@@ -57,7 +57,7 @@ struct RetentionConfig {
 };
 
 struct PushConfig {
-  std::string url;  // empty: no push. http:// or https:// (Pyroscope ingest API)
+  std::string url;  // empty: no push. http:// only (Pyroscope ingest API); https is refused
   absl::Duration timeout = absl::Seconds(10);
   int max_queue = 16;  // windows waiting to be sent; beyond it the oldest is dropped
 
@@ -153,7 +153,7 @@ absl::Status ValidateListenAddress(absl::string_view text);
 // An absolute path without "." or ".." components.
 absl::Status ValidateAbsolutePath(absl::string_view text);
 
-// http:// or https:// with a host.
+// http:// with a host. https:// is refused: the pusher has no TLS.
 absl::Status ValidatePushUrl(absl::string_view text);
 
 // A Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*), not reserved ("__" prefix)

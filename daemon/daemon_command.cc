@@ -22,6 +22,7 @@
 #include "daemon/service/metrics_snapshot.h"
 #include "daemon/service/profile_directory.h"
 #include "daemon/service/profiling_session.h"
+#include "daemon/service/push_sink.h"
 #include "daemon/service/self_metrics.h"
 #include "prometheus/exposer.h"
 
@@ -31,6 +32,8 @@ namespace {
 // Records do not wake the reader (see sampler.bpf.c): how often it looks.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
 constexpr absl::Duration kTickInterval = absl::Seconds(1);
+// How long the last window may take to reach the profile store on SIGTERM.
+constexpr absl::Duration kFinalPushGrace = absl::Milliseconds(1000);
 
 constexpr char kUsage[] = R"(usage: pystrobe daemon [options]
 
@@ -149,12 +152,14 @@ class Daemon {
   absl::Status StartSession();
   void Reload();
   void PublishHealth();
+  void ConfigurePush(const DaemonConfig& config);
 
   DaemonArgs args_;
   DaemonConfig config_;
   std::shared_ptr<MetricsSnapshot> snapshot_ = std::make_shared<MetricsSnapshot>();
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<ProfileDirectory> profile_dir_;
+  PushSink push_sink_;
   std::unique_ptr<ContainerLabels> labels_;
   std::unique_ptr<ProfilingSession> session_;
   uint64_t next_sequence_ = 1;
@@ -163,14 +168,15 @@ class Daemon {
 };
 
 absl::Status Daemon::StartSession() {
-  absl::StatusOr<std::unique_ptr<ProfilingSession>> session =
-      ProfilingSession::Start(config_, {profile_dir_.get()}, labels_.get(), next_sequence_);
+  absl::StatusOr<std::unique_ptr<ProfilingSession>> session = ProfilingSession::Start(
+      config_, {profile_dir_.get(), &push_sink_}, labels_.get(), next_sequence_);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
-  Log(absl::StrCat("profiling ", config_.targets.all ? "every process" : "the configured targets",
-                   " at ", config_.rate_hz, " Hz in windows of ",
-                   absl::FormatDuration(config_.window), "; profiles in ", profile_dir_->dir(),
-                   "; metrics on http://", config_.exporters.prometheus.listen, "/metrics"));
+  Log(absl::StrCat(
+      "profiling ", config_.targets.all ? "every process" : "the configured targets", " at ",
+      config_.rate_hz, " Hz in windows of ", absl::FormatDuration(config_.window), "; profiles in ",
+      profile_dir_->dir(), "; metrics on http://", config_.exporters.prometheus.listen, "/metrics",
+      push_sink_.active() ? absl::StrCat("; pushing to ", config_.exporters.push.url) : ""));
   return absl::OkStatus();
 }
 
@@ -209,6 +215,7 @@ void Daemon::Reload() {
       bool restart = session_ != nullptr;
       session_.reset();
       profile_dir_ = std::move(dir);
+      ConfigurePush(next);
       if (restart) {
         config_ = next;
         if (absl::Status s = StartSession(); !s.ok()) {
@@ -222,6 +229,7 @@ void Daemon::Reload() {
     }
   }
   profile_dir_->set_retention(next.exporters.retention);
+  ConfigurePush(next);
   ++reloads_;
   if (session_ != nullptr && NeedsNewSession(config_, next)) {
     session_->Finish(absl::Now());
@@ -241,6 +249,10 @@ void Daemon::Reload() {
                    ", rate ", config_.rate_hz, " Hz)"));
 }
 
+void Daemon::ConfigurePush(const DaemonConfig& config) {
+  if (absl::Status s = push_sink_.Configure(config); !s.ok()) Log(std::string(s.message()));
+}
+
 void Daemon::PublishHealth() {
   DaemonHealth health;
   if (session_ != nullptr) session_->FillHealth(health);
@@ -249,6 +261,7 @@ void Daemon::PublishHealth() {
   health.profile_files_deleted_size = dir.files_deleted_size;
   health.profile_files = dir.files;
   health.profile_dir_bytes = dir.total_bytes;
+  health.push = push_sink_.Health();
   health.config_reloads = reloads_;
   health.config_reload_errors = reload_errors_;
   health.memory_limit_bytes = config_.limits.memory_bytes;
@@ -278,6 +291,7 @@ int Daemon::Run() {
     Log(absl::StrCat("warning: no cgroup labels: ", resolver.status().message()));
   }
   labels_ = std::make_unique<ContainerLabels>(resolver.ok() ? std::move(*resolver) : nullptr);
+  ConfigurePush(config_);
 
   if (absl::Status s = StartSession(); !s.ok()) {
     Log(std::string(s.message()));
@@ -302,10 +316,10 @@ int Daemon::Run() {
     }
     session_->MaybeCut(now);
   }
-  if (session_ != nullptr) {
-    session_->Finish(absl::Now());
-    PublishHealth();
-  }
+  if (session_ != nullptr) session_->Finish(absl::Now());
+  // The last window is queued: the pusher gets what is left of SIGTERM's 2 s.
+  push_sink_.Shutdown(absl::Now() + kFinalPushGrace);
+  PublishHealth();
   Log(absl::StrCat("stopped by signal ", stop_signal.load(), "; last window written"));
   return kExitOk;
 }

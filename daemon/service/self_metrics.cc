@@ -91,6 +91,10 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   drop("window_stack_limit", health.samples_over_stack_limit);
   drop("tracked_process_limit", health.samples_of_refused_processes);
   drop("python_code_unreadable", health.python_code_read_errors);
+  drop("push_queue_full", health.push.dropped_queue_full);
+  drop("push_shutdown", health.push.dropped_shutdown);
+  drop("push_rejected", health.push.rejected);
+  drop("push_failed", health.push.failed);
 
   families.push_back(CounterFamily(
       "pystrobe_cache_evictions_total",
@@ -145,6 +149,25 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
         static_cast<double>(health.profile_files));
   gauge("pystrobe_profile_dir_bytes", "Total size of the profiles in the profile directory.",
         static_cast<double>(health.profile_dir_bytes));
+  families.push_back(
+      CounterFamily("pystrobe_push_windows_total",
+                    "Windows pushed to the profile store, by outcome (sent, rejected, failed, "
+                    "dropped_queue_full, dropped_shutdown)."));
+  AddSample(families.back(), static_cast<double>(health.push.sent), with({{"outcome", "sent"}}));
+  AddSample(families.back(), static_cast<double>(health.push.rejected),
+            with({{"outcome", "rejected"}}));
+  AddSample(families.back(), static_cast<double>(health.push.failed),
+            with({{"outcome", "failed"}}));
+  AddSample(families.back(), static_cast<double>(health.push.dropped_queue_full),
+            with({{"outcome", "dropped_queue_full"}}));
+  AddSample(families.back(), static_cast<double>(health.push.dropped_shutdown),
+            with({{"outcome", "dropped_shutdown"}}));
+  counter("pystrobe_push_retries_total", "Push requests retried (attempts after the first).",
+          static_cast<double>(health.push.retried));
+  gauge("pystrobe_push_queue_windows", "Windows waiting to be pushed, including one being sent.",
+        static_cast<double>(health.push.queued));
+  counter("pystrobe_push_bytes_total", "Request bodies of the windows pushed successfully.",
+          static_cast<double>(health.push.bytes_sent));
   counter("pystrobe_config_reloads_total", "Configurations applied on SIGHUP.",
           static_cast<double>(health.config_reloads));
   counter("pystrobe_config_reload_errors_total",

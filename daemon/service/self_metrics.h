@@ -22,6 +22,19 @@ struct SelfUsage {
 };
 SelfUsage ReadSelfUsage();
 
+// Windows pushed to the profile store (exporters.push), totals since start.
+struct PushHealth {
+  uint64_t enqueued = 0;
+  uint64_t sent = 0;
+  uint64_t retried = 0;
+  uint64_t dropped_queue_full = 0;
+  uint64_t dropped_shutdown = 0;
+  uint64_t rejected = 0;
+  uint64_t failed = 0;
+  uint64_t queued = 0;  // waiting now, including one being sent
+  uint64_t bytes_sent = 0;
+};
+
 // Everything the daemon counts about itself; counters are totals since start.
 struct DaemonHealth {
   SamplerCounters sampler;
@@ -48,6 +61,7 @@ struct DaemonHealth {
   uint64_t profile_files_deleted_size = 0;
   uint64_t profile_files = 0;
   uint64_t profile_dir_bytes = 0;
+  PushHealth push;
   uint64_t config_reloads = 0;
   uint64_t config_reload_errors = 0;
   uint64_t memory_limit_bytes = 0;

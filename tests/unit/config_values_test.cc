@@ -144,13 +144,19 @@ TEST(ValidatePathsTest, AbsoluteWithoutDotDot) {
   EXPECT_THAT(ValidateCgroupPath("system.slice").message(), HasSubstr("not a cgroup path"));
 }
 
-TEST(ValidatePushUrlTest, HttpOrHttpsWithAHost) {
+TEST(ValidatePushUrlTest, HttpWithAHost) {
   EXPECT_TRUE(ValidatePushUrl("http://pyroscope:4040").ok());
-  EXPECT_TRUE(ValidatePushUrl("https://profiles.example.com/ingest").ok());
+  EXPECT_TRUE(ValidatePushUrl("http://profiles.example.com/ingest").ok());
   EXPECT_FALSE(ValidatePushUrl("ftp://x").ok());
   EXPECT_FALSE(ValidatePushUrl("pyroscope:4040").ok());
   EXPECT_FALSE(ValidatePushUrl("http://").ok());
   EXPECT_FALSE(ValidatePushUrl("http://a b").ok());
+}
+
+TEST(ValidatePushUrlTest, HttpsIsRefusedSayingSo) {
+  // The pusher has no TLS: a configuration that could never push is an error.
+  EXPECT_THAT(ValidatePushUrl("https://profiles.example.com").message(),
+              HasSubstr("https is not supported"));
 }
 
 TEST(ValidateStaticLabelNameTest, PrometheusNamesThatPystrobeDoesNotSet) {

@@ -1,0 +1,60 @@
+// Sends each window to a profile store (exporters.push: Pyroscope's ingest
+// API) through a PyroscopePusher, which queues and sends from its own thread.
+// The sink outlives the pusher: a SIGHUP that changes the push configuration
+// shuts the old pusher down and creates a new one, and the counters carry
+// over so the daemon's metrics only grow.
+#ifndef PYSTROBE_DAEMON_SERVICE_PUSH_SINK_H_
+#define PYSTROBE_DAEMON_SERVICE_PUSH_SINK_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "config/config.h"
+#include "daemon/service/self_metrics.h"
+#include "daemon/service/window_sink.h"
+#include "exporters/pyroscope_pusher.h"
+
+namespace pystrobe {
+
+// The pusher's options for a configuration: exporters.push (url, timeout,
+// max_queue, app_name) and the static labels.
+PyroscopePushOptions PushOptionsFrom(const DaemonConfig& config);
+
+class PushSink : public WindowSink {
+ public:
+  // How long a reconfiguration lets the old pusher finish what it holds.
+  static constexpr absl::Duration kReconfigureGrace = absl::Seconds(1);
+
+  PushSink() = default;
+  ~PushSink() override;
+
+  // Starts pushing with `config`'s push settings, or stops when its URL is
+  // empty. With the same settings as now, nothing happens; otherwise the old
+  // pusher gets kReconfigureGrace to send its queue. An error (options the
+  // pusher refuses) leaves the sink without a pusher.
+  absl::Status Configure(const DaemonConfig& config);
+
+  // Stops taking windows and sends what is queued until `deadline`.
+  void Shutdown(absl::Time deadline);
+
+  bool active() const { return pusher_ != nullptr; }
+  // Totals since the daemon started, over every pusher it had.
+  PushHealth Health() const;
+
+  std::string name() const override { return "push"; }
+  // Queues the window; returns at once. OK without a pusher.
+  absl::Status Consume(const ProfileWindow& window) override;
+
+ private:
+  void StopPusher(absl::Time deadline);
+
+  std::unique_ptr<PyroscopePusher> pusher_;
+  PyroscopePushOptions options_;
+  PushHealth retired_;  // what the pushers before this one counted
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_SERVICE_PUSH_SINK_H_

@@ -1,0 +1,203 @@
+"""pystrobe daemon pushing each window to a profile store (exporters.push,
+Pyroscope's ingest API), against a loopback receiver written here that checks
+the request: POST /ingest, the name/from/until parameters, a multipart body
+whose `profile` field holds a gzipped pprof (decoded by npm pprof-format).
+Then a receiver answering 503: the retries show in /metrics. Then a SIGHUP
+that moves the push to another receiver."""
+
+import http.server
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+from pystrobe_testlib import BpfTestCase
+import speedscope_render
+import test_daemon
+
+BUSY = "import time\nend = time.time() + 120\nwhile time.time() < end: pass\n"
+
+
+def multipart_field(content_type, body, field):
+    """(filename, bytes) of the part named `field`, or None."""
+    match = re.search(r'boundary="?([^";]+)"?', content_type)
+    if match is None:
+        return None
+    delimiter = b"--" + match.group(1).encode()
+    for part in body.split(delimiter)[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, content = part.partition(b"\r\n\r\n")
+        disposition = re.search(rb'name="([^"]*)"(?:; filename="([^"]*)")?', head)
+        if disposition and disposition.group(1).decode() == field:
+            filename = disposition.group(2).decode() if disposition.group(2) else None
+            return filename, content[:-2] if content.endswith(b"\r\n") else content
+    return None
+
+
+class Receiver:
+    """A loopback Pyroscope: records every request; answers `status`."""
+
+    def __init__(self, status=200):
+        self.status = status
+        self.requests = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                with receiver.lock:
+                    receiver.requests.append({
+                        "method": "POST", "path": self.path,
+                        "content_type": self.headers.get("Content-Type", ""), "body": body,
+                    })
+                self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def taken(self):
+        with self.lock:
+            return list(self.requests)
+
+    def wait_for(self, count, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if len(self.taken()) >= count:
+                return self.taken()
+            time.sleep(0.2)
+        return self.taken()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def push_config(url, extra=""):
+    return (f"labels:\n  env: e2e\nexporters:\n  push:\n    url: \"{url}\"\n"
+            f"    timeout: 2s\n    max_queue: 4\n{extra}")
+
+
+class DaemonPushTest(BpfTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        speedscope_render.ensure_node_modules()
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=self.tmp)
+        self.busy = subprocess.Popen([sys.executable, "-c", BUSY])
+        self.addCleanup(self.busy.wait)
+        self.addCleanup(self.busy.kill)
+
+    def receiver(self, status=200):
+        receiver = Receiver(status)
+        self.addCleanup(receiver.close)
+        return receiver
+
+    def daemon(self, config):
+        daemon = test_daemon.Daemon(self.dir, ("--window", "2"), config)
+        self.addCleanup(daemon.stop)
+        return daemon
+
+    def test_windows_arrive_as_pyroscope_ingest_requests_with_a_gzipped_pprof(self):
+        receiver = self.receiver()
+        daemon = self.daemon(push_config(receiver.url))
+        requests = receiver.wait_for(2, timeout=15)
+        self.assertGreaterEqual(len(requests), 2, daemon.output())
+        for request in requests:
+            url = urllib.parse.urlsplit(request["path"])
+            self.assertEqual(url.path, "/ingest")
+            query = urllib.parse.parse_qs(url.query)
+            self.assertEqual(query["name"], ["pystrobe{env=e2e}"], request["path"])
+            self.assertLess(int(query["from"][0]), int(query["until"][0]) + 1)
+            self.assertEqual(query.get("sampleRate"), ["19"], request["path"])
+            self.assertNotIn("format", query, "multipart bodies go without format=pprof")
+            self.assertTrue(request["content_type"].startswith("multipart/form-data"),
+                            request["content_type"])
+            field = multipart_field(request["content_type"], request["body"], "profile")
+            self.assertIsNotNone(field, request["body"][:300])
+            _, profile_gz = field
+            self.assertEqual(profile_gz[:2], b"\x1f\x8b", "the profile is gzipped")
+
+        path = os.path.join(self.dir, "pushed.pb.gz")
+        with open(path, "wb") as f:
+            f.write(multipart_field(requests[-1]["content_type"], requests[-1]["body"],
+                                    "profile")[1])
+        profile = test_daemon.decode_pprof(path)
+        self.assertEqual(profile.get("errors"), [], str(profile)[:2000])
+        self.assertIn(self.busy.pid, test_daemon.pids_in(profile), str(profile)[:2000])
+
+        text = daemon.metrics()
+        sent = test_daemon.metric(text, "pystrobe_push_windows_total", outcome="sent")
+        self.assertGreaterEqual(sent, 1, text)
+        self.assertGreater(test_daemon.metric(text, "pystrobe_push_bytes_total"), 0)
+        self.assertIsNotNone(test_daemon.metric(text, "pystrobe_push_queue_windows"))
+        self.assertEqual(test_daemon.metric(text, "pystrobe_dropped_total",
+                                            reason="push_queue_full"), 0)
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
+                               capture_output=True, timeout=30)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+
+        # SIGTERM: the last window is pushed too, within the 2 s.
+        before = len(receiver.taken())
+        start = time.time()
+        daemon.proc.send_signal(15)
+        daemon.proc.wait(timeout=10)
+        self.assertLess(time.time() - start, 2.0, "SIGTERM must end the daemon within 2 s")
+        self.assertEqual(daemon.proc.returncode, 0, daemon.output())
+        self.assertGreater(len(receiver.taken()), before, "the final window is pushed")
+
+    def test_a_store_answering_503_is_retried_and_the_retries_are_counted(self):
+        receiver = self.receiver(status=503)
+        daemon = self.daemon(push_config(receiver.url))
+        deadline = time.time() + 20
+        retries = 0
+        while time.time() < deadline:
+            retries = test_daemon.metric(daemon.metrics(), "pystrobe_push_retries_total") or 0
+            if retries >= 2:
+                break
+            time.sleep(0.5)
+        self.assertGreaterEqual(retries, 2, daemon.metrics())
+        self.assertGreaterEqual(len(receiver.taken()), 3)
+        text = daemon.metrics()
+        self.assertEqual(test_daemon.metric(text, "pystrobe_push_windows_total", outcome="sent"),
+                         0)
+
+    def test_sighup_moves_the_push_to_the_new_url(self):
+        first = self.receiver()
+        second = self.receiver()
+        daemon = self.daemon(push_config(first.url))
+        self.assertGreaterEqual(len(first.wait_for(1, timeout=15)), 1, daemon.output())
+        daemon.write_config(push_config(second.url))
+        daemon.proc.send_signal(1)
+        self.assertGreaterEqual(len(second.wait_for(1, timeout=15)), 1, daemon.output())
+        sent = test_daemon.metric(daemon.metrics(), "pystrobe_push_windows_total", outcome="sent")
+        self.assertGreaterEqual(sent, 2, "counters carry over a reload")
+
+    def test_check_config_refuses_https_push_urls(self):
+        config = os.path.join(self.dir, "https.yaml")
+        with open(config, "w") as f:
+            f.write(push_config("https://profiles.example.com"))
+        result = subprocess.run([test_daemon.PYSTROBE_BIN, "daemon", "--check-config", config],
+                                capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("https is not supported", result.stdout + result.stderr)
