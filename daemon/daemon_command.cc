@@ -18,6 +18,7 @@
 #include "daemon/capabilities.h"
 #include "daemon/libbpf_errors.h"
 #include "daemon/record_command.h"
+#include "daemon/sd_notify.h"
 #include "daemon/service/container_labels.h"
 #include "daemon/service/metrics_snapshot.h"
 #include "daemon/service/profile_directory.h"
@@ -72,6 +73,14 @@ void InstallSignalHandlers() {
 void Log(const std::string& message) {
   fprintf(stderr, "pystrobe daemon: %s\n", message.c_str());
   fflush(stderr);
+}
+
+// systemd's notifications are best effort: a failure is logged once per kind.
+void Notify(const absl::Status& status) {
+  static std::atomic<bool> logged{false};
+  if (!status.ok() && !logged.exchange(true)) {
+    Log(absl::StrCat("warning: sd_notify: ", status.message()));
+  }
 }
 
 struct DaemonArgs {
@@ -153,6 +162,7 @@ class Daemon {
   void Reload();
   void PublishHealth();
   void ConfigurePush(const DaemonConfig& config);
+  std::string ReadyStatus() const;
 
   DaemonArgs args_;
   DaemonConfig config_;
@@ -249,6 +259,11 @@ void Daemon::Reload() {
                    ", rate ", config_.rate_hz, " Hz)"));
 }
 
+std::string Daemon::ReadyStatus() const {
+  return absl::StrCat("profiling at ", config_.rate_hz, " Hz, windows of ",
+                      absl::FormatDuration(config_.window));
+}
+
 void Daemon::ConfigurePush(const DaemonConfig& config) {
   if (absl::Status s = push_sink_.Configure(config); !s.ok()) Log(std::string(s.message()));
 }
@@ -298,6 +313,12 @@ int Daemon::Run() {
     return kExitFailure;
   }
   PublishHealth();
+  // Sampling has started: systemd may consider the unit up.
+  Notify(NotifyReady(ReadyStatus()));
+  // WatchdogSec=: ping at half the interval, from this loop, whose progress
+  // is what matters.
+  std::optional<absl::Duration> watchdog = WatchdogInterval();
+  absl::Time next_watchdog = absl::Now();
   absl::Time next_tick = absl::Now() + kTickInterval;
   while (stop_signal.load() == 0) {
     if (absl::Status s = session_->Poll(kPollInterval); !s.ok()) {
@@ -306,8 +327,14 @@ int Daemon::Run() {
     }
     absl::Time now = absl::Now();
     if (reload_requested.exchange(false)) {
+      Notify(NotifyReloading());
       Reload();
       if (stop_signal.load() != 0) break;
+      Notify(NotifyReady(ReadyStatus()));
+    }
+    if (watchdog && now >= next_watchdog) {
+      next_watchdog = now + *watchdog / 2;
+      Notify(NotifyWatchdog());
     }
     if (now >= next_tick) {
       next_tick = now + kTickInterval;
@@ -316,6 +343,7 @@ int Daemon::Run() {
     }
     session_->MaybeCut(now);
   }
+  Notify(NotifyStopping());
   if (session_ != nullptr) session_->Finish(absl::Now());
   // The last window is queued: the pusher gets what is left of SIGTERM's 2 s.
   push_sink_.Shutdown(absl::Now() + kFinalPushGrace);
