@@ -295,7 +295,7 @@ TEST(FlameGraphSvgWriterTest, UsesTheProfileTitleAndSampleRate) {
   const std::string svg = Render(profile);
 
   EXPECT_THAT(svg, HasSubstr("<title>three to one</title>"));
-  EXPECT_THAT(svg, HasSubstr("400 samples at 99 Hz"));
+  EXPECT_THAT(svg, HasSubstr("400 samples, sampled at 99 Hz"));
 }
 
 TEST(FlameGraphSvgWriterTest, IsInteractiveAndSelfContained) {
