@@ -20,6 +20,7 @@
 #include "daemon/record_command.h"
 #include "daemon/sd_notify.h"
 #include "daemon/service/container_labels.h"
+#include "daemon/service/control_server.h"
 #include "daemon/service/metrics_snapshot.h"
 #include "daemon/service/profile_directory.h"
 #include "daemon/service/profiling_session.h"
@@ -49,6 +50,8 @@ and exits.
   --profile-dir DIR             overrides exporters.profile_dir
   --window SECONDS              overrides window
   --rate HZ                     overrides rate
+  --socket PATH                 the control socket where record talks to the daemon
+                                (default /run/pystrobe/pystrobe.sock)
   --check-config FILE           validate FILE (with any overrides) and exit
   -h, --help                    this text
 )";
@@ -85,6 +88,7 @@ void Notify(const absl::Status& status) {
 
 struct DaemonArgs {
   std::optional<std::string> config_path;
+  std::string socket_path = kDefaultControlSocket;
   ConfigOverrides overrides;
   bool check_config = false;
   bool help = false;
@@ -108,6 +112,15 @@ absl::StatusOr<DaemonArgs> ParseDaemonArgs(const std::vector<std::string>& args)
     }
     if (absl::StartsWith(arg, "--check-config=")) {
       parsed.check_config = true;
+      continue;
+    }
+    if (arg == "--socket") {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("--socket needs a PATH");
+      parsed.socket_path = args[++i];
+      continue;
+    }
+    if (absl::ConsumePrefix(&arg, "--socket=")) {
+      parsed.socket_path = std::string(arg);
       continue;
     }
     if (arg == "--config") {
@@ -172,6 +185,7 @@ class Daemon {
   PushSink push_sink_;
   std::unique_ptr<ContainerLabels> labels_;
   std::unique_ptr<ProfilingSession> session_;
+  std::unique_ptr<ControlServer> control_;
   uint64_t next_sequence_ = 1;
   uint64_t reloads_ = 0;
   uint64_t reload_errors_ = 0;
@@ -313,6 +327,13 @@ int Daemon::Run() {
     return kExitFailure;
   }
   PublishHealth();
+  absl::StatusOr<std::unique_ptr<ControlServer>> control = ControlServer::Start(args_.socket_path);
+  if (control.ok()) {
+    control_ = std::move(*control);
+  } else {
+    Log(absl::StrCat("warning: no control socket (record/top/stat load their own BPF): ",
+                     control.status().message()));
+  }
   // Sampling has started: systemd may consider the unit up.
   Notify(NotifyReady(ReadyStatus()));
   // WatchdogSec=: ping at half the interval, from this loop, whose progress
@@ -326,6 +347,12 @@ int Daemon::Run() {
       break;
     }
     absl::Time now = absl::Now();
+    if (control_ != nullptr) {
+      for (std::shared_ptr<RecordJob>& job : control_->TakeJobs()) {
+        session_->BeginRecording(std::move(job), now);
+      }
+      session_->ServeRecordings(now);
+    }
     if (reload_requested.exchange(false)) {
       Notify(NotifyReloading());
       Reload();
@@ -347,6 +374,7 @@ int Daemon::Run() {
   if (session_ != nullptr) session_->Finish(absl::Now());
   // The last window is queued: the pusher gets what is left of SIGTERM's 2 s.
   push_sink_.Shutdown(absl::Now() + kFinalPushGrace);
+  control_.reset();  // the recordings were completed by Finish
   PublishHealth();
   Log(absl::StrCat("stopped by signal ", stop_signal.load(), "; last window written"));
   return kExitOk;
@@ -374,6 +402,11 @@ int RunDaemonCommand(const std::vector<std::string>& args) {
         continue;
       }
       if (absl::StartsWith(args[i], "--config=")) continue;
+      if (args[i] == "--socket") {
+        ++i;
+        continue;
+      }
+      if (absl::StartsWith(args[i], "--socket=")) continue;
       check_args.push_back(args[i]);
     }
     return RunDaemonCheckOnlyCommand(check_args);

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "daemon/bpf_sampler.h"
 #include "daemon/capabilities.h"
+#include "daemon/control_client.h"
 #include "daemon/kernel_python_discovery.h"
 #include "daemon/libbpf_errors.h"
 #include "daemon/profile_builder.h"
@@ -198,7 +199,11 @@ ProfileBuilderOptions ProfileBuilderOptionsFrom(const RecordOptions& options) {
 
 }  // namespace
 
-int RunRecordCommand(const std::vector<std::string>& args) {
+int RunRecordCommand(const std::vector<std::string>& command_args) {
+  // --socket PATH and --no-daemon: whether to ask a running daemon.
+  std::vector<std::string> args = command_args;
+  absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
+  if (!daemon_flags.ok()) return UsageError(daemon_flags.status().message());
   absl::StatusOr<RecordOptions> parsed = ParseRecordOptions(args);
   if (!parsed.ok()) return UsageError(parsed.status().message());
   const RecordOptions& options = *parsed;
@@ -210,6 +215,9 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   if (!writer.ok()) return UsageError(writer.status().message());
   for (uint32_t pid : options.pids) {
     if (!ProcessExists(pid)) return UsageError(absl::StrCat("no process with pid ", pid));
+  }
+  if (std::optional<int> status = MaybeRecordThroughDaemon(options, *daemon_flags, args, **writer)) {
+    return *status;
   }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
     return Fail(caps);

@@ -59,6 +59,8 @@ ProfilingSession::ProfilingSession(const DaemonConfig& config, ContainerLabels* 
 
 ProfilingSession::~ProfilingSession() {
   if (sampler_ != nullptr && !detached_) sampler_->Detach();
+  // Clients waiting on a recording get what it has.
+  if (on_demand_ != nullptr) on_demand_->FinishAll(absl::Now());
 }
 
 absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
@@ -110,6 +112,14 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
   session->window_loop_ = std::make_unique<WindowLoop>(
       session->recorder_.get(), session->kernel_symbols_ ? &*session->kernel_symbols_ : nullptr,
       labels, std::move(sinks), WindowOptionsFrom(config), now, next_sequence);
+  session->on_demand_ = std::make_unique<OnDemandRecordings>(
+      session->recorder_.get(), session->kernel_symbols_ ? &*session->kernel_symbols_ : nullptr,
+      RecordCapabilities{.rate_hz = config.rate_hz,
+                         .offcpu = config.off_cpu,
+                         .all_processes = config.targets.all});
+  OnDemandRecordings* on_demand = session->on_demand_.get();
+  session->window_loop_->set_window_observer(
+      [on_demand](const WindowStacks& stacks) { on_demand->OnWindowTaken(stacks); });
   Recorder* recorder = session->recorder_.get();
   if (absl::Status s = bpf.Attach(
           config.rate_hz, [recorder](std::span<const uint8_t> r) { recorder->HandleRecord(r); });
@@ -172,6 +182,11 @@ void ProfilingSession::Finish(absl::Time now) {
     fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
   }
   window_loop_->Cut(now, /*final=*/true);
+  on_demand_->FinishAll(now);
+}
+
+void ProfilingSession::BeginRecording(std::shared_ptr<RecordJob> job, absl::Time now) {
+  on_demand_->Begin(std::move(job), now);
 }
 
 void ProfilingSession::Apply(const DaemonConfig& config) {

@@ -73,6 +73,7 @@ void WindowLoop::Cut(absl::Time now, bool final) {
               std::string(s.message()).c_str());
     }
   }
+  if (observer_) observer_(stacks);
   ++windows_;
   window_start_ = now;
   // The window is written: nothing refers to exited processes any more.

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,6 +44,12 @@ class WindowLoop {
   // Ends the window now (`final`: the daemon is stopping) and starts the next.
   void Cut(absl::Time now, bool final = false);
 
+  // Called at each cut with the window's stacks, after the sinks and before
+  // exited processes are forgotten (on-demand recordings take their part).
+  void set_window_observer(std::function<void(const WindowStacks&)> observer) {
+    observer_ = std::move(observer);
+  }
+
   // Takes effect from the next window (the window length from the current).
   void set_options(WindowOptions options) { options_ = std::move(options); }
   const WindowOptions& options() const { return options_; }
@@ -63,6 +70,7 @@ class WindowLoop {
   uint64_t next_sequence_;
   uint64_t windows_ = 0;
   std::map<std::string, uint64_t> sink_errors_;
+  std::function<void(const WindowStacks&)> observer_;
 };
 
 }  // namespace pystrobe

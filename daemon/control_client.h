@@ -1,0 +1,52 @@
+// The client side of the daemon's control socket (daemon/control_protocol.h):
+// `pystrobe record` asks a running daemon for the profile instead of loading
+// its own copy of the BPF programs, and falls back to loading them when no
+// daemon answers.
+#ifndef PYSTROBE_DAEMON_CONTROL_CLIENT_H_
+#define PYSTROBE_DAEMON_CONTROL_CLIENT_H_
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/control_protocol.h"
+#include "daemon/record_options.h"
+#include "exporters/profile.h"
+#include "exporters/profile_writer.h"
+
+namespace pystrobe {
+
+// The flags every client command takes, removed from `args` by
+// TakeDaemonClientFlags: --socket PATH (or --socket=PATH) and --no-daemon.
+struct DaemonClientFlags {
+  std::string socket = kDefaultControlSocket;
+  bool no_daemon = false;
+};
+absl::StatusOr<DaemonClientFlags> TakeDaemonClientFlags(std::vector<std::string>& args);
+
+// A connected socket to the daemon, or an error when nothing answers.
+absl::StatusOr<int> ConnectToDaemon(const std::string& path);
+
+// Sends `request` on `fd` and reads the answer: kInfo lines go to `info`,
+// the profile is returned; the daemon's kError is returned as an error.
+// While waiting, `stop` set sends kStop once (the daemon then ends the
+// recording and answers with what it has).
+absl::StatusOr<Profile> RecordThroughDaemon(int fd, const RecordRequest& request,
+                                            const std::function<void(const std::string&)>& info,
+                                            const std::atomic<int>* stop);
+
+// `pystrobe record` through the daemon: nullopt when the recording must be
+// local (--no-daemon, a command to start, --subprocesses, no daemon
+// answering); else the exit status, the output written by `writer`.
+// `args` are record's arguments (to tell an explicit --rate).
+std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
+                                            const DaemonClientFlags& flags,
+                                            const std::vector<std::string>& args,
+                                            const ProfileWriter& writer);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_CONTROL_CLIENT_H_

@@ -1,0 +1,319 @@
+#include "daemon/control_protocol.h"
+
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace pystrobe {
+namespace {
+
+// Debian's abseil has its own string_view.
+absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+constexpr char kProfileMagic[] = "PSPF1";  // the profile encoding, versioned
+constexpr size_t kMaxRemotePids = 1024;
+
+void PutU16(std::string& out, uint16_t v) {
+  for (int i = 0; i < 2; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+void PutU32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+void PutU64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+void PutString(std::string& out, std::string_view s) {
+  PutU32(out, static_cast<uint32_t>(s.size()));
+  out.append(s);
+}
+
+uint64_t GetLE(std::string_view bytes, size_t width) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < width; ++i) {
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  }
+  return v;
+}
+
+// Reads the profile encoding, every read checked against what is left.
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : rest_(bytes) {}
+  bool U32(uint32_t& v) { return Fixed(4, v); }
+  bool U64(uint64_t& v) { return Fixed(8, v); }
+  bool U8(uint8_t& v) { return Fixed(1, v); }
+  bool String(std::string& s) {
+    uint32_t n = 0;
+    if (!U32(n) || n > rest_.size()) return false;
+    s.assign(rest_.substr(0, n));
+    rest_.remove_prefix(n);
+    return true;
+  }
+  // A count of items of at least `min_item_bytes` each: no more than fit.
+  bool Count(uint32_t& n, size_t min_item_bytes) {
+    return U32(n) && static_cast<uint64_t>(n) * min_item_bytes <= rest_.size();
+  }
+  bool empty() const { return rest_.empty(); }
+
+ private:
+  template <typename T>
+  bool Fixed(size_t width, T& v) {
+    if (rest_.size() < width) return false;
+    v = static_cast<T>(GetLE(rest_, width));
+    rest_.remove_prefix(width);
+    return true;
+  }
+  std::string_view rest_;
+};
+
+absl::Status Bad(std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("bad request: ", A(what)));
+}
+
+absl::StatusOr<bool> ParseFlag(std::string_view key, std::string_view value) {
+  if (value == "1") return true;
+  if (value == "0") return false;
+  return Bad(absl::StrCat(A(key), " must be 0 or 1"));
+}
+
+}  // namespace
+
+std::string EncodeHeader(const ControlHeader& header) {
+  std::string out;
+  PutU32(out, header.magic);
+  PutU16(out, header.version);
+  PutU16(out, header.type);
+  PutU32(out, header.length);
+  PutU32(out, header.reserved);
+  return out;
+}
+
+absl::StatusOr<ControlHeader> ParseHeader(std::string_view bytes, uint32_t max_payload) {
+  if (bytes.size() < kControlHeaderSize) return Bad("truncated header");
+  ControlHeader header;
+  header.magic = static_cast<uint32_t>(GetLE(bytes, 4));
+  header.version = static_cast<uint16_t>(GetLE(bytes.substr(4), 2));
+  header.type = static_cast<uint16_t>(GetLE(bytes.substr(6), 2));
+  header.length = static_cast<uint32_t>(GetLE(bytes.substr(8), 4));
+  header.reserved = static_cast<uint32_t>(GetLE(bytes.substr(12), 4));
+  if (header.magic != kControlMagic) return Bad("not a pystrobe control message (bad magic)");
+  if (header.version != kControlVersion) {
+    return Bad(absl::StrCat("protocol version ", header.version, ", this daemon speaks ",
+                            kControlVersion));
+  }
+  if (header.reserved != 0) return Bad("reserved header field is not 0");
+  if (header.length > max_payload) {
+    return Bad(absl::StrCat("payload of ", header.length, " bytes, at most ", max_payload));
+  }
+  return header;
+}
+
+std::string EncodeFrame(ControlMessageType type, std::string_view payload) {
+  ControlHeader header;
+  header.type = static_cast<uint16_t>(type);
+  header.length = static_cast<uint32_t>(payload.size());
+  std::string out = EncodeHeader(header);
+  out.append(payload);
+  return out;
+}
+
+std::string EncodeRecordRequest(const RecordRequest& r) {
+  std::string out;
+  if (r.all) absl::StrAppend(&out, "all=1\n");
+  if (!r.pids.empty()) absl::StrAppend(&out, "pids=", absl::StrJoin(r.pids, ","), "\n");
+  if (r.duration) {
+    absl::StrAppend(&out, "duration_ms=", absl::ToInt64Milliseconds(*r.duration), "\n");
+  }
+  if (r.rate_hz != 0) absl::StrAppend(&out, "rate_hz=", r.rate_hz, "\n");
+  auto flag = [&](const char* key, bool value) {
+    if (value) absl::StrAppend(&out, key, "=1\n");
+  };
+  flag("threads", r.threads);
+  flag("native", r.native);
+  flag("gil", r.gil_only);
+  flag("offcpu", r.offcpu);
+  flag("idle", r.idle);
+  flag("function_lines", r.function_lines);
+  flag("no_line_numbers", r.no_line_numbers);
+  flag("full_filenames", r.full_filenames);
+  return out;
+}
+
+absl::StatusOr<RecordRequest> ParseRecordRequest(std::string_view payload) {
+  if (payload.size() > kMaxRequestPayload) return Bad("request too long");
+  for (char c : payload) {
+    if (c != '\n' &&
+        (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e)) {
+      return Bad("the payload is not printable text");
+    }
+  }
+  RecordRequest r;
+  std::set<std::string, std::less<>> seen;
+  for (absl::string_view line_text : absl::StrSplit(A(payload), '\n', absl::SkipEmpty())) {
+    std::string_view line(line_text.data(), line_text.size());
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) return Bad("a line without '='");
+    std::string_view key = line.substr(0, eq);
+    std::string_view value = line.substr(eq + 1);
+    if (!seen.insert(std::string(key)).second) return Bad(absl::StrCat("repeated key ", A(key)));
+    if (key == "pids") {
+      for (absl::string_view text : absl::StrSplit(A(value), ',')) {
+        uint32_t pid = 0;
+        if (!absl::SimpleAtoi(text, &pid) || pid == 0) return Bad("pids: not a pid list");
+        if (r.pids.size() >= kMaxRemotePids) return Bad("pids: too many");
+        r.pids.push_back(pid);
+      }
+    } else if (key == "duration_ms") {
+      int64_t ms = 0;
+      if (!absl::SimpleAtoi(A(value), &ms) || ms <= 0 ||
+          absl::Milliseconds(ms) > kMaxRemoteRecording) {
+        return Bad("duration_ms: out of range (1 ms to 1 h)");
+      }
+      r.duration = absl::Milliseconds(ms);
+    } else if (key == "rate_hz") {
+      if (!absl::SimpleAtoi(A(value), &r.rate_hz) || r.rate_hz < 1 || r.rate_hz > 1000) {
+        return Bad("rate_hz: out of range (1 to 1000)");
+      }
+    } else {
+      absl::StatusOr<bool> flag = ParseFlag(key, value);
+      if (!flag.ok()) return flag.status();
+      if (key == "all") {
+        r.all = *flag;
+      } else if (key == "threads") {
+        r.threads = *flag;
+      } else if (key == "native") {
+        r.native = *flag;
+      } else if (key == "gil") {
+        r.gil_only = *flag;
+      } else if (key == "offcpu") {
+        r.offcpu = *flag;
+      } else if (key == "idle") {
+        r.idle = *flag;
+      } else if (key == "function_lines") {
+        r.function_lines = *flag;
+      } else if (key == "no_line_numbers") {
+        r.no_line_numbers = *flag;
+      } else if (key == "full_filenames") {
+        r.full_filenames = *flag;
+      } else {
+        return Bad(absl::StrCat("unknown key ", A(key)));
+      }
+    }
+  }
+  if (r.all == !r.pids.empty()) return Bad("exactly one of pids and all is needed");
+  return r;
+}
+
+absl::StatusOr<ParsedRequest> ParseRequestFrame(std::string_view frame) {
+  absl::StatusOr<ControlHeader> header = ParseHeader(frame, kMaxRequestPayload);
+  if (!header.ok()) return header.status();
+  std::string_view payload = frame.substr(kControlHeaderSize);
+  if (payload.size() < header->length) return Bad("truncated payload");
+  if (payload.size() > header->length) return Bad("bytes after the payload");
+  ParsedRequest parsed;
+  switch (static_cast<ControlMessageType>(header->type)) {
+    case ControlMessageType::kRecord: {
+      absl::StatusOr<RecordRequest> record = ParseRecordRequest(payload);
+      if (!record.ok()) return record.status();
+      parsed.type = ControlMessageType::kRecord;
+      parsed.record = std::move(*record);
+      return parsed;
+    }
+    default:
+      return Bad(absl::StrCat("unknown request type ", header->type));
+  }
+}
+
+std::string EncodeProfile(const Profile& profile) {
+  std::string out(kProfileMagic);
+  PutString(out, profile.title);
+  PutString(out, profile.count_unit);
+  PutU32(out, static_cast<uint32_t>(profile.sample_rate_hz));
+  PutU64(out,
+         profile.start_time ? static_cast<uint64_t>(absl::ToUnixNanos(*profile.start_time)) : 0);
+  PutU64(out,
+         profile.duration ? static_cast<uint64_t>(absl::ToInt64Nanoseconds(*profile.duration)) : 0);
+  PutU32(out, static_cast<uint32_t>(profile.labels.size()));
+  for (const ProfileLabel& label : profile.labels) {
+    PutString(out, label.key);
+    PutString(out, label.value);
+  }
+  PutU32(out, static_cast<uint32_t>(profile.process_labels.size()));
+  for (const auto& [pid, labels] : profile.process_labels) {
+    PutU32(out, pid);
+    PutU32(out, static_cast<uint32_t>(labels.size()));
+    for (const ProfileLabel& label : labels) {
+      PutString(out, label.key);
+      PutString(out, label.value);
+    }
+  }
+  PutU32(out, static_cast<uint32_t>(profile.stacks().size()));
+  for (const ProfileStack& stack : profile.stacks()) {
+    PutU64(out, stack.count);
+    PutU32(out, static_cast<uint32_t>(stack.frames.size()));
+    for (const Frame& frame : stack.frames) {
+      out.push_back(static_cast<char>(frame.kind));
+      PutString(out, frame.name);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Profile> DecodeProfile(std::string_view bytes) {
+  auto bad = [] { return absl::DataLossError("the daemon's profile is malformed"); };
+  std::string_view magic(kProfileMagic);
+  if (bytes.substr(0, magic.size()) != magic) return bad();
+  Reader in(bytes.substr(magic.size()));
+  Profile profile;
+  uint32_t rate = 0, n = 0;
+  uint64_t start = 0, duration = 0;
+  if (!in.String(profile.title) || !in.String(profile.count_unit) || !in.U32(rate) ||
+      !in.U64(start) || !in.U64(duration)) {
+    return bad();
+  }
+  profile.sample_rate_hz = static_cast<int>(rate);
+  if (start != 0) profile.start_time = absl::FromUnixNanos(static_cast<int64_t>(start));
+  if (duration != 0) profile.duration = absl::Nanoseconds(static_cast<int64_t>(duration));
+  if (!in.Count(n, 8)) return bad();
+  for (uint32_t i = 0; i < n; ++i) {
+    ProfileLabel label;
+    if (!in.String(label.key) || !in.String(label.value)) return bad();
+    profile.labels.push_back(std::move(label));
+  }
+  if (!in.Count(n, 8)) return bad();
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t pid = 0, count = 0;
+    if (!in.U32(pid) || !in.Count(count, 8)) return bad();
+    std::vector<ProfileLabel>& labels = profile.process_labels[pid];
+    for (uint32_t j = 0; j < count; ++j) {
+      ProfileLabel label;
+      if (!in.String(label.key) || !in.String(label.value)) return bad();
+      labels.push_back(std::move(label));
+    }
+  }
+  if (!in.Count(n, 12)) return bad();
+  for (uint32_t i = 0; i < n; ++i) {
+    uint64_t count = 0;
+    uint32_t frames = 0;
+    if (!in.U64(count) || !in.Count(frames, 5)) return bad();
+    std::vector<Frame> stack(frames);
+    for (Frame& frame : stack) {
+      uint8_t kind = 0;
+      if (!in.U8(kind) || kind > static_cast<uint8_t>(FrameKind::kMarker) ||
+          !in.String(frame.name)) {
+        return bad();
+      }
+      frame.kind = static_cast<FrameKind>(kind);
+    }
+    profile.Add(std::move(stack), count);
+  }
+  if (!in.empty()) return bad();
+  return profile;
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,114 @@
+// The daemon's control socket protocol: how `pystrobe record` (and later
+// `stat`, `top`) ask a running daemon for a profile instead of loading a
+// second copy of the BPF programs.
+//
+// Every message, either way, is one frame: a 16-byte header, little-endian,
+//   u32 magic    "PSTB" (0x42545350)
+//   u16 version  kControlVersion
+//   u16 type     ControlMessageType
+//   u32 length   payload bytes that follow (a request at most
+//                kMaxRequestPayload, a response frame at most
+//                kMaxResponsePayload)
+//   u32 reserved 0
+// then `length` payload bytes.
+//
+// A connection carries one request. The client sends a request frame (and
+// for a record without a duration, later a kStop frame with no payload); the
+// daemon answers with any number of kInfo frames (a line for the user), then
+// either kProfileChunk frames followed by kDone, or one kError. The payload of
+// a request is text: "key=value" lines, every key known and at most once,
+// every value checked (see ParseRecordRequest). The profile travels as the
+// concatenation of the kProfileChunk payloads in the encoding of
+// EncodeProfile: the symbolized Profile itself (frames with their kinds,
+// counts, labels), so the client writes any format with the usual writers.
+#ifndef PYSTROBE_DAEMON_CONTROL_PROTOCOL_H_
+#define PYSTROBE_DAEMON_CONTROL_PROTOCOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "exporters/profile.h"
+
+namespace pystrobe {
+
+inline constexpr char kDefaultControlSocket[] = "/run/pystrobe/pystrobe.sock";
+inline constexpr uint32_t kControlMagic = 0x42545350;  // "PSTB" little-endian
+inline constexpr uint16_t kControlVersion = 1;
+inline constexpr size_t kControlHeaderSize = 16;
+inline constexpr uint32_t kMaxRequestPayload = 64 * 1024;
+inline constexpr uint32_t kMaxResponsePayload = 64 * 1024;
+// The longest recording a client may ask for.
+inline constexpr absl::Duration kMaxRemoteRecording = absl::Hours(1);
+
+enum class ControlMessageType : uint16_t {
+  // Requests.
+  kRecord = 1,
+  kStop = 2,  // ends a record without a duration (Ctrl-C on the client)
+  // Responses.
+  kInfo = 0x81,
+  kProfileChunk = 0x82,
+  kDone = 0x83,
+  kError = 0x84,
+};
+
+struct ControlHeader {
+  uint32_t magic = kControlMagic;
+  uint16_t version = kControlVersion;
+  uint16_t type = 0;
+  uint32_t length = 0;
+  uint32_t reserved = 0;
+};
+
+std::string EncodeHeader(const ControlHeader& header);
+// Checks magic, version, reserved and that `length` is at most
+// `max_payload`. The type is checked by whoever reads the payload.
+absl::StatusOr<ControlHeader> ParseHeader(std::string_view bytes, uint32_t max_payload);
+// A whole frame: header and payload.
+std::string EncodeFrame(ControlMessageType type, std::string_view payload);
+
+// What a client asks `record` for.
+struct RecordRequest {
+  std::vector<uint32_t> pids;  // empty: every process the daemon samples
+  bool all = false;
+  std::optional<absl::Duration> duration;  // none: until kStop or the pids exit
+  int rate_hz = 0;                         // 0: the daemon's; else must be it
+  bool threads = false;
+  bool native = false;
+  bool gil_only = false;
+  bool offcpu = false;
+  bool idle = false;
+  bool function_lines = false;
+  bool no_line_numbers = false;
+  bool full_filenames = false;
+
+  friend bool operator==(const RecordRequest&, const RecordRequest&) = default;
+};
+
+std::string EncodeRecordRequest(const RecordRequest& request);
+// A request frame's payload; InvalidArgument saying what is wrong (unknown
+// or repeated key, bad value, not text, neither pids nor all, both...).
+absl::StatusOr<RecordRequest> ParseRecordRequest(std::string_view payload);
+
+// A whole request as the daemon reads it: header and payload together.
+// Used by the server and by the parser's fuzz test.
+struct ParsedRequest {
+  ControlMessageType type;
+  RecordRequest record;
+};
+absl::StatusOr<ParsedRequest> ParseRequestFrame(std::string_view frame);
+
+// The profile as kProfileChunk payloads carry it, and back. DecodeProfile
+// checks every length against what is left.
+std::string EncodeProfile(const Profile& profile);
+absl::StatusOr<Profile> DecodeProfile(std::string_view bytes);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_CONTROL_PROTOCOL_H_

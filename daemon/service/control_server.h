@@ -1,0 +1,88 @@
+// The daemon's control socket (daemon/control_protocol.h): a Unix stream
+// socket, mode 0660 and group `pystrobe` when that group exists (else 0600,
+// root only), where `pystrobe record` asks the running daemon for a profile.
+// Every connection is checked with SO_PEERCRED: uid 0, or a member of group
+// pystrobe (its primary group or getgrouplist), else refused with an error.
+//
+// An accept thread and one thread per connection (at most kMaxConnections)
+// parse requests and stream answers; the recordings themselves run on the
+// window loop's thread, which takes new jobs with TakeJobs().
+#ifndef PYSTROBE_DAEMON_SERVICE_CONTROL_SERVER_H_
+#define PYSTROBE_DAEMON_SERVICE_CONTROL_SERVER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/service/on_demand_recordings.h"
+
+namespace pystrobe {
+
+inline constexpr char kControlGroup[] = "pystrobe";
+
+// Whether a peer may use the socket: uid 0, or `group` (when it exists) is
+// the peer's gid or one of its user's groups. The reason when not.
+absl::Status CheckControlPeer(uid_t uid, gid_t gid, std::optional<gid_t> group);
+
+class ControlServer {
+ public:
+  static constexpr int kMaxConnections = 16;
+
+  // Creates the socket's directory when needed, refuses a path another
+  // daemon answers on, replaces a stale socket, binds and listens.
+  static absl::StatusOr<std::unique_ptr<ControlServer>> Start(const std::string& path);
+  // Stops accepting, fails the jobs not yet taken, waits for every
+  // connection's thread. The jobs taken must be completed first.
+  ~ControlServer();
+
+  const std::string& path() const { return path_; }
+  // Jobs that arrived since the last call.
+  std::vector<std::shared_ptr<RecordJob>> TakeJobs();
+
+  struct Stats {
+    uint64_t connections = 0;
+    uint64_t refused = 0;       // SO_PEERCRED said no, or too many connections
+    uint64_t bad_requests = 0;  // malformed, hostile or unknown requests
+  };
+  Stats stats() const;
+
+ private:
+  ControlServer(std::string path, int listen_fd, int wake_fd[2], std::optional<gid_t> group);
+  void AcceptLoop();
+  void Serve(int fd);
+
+  struct Connection {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
+  const std::string path_;
+  const int listen_fd_;
+  const int wake_read_;
+  const int wake_write_;
+  const std::optional<gid_t> group_;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::shared_ptr<RecordJob>> pending_ ABSL_GUARDED_BY(mu_);
+  std::list<Connection> connections_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> open_fds_ ABSL_GUARDED_BY(mu_);
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_SERVICE_CONTROL_SERVER_H_

@@ -1,0 +1,180 @@
+#include "daemon/service/on_demand_recordings.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/profile_builder.h"
+
+namespace pystrobe {
+namespace {
+
+bool PidAlive(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+void RecordJob::AddInfo(std::string line) {
+  absl::MutexLock lock(&mu_);
+  info_.push_back(std::move(line));
+}
+
+std::vector<std::string> RecordJob::TakeInfo() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(info_, {});
+}
+
+void RecordJob::Complete(absl::StatusOr<Profile> result) {
+  absl::MutexLock lock(&mu_);
+  if (done_) return;
+  result_ = std::move(result);
+  done_ = true;
+}
+
+bool RecordJob::WaitDone(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
+  return done_;
+}
+
+void OnDemandRecordings::Begin(std::shared_ptr<RecordJob> job, absl::Time now) {
+  const RecordRequest& request = job->request();
+  if (request.rate_hz != 0 && request.rate_hz != caps_.rate_hz) {
+    job->Complete(absl::FailedPreconditionError(
+        absl::StrCat("the daemon samples at ", caps_.rate_hz, " Hz, not ", request.rate_hz,
+                     " Hz: leave out --rate (or pass --rate ", caps_.rate_hz,
+                     "), or record without the daemon (--no-daemon)")));
+    return;
+  }
+  if ((request.offcpu || request.idle) && !caps_.offcpu) {
+    job->Complete(absl::FailedPreconditionError(
+        "the daemon does not record off-CPU time (off_cpu: false in its configuration): "
+        "record with --no-daemon"));
+    return;
+  }
+  if (request.gil_only) {
+    job->Complete(absl::FailedPreconditionError(
+        "--gil is not available through the daemon (its windows keep every thread): "
+        "record with --no-daemon"));
+    return;
+  }
+  job->AddInfo(absl::StrCat("the daemon samples at ", caps_.rate_hz, " Hz"));
+  if (!caps_.all_processes) {
+    job->AddInfo(
+        "the daemon samples only its configured targets: other processes are not in the "
+        "profile");
+  }
+  auto active = std::make_unique<Active>();
+  active->job = std::move(job);
+  active->start = now;
+  for (const auto& [stack, count] : recorder_->stacks().counts()) {
+    if (Wanted(*active, stack)) active->baseline_on.Add(stack, count);
+  }
+  for (const auto& [stack, count] : recorder_->offcpu_stacks().counts()) {
+    if (Wanted(*active, stack)) active->baseline_off.Add(stack, count);
+  }
+  active_.push_back(std::move(active));
+}
+
+bool OnDemandRecordings::Wanted(const Active& active, const RawStack& stack) const {
+  const std::vector<uint32_t>& pids = active.job->request().pids;
+  if (pids.empty()) return true;
+  uint32_t pid = recorder_->processes().image(stack.image).pid;
+  return std::find(pids.begin(), pids.end(), pid) != pids.end();
+}
+
+void OnDemandRecordings::AddDelta(Active& active, const StackAggregator& now_on,
+                                  const StackAggregator& now_off) {
+  const RecordRequest& request = active.job->request();
+  auto delta = [&](const StackAggregator& now, const StackAggregator& baseline) {
+    StackAggregator out;
+    for (const auto& [stack, count] : now.counts()) {
+      if (!Wanted(active, stack)) continue;
+      auto before = baseline.counts().find(stack);
+      uint64_t old = before == baseline.counts().end() ? 0 : before->second;
+      if (count > old) out.Add(stack, count - old);
+    }
+    return out;
+  };
+  StackAggregator on = delta(now_on, active.baseline_on);
+  StackAggregator off;
+  if (request.offcpu || request.idle) off = delta(now_off, active.baseline_off);
+
+  ProfileBuilderOptions options;
+  options.threads = request.threads;
+  options.native = request.native;
+  options.full_filenames = request.full_filenames;
+  options.python_lines = request.function_lines    ? PythonLineMode::kFunction
+                         : request.no_line_numbers ? PythonLineMode::kNone
+                                                   : PythonLineMode::kCurrentLine;
+  ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
+                         &recorder_->native_names(), kernel_, options);
+  // As `pystrobe record` weighs them (record_command.cc, AddStacksTo).
+  constexpr double kNanosPerSecond = 1e9;
+  if (request.offcpu) {
+    active.profile.count_unit = "microseconds";
+    builder.AddTo(on, {.scale = 1e6 / caps_.rate_hz, .root = "[on-cpu]"}, active.profile);
+    builder.AddTo(off, {.scale = 1e-3, .root = "[off-cpu]"}, active.profile);
+  } else {
+    builder.AddTo(on, active.profile);
+    if (request.idle) {
+      builder.AddTo(off, {.scale = caps_.rate_hz / kNanosPerSecond, .root = ""}, active.profile);
+    }
+  }
+}
+
+void OnDemandRecordings::OnWindowTaken(const WindowStacks& stacks) {
+  for (std::unique_ptr<Active>& active : active_) {
+    if (active->job->abandoned()) continue;
+    AddDelta(*active, stacks.on_cpu, stacks.off_cpu);
+    // The recorder starts afresh after a cut.
+    active->baseline_on = StackAggregator();
+    active->baseline_off = StackAggregator();
+  }
+}
+
+void OnDemandRecordings::Complete(Active& active, absl::Time now) {
+  if (!active.job->abandoned()) {
+    AddDelta(active, recorder_->stacks(), recorder_->offcpu_stacks());
+    const RecordRequest& request = active.job->request();
+    active.profile.title = absl::StrCat(
+        "pystrobe record (daemon): ",
+        request.all ? "all processes" : absl::StrCat("pid ", absl::StrJoin(request.pids, ", ")));
+    active.profile.sample_rate_hz = caps_.rate_hz;
+    active.profile.start_time = active.start;
+    active.profile.duration = now - active.start;
+  }
+  active.job->Complete(std::move(active.profile));
+}
+
+void OnDemandRecordings::Poll(absl::Time now) {
+  for (auto it = active_.begin(); it != active_.end();) {
+    Active& active = **it;
+    const RecordRequest& request = active.job->request();
+    bool over = active.job->stop_requested() ||
+                (request.duration && now - active.start >= *request.duration) ||
+                now - active.start >= kMaxRemoteRecording;
+    if (!over && !request.pids.empty()) {
+      over = std::none_of(request.pids.begin(), request.pids.end(), PidAlive);
+    }
+    if (!over) {
+      ++it;
+      continue;
+    }
+    Complete(active, now);
+    it = active_.erase(it);
+  }
+}
+
+void OnDemandRecordings::FinishAll(absl::Time now) {
+  for (std::unique_ptr<Active>& active : active_) {
+    active->job->AddInfo("the daemon's session ended (reload or stop): the profile is cut short");
+    Complete(*active, now);
+  }
+  active_.clear();
+}
+
+}  // namespace pystrobe

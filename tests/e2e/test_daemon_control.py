@@ -1,0 +1,135 @@
+"""pystrobe record through a running daemon's control socket: the profile
+comes from the daemon (no second copy of the BPF programs), a rate other than
+the daemon's is refused clearly, garbage on the socket gets an error reply and
+the daemon goes on serving /metrics and good requests, and a user who is
+neither root nor in group pystrobe is refused (SO_PEERCRED)."""
+
+import os
+import pwd
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+from pystrobe_testlib import PYSTROBE_BIN, BpfTestCase, parse_folded
+import test_daemon
+
+BUSY = "import time\nend = time.time() + 120\nwhile time.time() < end: pass\n"
+MAGIC = 0x42545350
+
+
+def frame(type_, payload, magic=MAGIC, version=1, length=None):
+    if length is None:
+        length = len(payload)
+    return struct.pack("<IHHII", magic, version, type_, length, 0) + payload
+
+
+def read_reply(sock):
+    """(type, payload) of the first frame the daemon sends back."""
+    sock.settimeout(10)
+    header = b""
+    while len(header) < 16:
+        chunk = sock.recv(16 - len(header))
+        if not chunk:
+            return None
+        header += chunk
+    magic, version, type_, length, _ = struct.unpack("<IHHII", header)
+    payload = b""
+    while len(payload) < length:
+        payload += sock.recv(length - len(payload))
+    return type_, payload.decode(errors="replace")
+
+
+class DaemonControlTest(BpfTestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=self.tmp)
+        os.chmod(self.dir, 0o755)
+        self.socket = os.path.join(self.dir, "run", "pystrobe.sock")
+        self.busy = subprocess.Popen([sys.executable, "-c", BUSY])
+        self.addCleanup(self.busy.wait)
+        self.addCleanup(self.busy.kill)
+        self.daemon = test_daemon.Daemon(self.dir, ("--window", "2", "--socket", self.socket))
+        self.addCleanup(self.daemon.stop)
+        deadline = time.time() + 10
+        while not os.path.exists(self.socket) and time.time() < deadline:
+            time.sleep(0.1)
+
+    def record(self, *args):
+        out = os.path.join(self.dir, f"out-{time.time()}.folded")
+        result = subprocess.run([PYSTROBE_BIN, "record", "--socket", self.socket, "-f", "folded",
+                                 "-o", out, *args], capture_output=True, text=True, timeout=60)
+        return result, out
+
+    def test_record_takes_the_profile_from_the_daemon(self):
+        mode = stat.S_IMODE(os.stat(self.socket).st_mode)
+        self.assertIn(mode, (0o600, 0o660), oct(mode))
+        result, out = self.record("-p", str(self.busy.pid), "-d", "3")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"using the running daemon ({self.socket})", result.stderr)
+        with open(out) as f:
+            stacks = parse_folded(f.read())
+        total = sum(stacks.values())
+        # 3 s at the daemon's 19 Hz of a busy process: about 57 samples.
+        self.assertGreater(total, 30, result.stderr)
+        self.assertLess(total, 90, result.stderr)
+        self.assertTrue(all(stack[0].endswith(f"({self.busy.pid})") for stack in stacks),
+                        list(stacks)[:5])
+
+        refused, _ = self.record("-p", str(self.busy.pid), "-d", "1", "--rate", "99")
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn("the daemon samples at 19 Hz, not 99 Hz", refused.stderr)
+
+    def test_garbage_gets_an_error_and_the_daemon_keeps_serving(self):
+        cases = [
+            b"garbage garbage garbage!",
+            frame(1, b"all=1\n", magic=0xdeadbeef),
+            frame(1, b"all=1\n", version=7),
+            frame(1, b"", length=0xffffffff),
+            frame(99, b"all=1\n"),
+            frame(1, b"all=1\n", length=100),  # truncated payload
+            frame(1, b"\x00\xff\x13 nonsense"),
+            frame(1, b"pids=1\nall=1\n"),
+            os.urandom(4096),
+        ]
+        for case in cases:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(self.socket)
+                try:
+                    s.sendall(case)
+                    if case == frame(1, b"all=1\n", length=100):
+                        s.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass  # the daemon may answer and close before reading it all
+                reply = read_reply(s)
+            self.assertIsNotNone(reply, case[:40])
+            self.assertEqual(reply[0], 0x84, reply)
+            self.assertIn("bad request", reply[1])
+        self.assertIsNotNone(test_daemon.metric(self.daemon.metrics(), "pystrobe_samples_total"))
+        result, _ = self.record("-p", str(self.busy.pid), "-d", "1")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIsNone(self.daemon.proc.poll(), self.daemon.output())
+
+    def test_a_user_neither_root_nor_in_group_pystrobe_is_refused(self):
+        # Let anyone reach the socket file: what is left is SO_PEERCRED.
+        os.chmod(self.socket, 0o666)
+        for path in (self.tmp, self.dir, os.path.dirname(self.socket)):
+            os.chmod(path, 0o755)
+        nobody = pwd.getpwnam("nobody")
+        code = ("import socket,struct,sys\n"
+                "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                "try: s.sendall(struct.pack('<IHHII',0x42545350,1,1,6,0)+b'all=1\\n')\n"
+                "except OSError: pass  # refused before the request was read\n"
+                "s.settimeout(10); print(s.recv(4096)[16:].decode())\n")
+
+        def become_nobody():
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+        result = subprocess.run(["/usr/bin/python3", "-c", code, self.socket], capture_output=True,
+                                text=True, timeout=30, preexec_fn=become_nobody)
+        self.assertIn("permission denied", result.stdout, result.stderr)
+        self.assertIn("group pystrobe", result.stdout)
