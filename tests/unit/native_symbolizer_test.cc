@@ -1,4 +1,5 @@
-// Tests of BccNativeSymbolizer against real processes: the workloads in
+// Tests of both NativeSymbolizers (SharedModuleSymbolizer, the product's, and
+// BccNativeSymbolizer) against real processes: the workloads in
 // tests/workloads/symbolizer print addresses of their own functions and of
 // libc, and the test checks the names that come back, also after exit.
 #include <fcntl.h>
@@ -25,104 +26,40 @@
 #include "absl/strings/str_split.h"
 #include "daemon/symbolizer/bcc_native_symbolizer.h"
 #include "daemon/symbolizer/native_symbolizer.h"
+#include "daemon/symbolizer/shared_module_symbolizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/symbolizer_target_process.h"
 
 namespace pystrobe {
 namespace {
 
 using ::testing::AnyOf;
 
-// A child process that prints "key=0xaddress" lines, then "ready", then reads
-// commands from stdin until EOF.
-class TargetProcess {
- public:
-  // Starts argv and reads its addresses; nullopt if it exits before "ready".
-  static std::unique_ptr<TargetProcess> Start(const std::vector<std::string>& argv) {
-    int to_child[2];
-    int from_child[2];
-    if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) return nullptr;
-    pid_t pid = fork();
-    if (pid < 0) return nullptr;
-    if (pid == 0) {
-      dup2(to_child[0], STDIN_FILENO);
-      dup2(from_child[1], STDOUT_FILENO);
-      std::vector<char*> args;
-      for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    auto process = std::unique_ptr<TargetProcess>(
-        new TargetProcess(pid, to_child[1], fdopen(from_child[0], "r")));
-    for (std::optional<std::string> line; (line = process->ReadLine()) && *line != "ready";) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(*line, absl::MaxSplits('=', 1));
-      uint64_t value = 0;
-      if (absl::SimpleHexAtoi(kv.second, &value)) process->addresses_[kv.first] = value;
-    }
-    if (process->addresses_.empty()) return nullptr;
-    return process;
-  }
-
-  ~TargetProcess() {
-    close(stdin_fd_);
-    fclose(stdout_);
-    if (running_) KillAndReap();
-  }
-
-  uint32_t pid() const { return static_cast<uint32_t>(pid_); }
-  uint64_t address(const std::string& key) const {
-    auto it = addresses_.find(key);
-    return it == addresses_.end() ? 0 : it->second;
-  }
-
-  // Sends one command and reads "key=0xaddress" back.
-  uint64_t Request(const std::string& command, const std::string& key) {
-    std::string line = command + "\n";
-    if (write(stdin_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return 0;
-    std::optional<std::string> reply = ReadLine();
-    std::string prefix = key + "=";
-    uint64_t value = 0;
-    if (!reply || reply->rfind(prefix, 0) != 0 ||
-        !absl::SimpleHexAtoi(reply->substr(prefix.size()), &value)) {
-      return 0;
-    }
-    return value;
-  }
-
-  // After this the pid is gone from /proc.
-  void KillAndReap() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    running_ = false;
-  }
-
- private:
-  TargetProcess(pid_t pid, int stdin_fd, FILE* stdout_file)
-      : pid_(pid), stdin_fd_(stdin_fd), stdout_(stdout_file) {}
-
-  std::optional<std::string> ReadLine() {
-    char* line = nullptr;
-    size_t capacity = 0;
-    ssize_t n = getline(&line, &capacity, stdout_);
-    std::optional<std::string> result;
-    if (n > 0) result = std::string(line, line[n - 1] == '\n' ? n - 1 : n);
-    free(line);
-    return result;
-  }
-
-  pid_t pid_;
-  int stdin_fd_;
-  FILE* stdout_;
-  bool running_ = true;
-  std::map<std::string, uint64_t> addresses_;
-};
-
 // With libc6-dbg installed the debug file adds glibc's internal alias at the
 // same address, and which alias BCC returns is not specified.
 auto IsQsort() { return AnyOf("qsort", "__GI_qsort"); }
+
+enum class Implementation { kSharedModule, kBcc };
+
+std::unique_ptr<NativeSymbolizer> MakeSymbolizer(
+    Implementation implementation, absl::Duration min_refresh_interval = absl::Seconds(1)) {
+  if (implementation == Implementation::kBcc) {
+    return std::make_unique<BccNativeSymbolizer>(
+        BccNativeSymbolizer::Options{.min_refresh_interval = min_refresh_interval});
+  }
+  return std::make_unique<SharedModuleSymbolizer>(
+      SharedModuleSymbolizer::Options{.min_refresh_interval = min_refresh_interval});
+}
+
+// The behaviours both implementations promise (native_symbolizer.h).
+class NativeSymbolizerTest : public ::testing::TestWithParam<Implementation> {
+ protected:
+  std::unique_ptr<NativeSymbolizer> NewSymbolizer(
+      absl::Duration min_refresh_interval = absl::Seconds(1)) {
+    return MakeSymbolizer(GetParam(), min_refresh_interval);
+  }
+};
 
 std::unique_ptr<ProcessSymbols> Snapshot(NativeSymbolizer& symbolizer, uint32_t pid) {
   absl::StatusOr<std::unique_ptr<ProcessSymbols>> symbols = symbolizer.ForProcess(pid);
@@ -130,40 +67,44 @@ std::unique_ptr<ProcessSymbols> Snapshot(NativeSymbolizer& symbolizer, uint32_t 
   return symbols.ok() ? *std::move(symbols) : nullptr;
 }
 
-TEST(NativeSymbolizerTest, NamesNonPieExecutableAndLibcFunctions) {
+TEST_P(NativeSymbolizerTest, NamesNonPieExecutableAndLibcFunctions) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_NOPIE});
   ASSERT_NE(target, nullptr);
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   EXPECT_EQ(symbols->Symbolize(target->address("work") + 1), "pystrobe_target_work");
   EXPECT_THAT(symbols->Symbolize(target->address("libc") + 1), IsQsort());
 }
 
-TEST(NativeSymbolizerTest, NamesPieExecutableAndLibcFunctions) {
+TEST_P(NativeSymbolizerTest, NamesPieExecutableAndLibcFunctions) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_PIE});
   ASSERT_NE(target, nullptr);
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   EXPECT_EQ(symbols->Symbolize(target->address("work")), "pystrobe_target_work");
   EXPECT_THAT(symbols->Symbolize(target->address("libc")), IsQsort());
 }
 
-TEST(NativeSymbolizerTest, DemanglesCxxNames) {
+TEST_P(NativeSymbolizerTest, DemanglesCxxNames) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_CXX});
   ASSERT_NE(target, nullptr);
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   EXPECT_EQ(symbols->Symbolize(target->address("work") + 2),
             "pystrobe::testing::Worker::Spin(int)");
 }
 
-TEST(NativeSymbolizerTest, FallsBackToModuleAndFileOffsetWithoutSymbols) {
+TEST_P(NativeSymbolizerTest, FallsBackToModuleAndFileOffsetWithoutSymbols) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_STRIPPED});
   ASSERT_NE(target, nullptr);
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   // The PIE's text segment has equal file offsets and virtual addresses, so
@@ -174,10 +115,11 @@ TEST(NativeSymbolizerTest, FallsBackToModuleAndFileOffsetWithoutSymbols) {
   EXPECT_THAT(symbols->Symbolize(target->address("libc")), IsQsort());
 }
 
-TEST(NativeSymbolizerTest, FindsSymbolsThroughGnuDebuglinkEvenAfterExit) {
+TEST_P(NativeSymbolizerTest, FindsSymbolsThroughGnuDebuglinkEvenAfterExit) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_DEBUGLINK});
   ASSERT_NE(target, nullptr);
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   uint64_t work = target->address("work");
@@ -187,12 +129,13 @@ TEST(NativeSymbolizerTest, FindsSymbolsThroughGnuDebuglinkEvenAfterExit) {
 }
 
 // The profiler names frames in batches, often after the process is gone.
-TEST(NativeSymbolizerTest, NamesSurviveProcessExit) {
+TEST_P(NativeSymbolizerTest, NamesSurviveProcessExit) {
   for (const char* path : {SYMBOLIZER_TARGET_NOPIE, SYMBOLIZER_TARGET_PIE}) {
     SCOPED_TRACE(path);
     auto target = TargetProcess::Start({path});
     ASSERT_NE(target, nullptr);
-    BccNativeSymbolizer symbolizer;
+    std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+    NativeSymbolizer& symbolizer = *owner;
     auto symbols = Snapshot(symbolizer, target->pid());
     ASSERT_NE(symbols, nullptr);
     target->KillAndReap();
@@ -204,7 +147,7 @@ TEST(NativeSymbolizerTest, NamesSurviveProcessExit) {
 
 // Without eager loading BCC reads symbol tables at the first lookup, through
 // the file descriptors it opened in ForProcess.
-TEST(NativeSymbolizerTest, LazilyLoadedNamesSurviveProcessExit) {
+TEST(BccNativeSymbolizerTest, LazilyLoadedNamesSurviveProcessExit) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_PIE});
   ASSERT_NE(target, nullptr);
   BccNativeSymbolizer symbolizer({.load_eagerly = false, .lazy_names = true});
@@ -217,7 +160,7 @@ TEST(NativeSymbolizerTest, LazilyLoadedNamesSurviveProcessExit) {
 
 // Package upgrades delete binaries that running processes still execute; BCC
 // finds nothing at the path, so the file is read through /proc/PID/map_files.
-TEST(NativeSymbolizerTest, NamesFunctionsOfDeletedExecutable) {
+TEST_P(NativeSymbolizerTest, NamesFunctionsOfDeletedExecutable) {
   if (geteuid() != 0) GTEST_SKIP() << "/proc/PID/map_files needs CAP_SYS_ADMIN";
   char path[] = "/tmp/pystrobe-deleted-XXXXXX";
   int fd = mkstemp(path);
@@ -230,7 +173,8 @@ TEST(NativeSymbolizerTest, NamesFunctionsOfDeletedExecutable) {
   ASSERT_NE(target, nullptr);
   ASSERT_EQ(unlink(path), 0);
 
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   target->KillAndReap();
@@ -238,10 +182,11 @@ TEST(NativeSymbolizerTest, NamesFunctionsOfDeletedExecutable) {
   EXPECT_THAT(symbols->Symbolize(target->address("libc")), IsQsort());
 }
 
-TEST(NativeSymbolizerTest, RefreshesForLibrariesDlopenedAfterSnapshot) {
+TEST_P(NativeSymbolizerTest, RefreshesForLibrariesDlopenedAfterSnapshot) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_PIE});
   ASSERT_NE(target, nullptr);
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   uint64_t plugin = target->Request(std::string("dlopen ") + SYMBOLIZER_PLUGIN, "plugin");
@@ -253,10 +198,11 @@ TEST(NativeSymbolizerTest, RefreshesForLibrariesDlopenedAfterSnapshot) {
   EXPECT_EQ(symbols->Symbolize(target->address("work")), "pystrobe_target_work");
 }
 
-TEST(NativeSymbolizerTest, RefreshIsRateLimited) {
+TEST_P(NativeSymbolizerTest, RefreshIsRateLimited) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_PIE});
   ASSERT_NE(target, nullptr);
-  BccNativeSymbolizer symbolizer({.min_refresh_interval = absl::Hours(1)});
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer(absl::Hours(1));
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   // Spends the one refresh allowed this hour on an address nothing maps.
@@ -266,10 +212,11 @@ TEST(NativeSymbolizerTest, RefreshIsRateLimited) {
   EXPECT_EQ(symbols->Symbolize(plugin), "[unknown]");
 }
 
-TEST(NativeSymbolizerTest, AddressOutsideEveryMappingIsUnknown) {
+TEST_P(NativeSymbolizerTest, AddressOutsideEveryMappingIsUnknown) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_PIE});
   ASSERT_NE(target, nullptr);
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   EXPECT_EQ(symbols->Symbolize(8), "[unknown]");
@@ -277,17 +224,18 @@ TEST(NativeSymbolizerTest, AddressOutsideEveryMappingIsUnknown) {
   EXPECT_EQ(symbols->Symbolize(8), "[unknown]");
 }
 
-TEST(NativeSymbolizerTest, MissingProcessIsNotFound) {
+TEST_P(NativeSymbolizerTest, MissingProcessIsNotFound) {
   auto target = TargetProcess::Start({SYMBOLIZER_TARGET_PIE});
   ASSERT_NE(target, nullptr);
   target->KillAndReap();
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   EXPECT_EQ(symbolizer.ForProcess(target->pid()).status().code(), absl::StatusCode::kNotFound);
 }
 
 // The binary lives on a tmpfs mounted only inside the target's mount
 // namespace, so the symbolizer can reach it only through /proc/PID/root.
-TEST(NativeSymbolizerTest, ReadsBinariesInsideOtherMountNamespaces) {
+TEST_P(NativeSymbolizerTest, ReadsBinariesInsideOtherMountNamespaces) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create a mount namespace";
   char dir[] = "/tmp/pystrobe-mntns-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -302,7 +250,8 @@ TEST(NativeSymbolizerTest, ReadsBinariesInsideOtherMountNamespaces) {
   std::string hidden_path = std::string(dir) + "/target";
   EXPECT_NE(access(hidden_path.c_str(), F_OK), 0) << "the binary must be invisible from here";
 
-  BccNativeSymbolizer symbolizer;
+  std::unique_ptr<NativeSymbolizer> owner = NewSymbolizer();
+  NativeSymbolizer& symbolizer = *owner;
   auto symbols = Snapshot(symbolizer, target->pid());
   ASSERT_NE(symbols, nullptr);
   EXPECT_EQ(symbols->Symbolize(target->address("work")), "pystrobe_target_work");
@@ -322,8 +271,9 @@ double ForProcessMilliseconds(NativeSymbolizer& symbolizer, uint32_t pid) {
 }
 
 // Names CPython's own functions, and reports what ForProcess costs for it and
-// for a small C program, eager and lazy (see the log; not asserted).
-TEST(NativeSymbolizerTest, NamesPythonInterpreterFunctionsAndReportsCost) {
+// for a small C program (see the log; not asserted): BCC eager and lazy, and
+// SharedModuleSymbolizer cold (first process of a binary) and warm (the next).
+TEST(NativeSymbolizerCostTest, NamesPythonInterpreterFunctionsAndReportsCost) {
   if (access(SYMBOLIZER_PYTHON, X_OK) != 0) GTEST_SKIP() << SYMBOLIZER_PYTHON << " missing";
   auto python = TargetProcess::Start(
       {SYMBOLIZER_PYTHON, "-c",
@@ -342,15 +292,36 @@ TEST(NativeSymbolizerTest, NamesPythonInterpreterFunctionsAndReportsCost) {
     ForProcessMilliseconds(eager, pid);
     double eager_ms = ForProcessMilliseconds(eager, pid);
     double lazy_ms = ForProcessMilliseconds(lazy, pid);
-    std::cout << absl::StrFormat("ForProcess(%s): eager %.2f ms, lazy %.2f ms\n", name, eager_ms,
-                                 lazy_ms);
+    SharedModuleSymbolizer shared;
+    double cold_ms = ForProcessMilliseconds(shared, pid);
+    double warm_ms = ForProcessMilliseconds(shared, pid);
+    constexpr int kRuns = 100;
+    double warm_total_ms = 0;
+    for (int i = 0; i < kRuns; ++i) warm_total_ms += ForProcessMilliseconds(shared, pid);
+    std::cout << absl::StrFormat(
+        "ForProcess(%s): BCC eager %.2f ms, BCC lazy %.2f ms; shared cold %.2f ms, warm %.3f ms "
+        "(then %.3f ms mean of %d)\n",
+        name, eager_ms, lazy_ms, cold_ms, warm_ms, warm_total_ms / kRuns, kRuns);
   }
 
-  auto symbols = Snapshot(eager, python->pid());
+  for (Implementation implementation : {Implementation::kSharedModule, Implementation::kBcc}) {
+    std::unique_ptr<NativeSymbolizer> symbolizer = MakeSymbolizer(implementation);
+    auto symbols = Snapshot(*symbolizer, python->pid());
+    ASSERT_NE(symbols, nullptr);
+    EXPECT_EQ(symbols->Symbolize(python->address("eval") + 1), "PyEval_EvalCode");
+  }
+  SharedModuleSymbolizer shared;
+  auto symbols = Snapshot(shared, python->pid());
   ASSERT_NE(symbols, nullptr);
   python->KillAndReap();
   EXPECT_EQ(symbols->Symbolize(python->address("eval") + 1), "PyEval_EvalCode");
 }
+
+INSTANTIATE_TEST_SUITE_P(Implementations, NativeSymbolizerTest,
+                         ::testing::Values(Implementation::kSharedModule, Implementation::kBcc),
+                         [](const ::testing::TestParamInfo<Implementation>& info) {
+                           return info.param == Implementation::kBcc ? "Bcc" : "SharedModule";
+                         });
 
 }  // namespace
 }  // namespace pystrobe
