@@ -43,22 +43,6 @@ struct {
 	__type(value, __u64);
 } python_thread_states SEC(".maps");
 
-/*
- * Stamps of code objects seen lately, direct-mapped by address: a hit
- * saves reading the code object's head, the larger part of a frame's cost.
- * An entry is trusted for PYTHON_STAMP_TTL_NS only, so a code object freed
- * and replaced at the same address is noticed within that time.
- */
-#define PYTHON_STAMP_CACHE_SLOTS 512
-#define PYTHON_STAMP_TTL_NS 1000000000ull
-
-struct python_stamp_slot {
-	__u64 code;
-	__u64 checked_ns;
-	__u32 tgid;
-	__u32 stamp;
-};
-
 /* Everything one walk needs, per CPU: too big for the BPF stack. */
 struct python_walk {
 	struct pystrobe_python_process proc;
@@ -74,13 +58,8 @@ struct python_walk {
 	 * live in chunks of the thread's data stack. */
 	__u16 frame_copy_size;
 	__u16 code_copy_size;
-	__u32 tgid;
-	__u32 _pad;
-	__u64 now_ns; /* when this walk started */
 	__u8 frame_copy[PYTHON_COPY_SIZE];
 	__u8 code_copy[PYTHON_COPY_SIZE];
-	/* Kept from walk to walk on this CPU. */
-	struct python_stamp_slot stamps[PYTHON_STAMP_CACHE_SLOTS];
 };
 
 struct {
@@ -206,10 +185,9 @@ static long walk_frame_step(__u32 index, void *ctx)
 	struct pystrobe_sample *sample = current_sample();
 	struct python_walk *walk = python_walk_state();
 	const struct pystrobe_python_offsets *off;
-	struct python_stamp_slot *cached;
-	__u64 frame, code, instr;
-	__u32 slot, stamp32;
+	__u64 frame, code, instr, stamp;
 	__s64 offset;
+	__u32 slot;
 
 	if (!walk || !sample)
 		return 1;
@@ -228,32 +206,15 @@ static long walk_frame_step(__u32 index, void *ctx)
 		return 0; /* a C-stack shim frame: nothing of the program's */
 
 	code = copied_u64(walk->frame_copy, off->frame_code);
-	if (code == 0) {
+	if (code == 0 ||
+	    bpf_probe_read_user(walk->code_copy, walk->code_copy_size & (PYTHON_COPY_SIZE - 1),
+				(void *)code)) {
 		walk->status = PYSTROBE_PY_READ_FAILED;
 		return 1;
 	}
-	cached = &walk->stamps[(code >> 4) & (PYTHON_STAMP_CACHE_SLOTS - 1)];
-	if (cached->code == code && cached->tgid == walk->tgid &&
-	    walk->now_ns - cached->checked_ns < PYTHON_STAMP_TTL_NS) {
-		stamp32 = cached->stamp;
-	} else {
-		if (bpf_probe_read_user(walk->code_copy,
-					walk->code_copy_size & (PYTHON_COPY_SIZE - 1), (void *)code)) {
-			walk->status = PYSTROBE_PY_READ_FAILED;
-			return 1;
-		}
-		/* 3.13's f_executable may hold something other than code: skip it. */
-		if (copied_u64(walk->code_copy, off->object_type) != walk->proc.code_type_addr)
-			return 0;
-		stamp32 = pystrobe_python_code_stamp32(pystrobe_python_code_stamp(
-			copied_u64(walk->code_copy, off->code_filename),
-			copied_u64(walk->code_copy, off->code_name),
-			copied_u32(walk->code_copy, off->code_firstlineno)));
-		cached->code = code;
-		cached->tgid = walk->tgid;
-		cached->stamp = stamp32;
-		cached->checked_ns = walk->now_ns;
-	}
+	/* 3.13's f_executable may hold something other than code: skip it. */
+	if (copied_u64(walk->code_copy, off->object_type) != walk->proc.code_type_addr)
+		return 0;
 
 	switch (off->frame_model) {
 	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES:
@@ -269,11 +230,14 @@ static long walk_frame_step(__u32 index, void *ctx)
 	}
 	if (offset > 0x7fffffff || offset < -0x7fffffff)
 		offset = -1;
+	stamp = pystrobe_python_code_stamp(copied_u64(walk->code_copy, off->code_filename),
+					   copied_u64(walk->code_copy, off->code_name),
+					   copied_u32(walk->code_copy, off->code_firstlineno));
 
 	slot = walk->base + 2 * walk->frames;
 	sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = code;
 	sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
-		(__u64)stamp32 | ((__u64)(__u32)(__s32)offset << 32);
+		(__u64)pystrobe_python_code_stamp32(stamp) | ((__u64)(__u32)(__s32)offset << 32);
 	walk->frames++;
 	return walk->frames >= python_max_frames ? 1 : 0;
 }
@@ -313,8 +277,6 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_name, 8);
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_firstlineno, 4);
 
-	walk->tgid = tgid;
-	walk->now_ns = bpf_ktime_get_ns();
 	task = (struct task_struct *)bpf_get_current_task();
 	walk->pthread_self = BPF_CORE_READ(task, thread.fsbase);
 	find_thread_state(walk, (__u64)tgid << 32 | tid);

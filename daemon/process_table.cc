@@ -86,16 +86,18 @@ size_t ProcessTable::process_count() const {
 }
 
 void ProcessTable::MaybeDiscoverPython(ProcessImage& image) {
-  constexpr int kMaxAttempts = 5;
-  constexpr absl::Duration kRetryInterval = absl::Milliseconds(200);
+  // The dynamic loader maps libpython a few milliseconds after exec: look
+  // again soon, then less and less often (10 ms, 20 ms, ... 1.3 s in all).
+  constexpr int kMaxAttempts = 8;
+  constexpr absl::Duration kFirstRetry = absl::Milliseconds(10);
   if (python_discovery_ == nullptr || image.python != nullptr ||
       image.python_attempts >= kMaxAttempts) {
     return;
   }
   absl::Time now = absl::Now();
   if (now < image.next_python_attempt) return;
+  image.next_python_attempt = now + kFirstRetry * (1 << image.python_attempts);
   ++image.python_attempts;
-  image.next_python_attempt = now + kRetryInterval;
   absl::StatusOr<std::unique_ptr<PythonProcess>> python = python_discovery_->Discover(image.pid);
   if (python.ok()) {
     image.python = std::move(*python);
