@@ -105,11 +105,12 @@ class CheckConfigTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("OK", out)
 
-    def test_daemon_without_check_config_is_not_yet_implemented(self):
-        for args in (["daemon"], ["daemon", "--config", SHIPPED_CONFIG], ["daemon", "--check-config"]):
+    def test_check_config_without_a_file_or_with_a_bad_flag_is_a_usage_error(self):
+        for args in (["daemon", "--check-config"], ["daemon", "--check-config", SHIPPED_CONFIG,
+                                                    "--frobnicate"]):
             rc, _, err, _ = run_pystrobe(args, timeout=20)
             self.assertEqual(rc, EXIT_USAGE, f"{args}: {err}")
-            self.assertIn("pystrobe daemon: not yet implemented except --check-config", err)
+            self.assertIn("pystrobe daemon:", err)
 
 
 if __name__ == "__main__":
