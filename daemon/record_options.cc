@@ -108,6 +108,9 @@ Python (any CPython 3.8 to 3.13, found automatically):
       --max-python-depth N
                        Python frames walked per sample (1 to 384, default 128);
                        deeper stacks start with a [truncated] frame
+      --no-daemon      record here even when a pystrobe daemon runs (by default
+                       --pid and --all recordings are asked of it, over its socket)
+      --socket PATH    the daemon's socket (default /run/pystrobe/pystrobe.sock)
   -v, --verbose        print libbpf's log, including the verifier's
   -h, --help           this text
 )";
