@@ -22,6 +22,8 @@ namespace {
 
 // The largest profile a client accepts from the daemon.
 constexpr size_t kMaxProfileBytes = size_t{1} << 30;
+// The largest stat or top answer.
+constexpr size_t kMaxResultBytes = size_t{256} << 20;
 
 std::atomic<int> client_stop{0};
 void OnClientStop(int signal) { client_stop.store(signal); }
@@ -38,7 +40,8 @@ bool SendAll(int fd, std::string_view bytes) {
 
 // Reads exactly `size` bytes; while waiting, sends kStop once when `stop` is
 // set. False on EOF or error.
-bool Receive(int fd, size_t size, std::string& out, const std::atomic<int>* stop, bool& stop_sent) {
+bool Receive(int fd, size_t size, std::string& out, const std::atomic<int>* stop, bool& stop_sent,
+             const std::function<void()>& waiting = {}) {
   out.resize(size);
   size_t got = 0;
   while (got < size) {
@@ -49,7 +52,10 @@ bool Receive(int fd, size_t size, std::string& out, const std::atomic<int>* stop
     pollfd p = {fd, POLLIN, 0};
     int ready = poll(&p, 1, 100);
     if (ready < 0 && errno != EINTR) return false;
-    if (ready <= 0) continue;
+    if (ready <= 0) {
+      if (waiting) waiting();
+      continue;
+    }
     ssize_t n = recv(fd, out.data() + got, size - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
@@ -141,6 +147,45 @@ absl::StatusOr<Profile> RecordThroughDaemon(int fd, const RecordRequest& request
         break;
       case ControlMessageType::kDone:
         return DecodeProfile(encoded);
+      default:
+        return absl::DataLossError(absl::StrCat("unexpected message type ", header->type));
+    }
+  }
+}
+
+absl::StatusOr<std::string> RequestThroughDaemon(
+    int fd, ControlMessageType type, const std::string& payload,
+    const std::function<void(const std::string&)>& info, const std::atomic<int>* stop,
+    const std::function<void()>& waiting) {
+  if (!SendAll(fd, EncodeFrame(type, payload))) {
+    return absl::UnavailableError("the daemon closed the connection");
+  }
+  std::string result;
+  bool stop_sent = false;
+  while (true) {
+    std::string header_bytes, chunk;
+    if (!Receive(fd, kControlHeaderSize, header_bytes, stop, stop_sent, waiting)) {
+      return absl::UnavailableError("the daemon closed the connection before answering");
+    }
+    absl::StatusOr<ControlHeader> header = ParseHeader(header_bytes, kMaxResponsePayload);
+    if (!header.ok()) return header.status();
+    if (!Receive(fd, header->length, chunk, stop, stop_sent, waiting)) {
+      return absl::UnavailableError("the daemon's answer is truncated");
+    }
+    switch (static_cast<ControlMessageType>(header->type)) {
+      case ControlMessageType::kInfo:
+        info(chunk);
+        break;
+      case ControlMessageType::kError:
+        return absl::FailedPreconditionError(chunk);
+      case ControlMessageType::kResult:
+        if (result.size() + chunk.size() > kMaxResultBytes) {
+          return absl::ResourceExhaustedError("the daemon's answer is too large");
+        }
+        result += chunk;
+        break;
+      case ControlMessageType::kDone:
+        return result;
       default:
         return absl::DataLossError(absl::StrCat("unexpected message type ", header->type));
     }

@@ -38,6 +38,16 @@ absl::StatusOr<Profile> RecordThroughDaemon(int fd, const RecordRequest& request
                                             const std::function<void(const std::string&)>& info,
                                             const std::atomic<int>* stop);
 
+// Sends a stat or top request (`type`, `payload`) on `fd` and reads the
+// answer: kInfo lines go to `info`, the kResult chunks are returned joined;
+// the daemon's kError is returned as an error. While waiting, `stop` set
+// sends kStop once (the daemon then answers with what it has), and
+// `waiting` (may be empty) is called about every 100 ms.
+absl::StatusOr<std::string> RequestThroughDaemon(
+    int fd, ControlMessageType type, const std::string& payload,
+    const std::function<void(const std::string&)>& info, const std::atomic<int>* stop,
+    const std::function<void()>& waiting = {});
+
 // `pystrobe record` through the daemon: nullopt when the recording must be
 // local (--no-daemon, a command to start, --subprocesses, no daemon
 // answering); else the exit status, the output written by `writer`.

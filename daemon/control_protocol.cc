@@ -16,6 +16,8 @@ namespace {
 absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 constexpr char kProfileMagic[] = "PSPF1";  // the profile encoding, versioned
+constexpr char kTopMagic[] = "PSTP1";      // the top snapshot encoding, versioned
+constexpr size_t kMaxTopCounterFields = 256;
 constexpr size_t kMaxRemotePids = 1024;
 
 void PutU16(std::string& out, uint16_t v) {
@@ -79,6 +81,50 @@ absl::StatusOr<bool> ParseFlag(std::string_view key, std::string_view value) {
   if (value == "1") return true;
   if (value == "0") return false;
   return Bad(absl::StrCat(A(key), " must be 0 or 1"));
+}
+
+// Splits a request payload into its key=value pairs: printable text, every
+// line with '=', no key twice.
+absl::StatusOr<std::vector<std::pair<std::string_view, std::string_view>>> KeyValues(
+    std::string_view payload) {
+  if (payload.size() > kMaxRequestPayload) return Bad("request too long");
+  for (char c : payload) {
+    if (c != '\n' &&
+        (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e)) {
+      return Bad("the payload is not printable text");
+    }
+  }
+  std::vector<std::pair<std::string_view, std::string_view>> out;
+  std::set<std::string, std::less<>> seen;
+  for (absl::string_view line_text : absl::StrSplit(A(payload), '\n', absl::SkipEmpty())) {
+    std::string_view line(line_text.data(), line_text.size());
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) return Bad("a line without '='");
+    std::string_view key = line.substr(0, eq);
+    if (!seen.insert(std::string(key)).second) return Bad(absl::StrCat("repeated key ", A(key)));
+    out.emplace_back(key, line.substr(eq + 1));
+  }
+  return out;
+}
+
+absl::StatusOr<uint32_t> ParsePid(std::string_view key, std::string_view value) {
+  uint32_t pid = 0;
+  if (!absl::SimpleAtoi(A(value), &pid) || pid == 0 || pid > (1u << 22)) {
+    return Bad(absl::StrCat(A(key), ": not a pid"));
+  }
+  return pid;
+}
+
+// Milliseconds in [min, max].
+absl::StatusOr<absl::Duration> ParseMillis(std::string_view key, std::string_view value,
+                                           absl::Duration min, absl::Duration max) {
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(A(value), &ms) || absl::Milliseconds(ms) < min ||
+      absl::Milliseconds(ms) > max) {
+    return Bad(absl::StrCat(A(key), ": out of range (", absl::FormatDuration(min), " to ",
+                            absl::FormatDuration(max), ")"));
+  }
+  return absl::Milliseconds(ms);
 }
 
 }  // namespace
@@ -209,6 +255,138 @@ absl::StatusOr<RecordRequest> ParseRecordRequest(std::string_view payload) {
   return r;
 }
 
+std::string EncodeStatRequest(const StatRequest& r) {
+  return absl::StrCat("pid=", r.pid, "\nduration_ms=", absl::ToInt64Milliseconds(r.duration),
+                      "\njson=", r.json ? 1 : 0, "\n");
+}
+
+absl::StatusOr<StatRequest> ParseStatRequest(std::string_view payload) {
+  absl::StatusOr<std::vector<std::pair<std::string_view, std::string_view>>> pairs =
+      KeyValues(payload);
+  if (!pairs.ok()) return pairs.status();
+  StatRequest r;
+  bool has_pid = false, has_duration = false;
+  for (const auto& [key, value] : *pairs) {
+    if (key == "pid") {
+      absl::StatusOr<uint32_t> pid = ParsePid(key, value);
+      if (!pid.ok()) return pid.status();
+      r.pid = *pid;
+      has_pid = true;
+    } else if (key == "duration_ms") {
+      absl::StatusOr<absl::Duration> d =
+          ParseMillis(key, value, absl::Milliseconds(1), kMaxRemoteRecording);
+      if (!d.ok()) return d.status();
+      r.duration = *d;
+      has_duration = true;
+    } else if (key == "json") {
+      absl::StatusOr<bool> flag = ParseFlag(key, value);
+      if (!flag.ok()) return flag.status();
+      r.json = *flag;
+    } else {
+      return Bad(absl::StrCat("unknown key ", A(key)));
+    }
+  }
+  if (!has_pid || !has_duration) return Bad("stat needs pid and duration_ms");
+  return r;
+}
+
+std::string EncodeTopRequest(const TopRequest& r) {
+  std::string out = absl::StrCat("interval_ms=", absl::ToInt64Milliseconds(r.interval), "\n");
+  if (r.pid) absl::StrAppend(&out, "pid=", *r.pid, "\n");
+  return out;
+}
+
+absl::StatusOr<TopRequest> ParseTopRequest(std::string_view payload) {
+  absl::StatusOr<std::vector<std::pair<std::string_view, std::string_view>>> pairs =
+      KeyValues(payload);
+  if (!pairs.ok()) return pairs.status();
+  TopRequest r;
+  bool has_interval = false;
+  for (const auto& [key, value] : *pairs) {
+    if (key == "pid") {
+      absl::StatusOr<uint32_t> pid = ParsePid(key, value);
+      if (!pid.ok()) return pid.status();
+      r.pid = *pid;
+    } else if (key == "interval_ms") {
+      absl::StatusOr<absl::Duration> d = ParseMillis(key, value, kMinTopInterval, kMaxTopInterval);
+      if (!d.ok()) return d.status();
+      r.interval = *d;
+      has_interval = true;
+    } else {
+      return Bad(absl::StrCat("unknown key ", A(key)));
+    }
+  }
+  if (!has_interval) return Bad("top needs interval_ms");
+  return r;
+}
+
+std::string EncodeTopSnapshot(const TopSnapshot& s) {
+  std::string out(kTopMagic);
+  PutString(out, s.title);
+  uint64_t interval_bits = 0;
+  static_assert(sizeof(double) == sizeof(uint64_t));
+  std::memcpy(&interval_bits, &s.interval_seconds, sizeof(interval_bits));
+  PutU64(out, interval_bits);
+  PutU32(out, s.cpus);
+  PutU64(out, s.function_samples);
+  PutU32(out, static_cast<uint32_t>(s.rows.size()));
+  for (const TopSnapshotRow& row : s.rows) {
+    PutU32(out, row.pid);
+    PutU32(out, row.tid);
+    PutString(out, row.comm);
+    out.push_back(row.exited ? 1 : 0);
+    PutU32(out, static_cast<uint32_t>(row.counters.size()));
+    for (uint64_t v : row.counters) PutU64(out, v);
+  }
+  PutU32(out, static_cast<uint32_t>(s.functions.size()));
+  for (const TopSnapshotFunction& fn : s.functions) {
+    PutString(out, fn.name);
+    PutU64(out, fn.samples);
+  }
+  return out;
+}
+
+absl::StatusOr<TopSnapshot> DecodeTopSnapshot(std::string_view bytes, size_t counter_fields) {
+  auto bad = [] { return absl::DataLossError("the daemon's top snapshot is malformed"); };
+  std::string_view magic(kTopMagic);
+  if (bytes.substr(0, magic.size()) != magic || counter_fields > kMaxTopCounterFields) {
+    return bad();
+  }
+  Reader in(bytes.substr(magic.size()));
+  TopSnapshot s;
+  uint64_t interval_bits = 0;
+  uint32_t n = 0;
+  if (!in.String(s.title) || !in.U64(interval_bits) || !in.U32(s.cpus) ||
+      !in.U64(s.function_samples) || !in.Count(n, 17)) {
+    return bad();
+  }
+  std::memcpy(&s.interval_seconds, &interval_bits, sizeof(interval_bits));
+  if (!(s.interval_seconds >= 0 && s.interval_seconds <= 3600)) return bad();
+  for (uint32_t i = 0; i < n; ++i) {
+    TopSnapshotRow row;
+    uint8_t exited = 0;
+    uint32_t fields = 0;
+    if (!in.U32(row.pid) || !in.U32(row.tid) || !in.String(row.comm) || !in.U8(exited) ||
+        exited > 1 || !in.Count(fields, 8) || fields != counter_fields) {
+      return bad();
+    }
+    row.exited = exited == 1;
+    row.counters.resize(fields);
+    for (uint64_t& v : row.counters) {
+      if (!in.U64(v)) return bad();
+    }
+    s.rows.push_back(std::move(row));
+  }
+  if (!in.Count(n, 12)) return bad();
+  for (uint32_t i = 0; i < n; ++i) {
+    TopSnapshotFunction fn;
+    if (!in.String(fn.name) || !in.U64(fn.samples)) return bad();
+    s.functions.push_back(std::move(fn));
+  }
+  if (!in.empty()) return bad();
+  return s;
+}
+
 absl::StatusOr<ParsedRequest> ParseRequestFrame(std::string_view frame) {
   absl::StatusOr<ControlHeader> header = ParseHeader(frame, kMaxRequestPayload);
   if (!header.ok()) return header.status();
@@ -222,6 +400,20 @@ absl::StatusOr<ParsedRequest> ParseRequestFrame(std::string_view frame) {
       if (!record.ok()) return record.status();
       parsed.type = ControlMessageType::kRecord;
       parsed.record = std::move(*record);
+      return parsed;
+    }
+    case ControlMessageType::kStat: {
+      absl::StatusOr<StatRequest> stat = ParseStatRequest(payload);
+      if (!stat.ok()) return stat.status();
+      parsed.type = ControlMessageType::kStat;
+      parsed.stat = *stat;
+      return parsed;
+    }
+    case ControlMessageType::kTop: {
+      absl::StatusOr<TopRequest> top = ParseTopRequest(payload);
+      if (!top.ok()) return top.status();
+      parsed.type = ControlMessageType::kTop;
+      parsed.top = *top;
       return parsed;
     }
     default:

@@ -51,11 +51,14 @@ enum class ControlMessageType : uint16_t {
   // Requests.
   kRecord = 1,
   kStop = 2,  // ends a record without a duration (Ctrl-C on the client)
+  kStat = 3,  // `pystrobe stat --pid`: counters, verdict and stacks over a window
+  kTop = 4,   // `pystrobe top`: one interval's rows and hottest functions
   // Responses.
   kInfo = 0x81,
   kProfileChunk = 0x82,
   kDone = 0x83,
   kError = 0x84,
+  kResult = 0x85,  // a chunk of a stat or top answer; kDone follows the last
 };
 
 struct ControlHeader {
@@ -96,11 +99,75 @@ std::string EncodeRecordRequest(const RecordRequest& request);
 // or repeated key, bad value, not text, neither pids nor all, both...).
 absl::StatusOr<RecordRequest> ParseRecordRequest(std::string_view payload);
 
+// What a client asks `stat` for: one process over a window. The answer
+// (kResult) is the stat report, as `stat --json` prints it or as its text.
+struct StatRequest {
+  uint32_t pid = 0;
+  absl::Duration duration = absl::ZeroDuration();  // 1 ms to kMaxRemoteRecording
+  bool json = false;
+
+  friend bool operator==(const StatRequest&, const StatRequest&) = default;
+};
+std::string EncodeStatRequest(const StatRequest& request);
+// Keys pid (required), duration_ms (required), json (0 or 1).
+absl::StatusOr<StatRequest> ParseStatRequest(std::string_view payload);
+
+// The longest interval of one top request.
+inline constexpr absl::Duration kMaxTopInterval = absl::Minutes(1);
+inline constexpr absl::Duration kMinTopInterval = absl::Milliseconds(100);
+
+// What a client asks `top` for: the rows of one interval. The answer
+// (kResult) is a TopSnapshot in the encoding of EncodeTopSnapshot.
+struct TopRequest {
+  std::optional<uint32_t> pid;  // per thread of one process; else every process
+  absl::Duration interval = absl::Seconds(1);
+
+  friend bool operator==(const TopRequest&, const TopRequest&) = default;
+};
+std::string EncodeTopRequest(const TopRequest& request);
+// Keys interval_ms (required, 100 ms to 1 min) and pid.
+absl::StatusOr<TopRequest> ParseTopRequest(std::string_view payload);
+
+// One interval as the daemon counted it: raw counter deltas (the client
+// turns them into figures as the local top does) and the hottest Python
+// functions by samples.
+struct TopSnapshotRow {
+  uint32_t pid = 0;
+  uint32_t tid = 0;  // 0 on a process row
+  std::string comm;
+  bool exited = false;
+  std::vector<uint64_t> counters;  // pystrobe_task_counters, field by field
+
+  friend bool operator==(const TopSnapshotRow&, const TopSnapshotRow&) = default;
+};
+struct TopSnapshotFunction {
+  std::string name;
+  uint64_t samples = 0;
+
+  friend bool operator==(const TopSnapshotFunction&, const TopSnapshotFunction&) = default;
+};
+struct TopSnapshot {
+  std::string title;
+  double interval_seconds = 0;
+  uint32_t cpus = 1;
+  uint64_t function_samples = 0;
+  std::vector<TopSnapshotRow> rows;
+  std::vector<TopSnapshotFunction> functions;
+
+  friend bool operator==(const TopSnapshot&, const TopSnapshot&) = default;
+};
+std::string EncodeTopSnapshot(const TopSnapshot& snapshot);
+// Checks every length against what is left; counters must have
+// `counter_fields` entries per row.
+absl::StatusOr<TopSnapshot> DecodeTopSnapshot(std::string_view bytes, size_t counter_fields);
+
 // A whole request as the daemon reads it: header and payload together.
 // Used by the server and by the parser's fuzz test.
 struct ParsedRequest {
   ControlMessageType type;
   RecordRequest record;
+  StatRequest stat;
+  TopRequest top;
 };
 absl::StatusOr<ParsedRequest> ParseRequestFrame(std::string_view frame);
 

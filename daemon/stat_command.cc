@@ -20,7 +20,9 @@
 #include "absl/time/clock.h"
 #include "daemon/accounting/accounting_options.h"
 #include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/remote_accounting.h"
 #include "daemon/accounting/sample_tally.h"
+#include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/verdict.h"
 #include "daemon/bpf_sampler.h"
@@ -43,7 +45,6 @@ namespace {
 // thread whose record it is, which then sends another when it runs again.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 constexpr absl::Duration kCommandGracePeriod = absl::Seconds(2);
-constexpr size_t kReportStacks = 5;
 
 std::atomic<int> stop_signal{0};
 void OnStopSignal(int signal) { stop_signal.store(signal); }
@@ -98,76 +99,16 @@ std::string ResolveExecutable(const std::string& name) {
   return "";
 }
 
-// The leaf frame that marks off-CPU stacks of the reason behind `bound`, or
-// "" when on-CPU samples explain it.
-const char* OffCpuLeafOf(Bound bound) {
-  switch (bound) {
-    case Bound::kIo:
-      return "[io wait]";
-    case Bound::kSleep:
-      return "[sleep]";
-    case Bound::kGil:
-      return "[gil wait]";
-    case Bound::kRunqueue:
-      return "[runqueue]";
-    case Bound::kCpu:
-    case Bound::kMemory:
-      break;
-  }
-  return "";
-}
-
-// The stacks that explain `bound`, heaviest first: off-CPU stacks ending in
-// the bounding reason, by time (`offcpu`, in microseconds), or on-CPU samples
-// (`oncpu`) for cpu- and memory-bound processes.
-void PickStacks(const Profile& oncpu, const Profile& offcpu, bool offcpu_followed, uint32_t pid,
-                Bound bound, StatReport& report) {
-  std::string process_suffix = absl::StrCat(" (", pid, ")");
-  std::string leaf = OffCpuLeafOf(bound);
-  const Profile& profile = leaf.empty() ? oncpu : offcpu;
-  std::vector<const ProfileStack*> chosen;
-  uint64_t total = 0;
-  for (const ProfileStack& stack : profile.stacks()) {
-    bool mine = false;
-    for (const Frame& frame : stack.frames) {
-      if (frame.kind == FrameKind::kProcess && absl::EndsWith(frame.name, process_suffix)) {
-        mine = true;
-        break;
-      }
-    }
-    if (!mine) continue;
-    if (!leaf.empty() && (stack.frames.empty() || stack.frames.back().name != leaf)) continue;
-    total += stack.count;
-    chosen.push_back(&stack);
-  }
-  std::sort(chosen.begin(), chosen.end(),
-            [](const ProfileStack* a, const ProfileStack* b) { return a->count > b->count; });
-  if (chosen.size() > kReportStacks) chosen.resize(kReportStacks);
-  for (const ProfileStack* stack : chosen) {
-    ReportStack out;
-    for (const Frame& frame : stack->frames) {
-      if (frame.kind != FrameKind::kProcess) out.frames.push_back(frame.name);
-    }
-    if (leaf.empty()) {
-      out.samples = stack->count;
-    } else {
-      out.seconds = stack->count * 1e-6;
-    }
-    out.share = total ? static_cast<double>(stack->count) / total : 0;
-    report.stacks.push_back(std::move(out));
-  }
-  report.stacks_kind =
-      leaf.empty() ? "on-CPU samples" : absl::StrCat("off-CPU time ending in ", leaf);
-  if (!offcpu_followed && !leaf.empty()) {
-    report.stacks_note = "off-CPU stacks were not followed (--no-offcpu-stacks)";
-  } else if (chosen.empty() && !leaf.empty()) {
-    report.stacks_note = absl::StrCat("no off-CPU stack of the process ended in ", leaf);
-  }
-}
-
 }  // namespace
 
-int RunStatCommand(const std::vector<std::string>& args) {
+int RunStatCommand(const std::vector<std::string>& command_args) {
+  // --socket PATH and --no-daemon: whether to ask a running daemon.
+  std::vector<std::string> args = command_args;
+  absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
+  if (!daemon_flags.ok()) {
+    fprintf(stderr, "pystrobe stat: %s\n", std::string(daemon_flags.status().message()).c_str());
+    return kExitUsage;
+  }
   absl::StatusOr<StatOptions> parsed = ParseStatOptions(args);
   if (!parsed.ok()) {
     fprintf(stderr, "pystrobe stat: %s\n", std::string(parsed.status().message()).c_str());
@@ -182,6 +123,7 @@ int RunStatCommand(const std::vector<std::string>& args) {
     fprintf(stderr, "pystrobe stat: no process with pid %u\n", *options.pid);
     return kExitUsage;
   }
+  if (std::optional<int> status = MaybeStatThroughDaemon(options, *daemon_flags)) return *status;
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
     return Fail(caps);
   }
@@ -286,30 +228,7 @@ int RunStatCommand(const std::vector<std::string>& args) {
   report.exited = process.exited || (command && command->exited());
   report.drops = reader.Drops();
 
-  VerdictInputs inputs;
-  inputs.duration_seconds = report.duration_seconds;
-  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
-  inputs.cpus = cpus.ok() ? static_cast<int>(cpus->size()) : 1;
-  inputs.figures = report.figures;
-  inputs.sample_rate_hz = options.rate_hz;
-  if (const ProcessSamples* samples = tally.Of(pid); samples != nullptr) {
-    report.samples = samples->samples;
-    inputs.samples = samples->samples;
-    inputs.python_samples = samples->python_samples;
-    inputs.gil_samples = samples->gil_samples;
-    // The kernel knew the process's CPython layout, so it could tell a
-    // futex on the GIL from any other sleep.
-    inputs.gil_wait_measured = samples->python_samples > 0;
-    if (samples->python_samples > 0) {
-      report.gil_held_share = static_cast<double>(samples->gil_samples) / samples->python_samples;
-    }
-    double busy = kBusyThreadShare * report.duration_seconds * options.rate_hz;
-    for (const auto& [tid, count] : samples->per_thread) {
-      if (count >= busy) ++inputs.busy_threads;
-    }
-  }
-  report.gil_wait_measured = inputs.gil_wait_measured;
-  report.verdict = Decide(inputs);
+  DecideStatVerdict(tally.Of(pid), options.rate_hz, report);
 
   Profile oncpu, offcpu;
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
@@ -317,7 +236,9 @@ int RunStatCommand(const std::vector<std::string>& args) {
   builder.AddTo(recorder.stacks(), oncpu);
   // Off-CPU stacks weigh nanoseconds: kept as microseconds.
   builder.AddTo(recorder.offcpu_stacks(), {.scale = 1e-3, .root = ""}, offcpu);
-  PickStacks(oncpu, offcpu, options.offcpu_stacks, pid, report.verdict.bound, report);
+  PickStatStacks(
+      oncpu, offcpu,
+      options.offcpu_stacks ? "" : "off-CPU stacks were not followed (--no-offcpu-stacks)", report);
 
   std::string text = options.json ? StatReportJson(report) : StatReportText(report);
   fputs(text.c_str(), stdout);

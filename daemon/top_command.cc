@@ -16,6 +16,8 @@
 #include "absl/time/clock.h"
 #include "daemon/accounting/accounting_options.h"
 #include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/raw_keys.h"
+#include "daemon/accounting/remote_accounting.h"
 #include "daemon/accounting/top_screen.h"
 #include "daemon/bpf_sampler.h"
 #include "daemon/capabilities.h"
@@ -44,35 +46,6 @@ int Fail(const absl::Status& status) {
   return kExitFailure;
 }
 
-// Puts a terminal stdin in non-canonical, no-echo mode for single keys, and
-// restores it on destruction.
-class RawKeys {
- public:
-  RawKeys() {
-    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_) != 0) return;
-    termios raw = saved_;
-    raw.c_lflag &= ~(ICANON | ECHO);
-    raw.c_cc[VMIN] = 0;
-    raw.c_cc[VTIME] = 0;
-    active_ = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
-  }
-  ~RawKeys() {
-    if (active_) tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
-  }
-  // A key pressed, if any.
-  std::optional<char> Read() {
-    if (!active_) return std::nullopt;
-    pollfd fd = {.fd = STDIN_FILENO, .events = POLLIN, .revents = 0};
-    char key = 0;
-    if (poll(&fd, 1, 0) == 1 && read(STDIN_FILENO, &key, 1) == 1) return key;
-    return std::nullopt;
-  }
-
- private:
-  termios saved_ = {};
-  bool active_ = false;
-};
-
 // Samples per RawStack seen so far, to take the last interval's difference.
 class IntervalStacks {
  public:
@@ -90,30 +63,16 @@ class IntervalStacks {
   absl::flat_hash_map<RawStack, uint64_t> seen_;
 };
 
-// The leaf Python function of each stack, by samples, heaviest first.
-std::vector<TopFunction> HottestFunctions(const Profile& profile, uint64_t& total) {
-  absl::flat_hash_map<std::string, uint64_t> by_name;
-  total = 0;
-  for (const ProfileStack& stack : profile.stacks()) {
-    for (size_t i = stack.frames.size(); i-- > 0;) {
-      if (stack.frames[i].kind == FrameKind::kPython) {
-        by_name[stack.frames[i].name] += stack.count;
-        total += stack.count;
-        break;
-      }
-    }
-  }
-  std::vector<TopFunction> out;
-  for (const auto& [name, samples] : by_name) out.push_back({name, samples});
-  std::sort(out.begin(), out.end(), [](const TopFunction& a, const TopFunction& b) {
-    return a.samples != b.samples ? a.samples > b.samples : a.name < b.name;
-  });
-  return out;
-}
-
 }  // namespace
 
-int RunTopCommand(const std::vector<std::string>& args) {
+int RunTopCommand(const std::vector<std::string>& command_args) {
+  // --socket PATH and --no-daemon: whether to ask a running daemon.
+  std::vector<std::string> args = command_args;
+  absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
+  if (!daemon_flags.ok()) {
+    fprintf(stderr, "pystrobe top: %s\n", std::string(daemon_flags.status().message()).c_str());
+    return kExitUsage;
+  }
   absl::StatusOr<TopOptions> parsed = ParseTopOptions(args);
   if (!parsed.ok()) {
     fprintf(stderr, "pystrobe top: %s\n", std::string(parsed.status().message()).c_str());
@@ -128,6 +87,7 @@ int RunTopCommand(const std::vector<std::string>& args) {
     fprintf(stderr, "pystrobe top: no process with pid %u\n", *options.pid);
     return kExitUsage;
   }
+  if (std::optional<int> status = MaybeTopThroughDaemon(options, *daemon_flags)) return *status;
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
     return Fail(caps);
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -50,6 +52,26 @@ std::string Rate(double per_second) {
 }
 
 }  // namespace
+
+std::vector<TopFunction> HottestFunctions(const Profile& profile, uint64_t& total) {
+  absl::flat_hash_map<std::string, uint64_t> by_name;
+  total = 0;
+  for (const ProfileStack& stack : profile.stacks()) {
+    for (size_t i = stack.frames.size(); i-- > 0;) {
+      if (stack.frames[i].kind == FrameKind::kPython) {
+        by_name[stack.frames[i].name] += stack.count;
+        total += stack.count;
+        break;
+      }
+    }
+  }
+  std::vector<TopFunction> out;
+  for (const auto& [name, samples] : by_name) out.push_back({name, samples});
+  std::sort(out.begin(), out.end(), [](const TopFunction& a, const TopFunction& b) {
+    return a.samples != b.samples ? a.samples > b.samples : a.name < b.name;
+  });
+  return out;
+}
 
 void SortTopRows(TopSort sort, std::vector<TopRow>& rows) {
   std::stable_sort(rows.begin(), rows.end(), [sort](const TopRow& a, const TopRow& b) {

@@ -9,6 +9,7 @@
 
 #include "daemon/accounting/accounting_options.h"
 #include "daemon/accounting/process_counters.h"
+#include "exporters/profile.h"
 
 namespace pystrobe {
 
@@ -36,6 +37,10 @@ struct TopScreen {
   uint64_t function_samples = 0;       // samples behind `functions`
   bool clear = false;                  // start with "clear screen"
 };
+
+// The leaf Python function of each stack of `profile`, by samples, heaviest
+// first; `total` is the samples behind them.
+std::vector<TopFunction> HottestFunctions(const Profile& profile, uint64_t& total);
 
 // Sorts rows by the screen's key, heaviest first.
 void SortTopRows(TopSort sort, std::vector<TopRow>& rows);

@@ -288,7 +288,18 @@ void ControlServer::Serve(int fd) {
     return finish();
   }
 
-  auto job = std::make_shared<RecordJob>(request->record);
+  std::shared_ptr<RecordJob> job;
+  switch (request->type) {
+    case ControlMessageType::kStat:
+      job = std::make_shared<RecordJob>(request->stat);
+      break;
+    case ControlMessageType::kTop:
+      job = std::make_shared<RecordJob>(request->top);
+      break;
+    default:
+      job = std::make_shared<RecordJob>(request->record);
+      break;
+  }
   bool queued = false;
   {
     absl::MutexLock lock(&mu_);
@@ -330,12 +341,16 @@ void ControlServer::Serve(int fd) {
     SendError(fd, std::string(job->result().status().message()));
     return finish();
   }
-  std::string encoded = EncodeProfile(*job->result());
-  std::string_view rest = encoded;
+  // A profile for record; the answer's bytes for stat and top.
+  bool profile = job->type() == ControlMessageType::kRecord;
+  std::string encoded = profile ? EncodeProfile(*job->result()) : std::string();
+  std::string_view rest = profile ? std::string_view(encoded) : std::string_view(job->answer());
+  ControlMessageType chunk_type =
+      profile ? ControlMessageType::kProfileChunk : ControlMessageType::kResult;
   bool ok = true;
   while (ok && !rest.empty()) {
     size_t n = std::min<size_t>(rest.size(), kMaxResponsePayload);
-    ok = WriteAll(fd, EncodeFrame(ControlMessageType::kProfileChunk, rest.substr(0, n)));
+    ok = WriteAll(fd, EncodeFrame(chunk_type, rest.substr(0, n)));
     rest.remove_prefix(n);
   }
   if (ok) WriteAll(fd, EncodeFrame(ControlMessageType::kDone, ""));

@@ -34,6 +34,18 @@ void RecordJob::Complete(absl::StatusOr<Profile> result) {
   done_ = true;
 }
 
+void RecordJob::CompleteWithAnswer(absl::StatusOr<std::string> answer) {
+  absl::MutexLock lock(&mu_);
+  if (done_) return;
+  if (answer.ok()) {
+    answer_ = std::move(*answer);
+    result_ = Profile();
+  } else {
+    result_ = answer.status();
+  }
+  done_ = true;
+}
+
 bool RecordJob::WaitDone(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);

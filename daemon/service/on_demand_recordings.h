@@ -31,8 +31,15 @@ namespace pystrobe {
 class RecordJob {
  public:
   explicit RecordJob(RecordRequest request) : request_(std::move(request)) {}
+  // A stat or top request (see OnDemandAccounting): its answer is bytes.
+  explicit RecordJob(StatRequest stat) : type_(ControlMessageType::kStat), stat_(stat) {}
+  explicit RecordJob(TopRequest top) : type_(ControlMessageType::kTop), top_(top) {}
 
+  // kRecord, kStat or kTop.
+  ControlMessageType type() const { return type_; }
   const RecordRequest& request() const { return request_; }
+  const StatRequest& stat_request() const { return stat_; }
+  const TopRequest& top_request() const { return top_; }
 
   // The client asked to stop (kStop), or went away (`abandon`: nobody
   // wants the result).
@@ -49,19 +56,27 @@ class RecordJob {
   std::vector<std::string> TakeInfo();
 
   void Complete(absl::StatusOr<Profile> result);
+  // A stat or top job's answer (the kResult bytes) or why there is none.
+  void CompleteWithAnswer(absl::StatusOr<std::string> answer);
   // Waits up to `timeout` for Complete; true when completed.
   bool WaitDone(absl::Duration timeout);
   // After WaitDone returned true.
   const absl::StatusOr<Profile>& result() const { return result_; }
+  // After WaitDone returned true, for stat and top jobs whose result is ok.
+  const std::string& answer() const { return answer_; }
 
  private:
+  const ControlMessageType type_ = ControlMessageType::kRecord;
   const RecordRequest request_;
+  const StatRequest stat_;
+  const TopRequest top_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> abandoned_{false};
   mutable absl::Mutex mu_;
   std::vector<std::string> info_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::StatusOr<Profile> result_ = absl::UnknownError("not done");
+  std::string answer_;
 };
 
 // What the running session can record: requests outside it are refused.

@@ -59,7 +59,8 @@ ProfilingSession::ProfilingSession(const DaemonConfig& config, ContainerLabels* 
 
 ProfilingSession::~ProfilingSession() {
   if (sampler_ != nullptr && !detached_) sampler_->Detach();
-  // Clients waiting on a recording get what it has.
+  // Clients waiting on a recording, stat or top get what it has.
+  if (on_demand_accounting_ != nullptr) on_demand_accounting_->FinishAll(absl::Now());
   if (on_demand_ != nullptr) on_demand_->FinishAll(absl::Now());
 }
 
@@ -85,9 +86,10 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
   if (absl::Status s = session->targets_->Start(); !s.ok()) return s;
   if (absl::Status s = bpf.AttachAccounting({}); !s.ok()) return s;
   std::error_code ignored;
+  bool gc_probes = false;
   if (std::filesystem::exists(kSystemPython, ignored)) {
     // GC time of every process of the interpreter that has the probes.
-    bpf.AttachPythonGcProbes(-1, kSystemPython).IgnoreError();
+    gc_probes = bpf.AttachPythonGcProbes(-1, kSystemPython).ok();
   }
   session->accounting_ = std::make_unique<AccountingReader>(bpf.accounting_maps());
 
@@ -117,12 +119,23 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
       RecordCapabilities{.rate_hz = config.rate_hz,
                          .offcpu = config.off_cpu,
                          .all_processes = config.targets.all});
+  session->on_demand_accounting_ = std::make_unique<OnDemandAccounting>(
+      session->accounting_.get(), session->on_demand_.get(),
+      AccountingCapabilities{.rate_hz = config.rate_hz,
+                             .offcpu = config.off_cpu,
+                             .all_processes = config.targets.all,
+                             .target_pids = config.targets.pids,
+                             .gc_binary = gc_probes ? kSystemPython : ""});
   OnDemandRecordings* on_demand = session->on_demand_.get();
   session->window_loop_->set_window_observer(
       [on_demand](const WindowStacks& stacks) { on_demand->OnWindowTaken(stacks); });
   Recorder* recorder = session->recorder_.get();
-  if (absl::Status s = bpf.Attach(
-          config.rate_hz, [recorder](std::span<const uint8_t> r) { recorder->HandleRecord(r); });
+  OnDemandAccounting* on_demand_accounting = session->on_demand_accounting_.get();
+  if (absl::Status s = bpf.Attach(config.rate_hz,
+                                  [recorder, on_demand_accounting](std::span<const uint8_t> r) {
+                                    on_demand_accounting->Observe(r);
+                                    recorder->HandleRecord(r);
+                                  });
       !s.ok()) {
     return s;
   }
@@ -141,6 +154,7 @@ void ProfilingSession::Tick(absl::Time now) {
   }
   std::vector<ProcessCounters> processes = accounting_->Processes();
   process_metrics_.Update(processes, now);
+  on_demand_accounting_->OnProcesses(processes);
   // Their final figures are read: the kernel's map may let them go.
   for (const ProcessCounters& process : processes) {
     if (process.exited) accounting_->Forget(process.pid, process.start_ns).IgnoreError();
@@ -182,11 +196,24 @@ void ProfilingSession::Finish(absl::Time now) {
     fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
   }
   window_loop_->Cut(now, /*final=*/true);
+  on_demand_accounting_->FinishAll(now);
   on_demand_->FinishAll(now);
 }
 
 void ProfilingSession::BeginRecording(std::shared_ptr<RecordJob> job, absl::Time now) {
-  on_demand_->Begin(std::move(job), now);
+  if (job->type() == ControlMessageType::kRecord) {
+    on_demand_->Begin(std::move(job), now);
+  } else {
+    on_demand_accounting_->Begin(std::move(job), now);
+  }
+}
+
+void ProfilingSession::ServeRecordings(absl::Time now) {
+  // A stat or top that is over stops its recordings, which complete here;
+  // then it answers.
+  on_demand_accounting_->StopDue(now);
+  on_demand_->Poll(now);
+  on_demand_accounting_->AnswerDone();
 }
 
 void ProfilingSession::Apply(const DaemonConfig& config) {

@@ -19,6 +19,7 @@
 #include "daemon/kernel_python_discovery.h"
 #include "daemon/recorder.h"
 #include "daemon/service/container_labels.h"
+#include "daemon/service/on_demand_accounting.h"
 #include "daemon/service/on_demand_recordings.h"
 #include "daemon/service/process_metrics.h"
 #include "daemon/service/self_metrics.h"
@@ -60,10 +61,11 @@ class ProfilingSession {
   void MaybeCut(absl::Time now, bool force = false);
   // The last window, after stopping the sampler and draining its records.
   void Finish(absl::Time now);
-  // A recording a control socket client asked for (see OnDemandRecordings).
+  // A recording, stat or top a control socket client asked for (see
+  // OnDemandRecordings, OnDemandAccounting).
   void BeginRecording(std::shared_ptr<RecordJob> job, absl::Time now);
-  // Completes the on-demand recordings that are over.
-  void ServeRecordings(absl::Time now) { on_demand_->Poll(now); }
+  // Completes the on-demand recordings, stats and tops that are over.
+  void ServeRecordings(absl::Time now);
   // Applies a configuration that does not need a new session.
   void Apply(const DaemonConfig& config);
 
@@ -88,6 +90,7 @@ class ProfilingSession {
   ProcessMetrics process_metrics_;
   std::unique_ptr<WindowLoop> window_loop_;
   std::unique_ptr<OnDemandRecordings> on_demand_;
+  std::unique_ptr<OnDemandAccounting> on_demand_accounting_;
   std::vector<BpfSampler::MapFill> map_fill_;
   absl::Time next_map_read_ = absl::InfinitePast();
   uint64_t memory_pressure_cuts_ = 0;

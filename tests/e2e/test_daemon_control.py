@@ -133,3 +133,96 @@ class DaemonControlTest(BpfTestCase):
                                 text=True, timeout=30, preexec_fn=become_nobody)
         self.assertIn("permission denied", result.stdout, result.stderr)
         self.assertIn("group pystrobe", result.stdout)
+
+    # stat and top through the daemon (kStat, kTop).
+
+    def cpu_seconds(self, pid):
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def run_pystrobe(self, *args):
+        return subprocess.run([PYSTROBE_BIN, *args], capture_output=True, text=True, timeout=60)
+
+    def test_stat_asks_the_daemon(self):
+        import json
+        before = self.cpu_seconds(self.busy.pid)
+        result = self.run_pystrobe("stat", "--socket", self.socket, "--pid", str(self.busy.pid),
+                                   "-d", "2", "--json")
+        after = self.cpu_seconds(self.busy.pid)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"using the running daemon ({self.socket})", result.stderr)
+        report = json.loads(result.stdout)
+        self.assertEqual(report["pid"], self.busy.pid)
+        self.assertEqual(report["verdict"], "cpu-bound", report)
+        cpu = report["cpu_user_seconds"] + report["cpu_system_seconds"]
+        self.assertAlmostEqual(cpu, after - before, delta=0.1 * (after - before),
+                               msg=(report, before, after))
+        self.assertTrue(report["stacks"], report)
+
+        text = self.run_pystrobe("stat", "--socket", self.socket, "--pid", str(self.busy.pid),
+                                 "-d", "1")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("verdict: cpu-bound", text.stdout)
+
+        gone = self.run_pystrobe("stat", "--socket", self.socket, "--pid", "4194000", "-d", "1")
+        self.assertNotEqual(gone.returncode, 0)
+
+    def test_top_asks_the_daemon(self):
+        result = self.run_pystrobe("top", "--socket", self.socket, "--once")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"using the running daemon ({self.socket})", result.stderr)
+        self.assertIn("from the daemon", result.stdout)
+        rows = [line.split() for line in result.stdout.splitlines()]
+        busy = [row for row in rows if row and row[0] == str(self.busy.pid)]
+        self.assertTrue(busy, result.stdout)
+        self.assertGreater(float(busy[0][2]), 50, result.stdout)  # USR%
+
+    def test_no_daemon_still_measures_locally(self):
+        import json
+        result = self.run_pystrobe("stat", "--socket", self.socket, "--no-daemon", "--pid",
+                                   str(self.busy.pid), "-d", "1", "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn("using the running daemon", result.stderr)
+        self.assertEqual(json.loads(result.stdout)["verdict"], "cpu-bound", result.stdout)
+        top = self.run_pystrobe("top", "--socket", self.socket, "--no-daemon", "--once")
+        self.assertEqual(top.returncode, 0, top.stderr)
+        self.assertNotIn("using the running daemon", top.stderr)
+        self.assertIn(str(self.busy.pid), top.stdout)
+
+    def test_stat_and_top_of_a_user_neither_root_nor_in_group_pystrobe_are_refused(self):
+        os.chmod(self.socket, 0o666)
+        for path in (self.tmp, self.dir, os.path.dirname(self.socket)):
+            os.chmod(path, 0o755)
+        nobody = pwd.getpwnam("nobody")
+        code = ("import socket,struct,sys\n"
+                "p=sys.argv[3].encode()+b'\\n'\n"
+                "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                "try: s.sendall(struct.pack('<IHHII',0x42545350,1,int(sys.argv[2]),len(p),0)+p)\n"
+                "except OSError: pass\n"
+                "s.settimeout(10); print(s.recv(4096)[16:].decode())\n")
+
+        def become_nobody():
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+        for type_, payload in ((3, f"pid={self.busy.pid}\nduration_ms=1000"),
+                               (4, "interval_ms=1000")):
+            result = subprocess.run(["/usr/bin/python3", "-c", code, self.socket, str(type_),
+                                     payload], capture_output=True, text=True, timeout=30,
+                                    preexec_fn=become_nobody)
+            self.assertIn("permission denied", result.stdout, result.stderr)
+
+    def test_malformed_stat_and_top_requests_are_errors(self):
+        for case in (frame(3, b"pid=1\n"), frame(3, b"pid=1\nduration_ms=0\n"),
+                     frame(3, b"pid=1\nduration_ms=10\nbogus=1\n"), frame(4, b"interval_ms=5\n"),
+                     frame(4, b"interval_ms=1000\n", length=40)):
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(self.socket)
+                s.sendall(case)
+                s.shutdown(socket.SHUT_WR)
+                reply = read_reply(s)
+            self.assertIsNotNone(reply, case)
+            self.assertEqual(reply[0], 0x84, reply)
+            self.assertIn("bad request", reply[1])
+        self.assertIsNone(self.daemon.proc.poll(), self.daemon.output())

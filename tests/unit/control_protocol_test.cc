@@ -119,6 +119,12 @@ TEST(ControlProtocolTest, RandomAndMutatedRequestsAreErrorsNotCrashes) {
   std::vector<std::string> seeds = {
       EncodeFrame(ControlMessageType::kRecord, EncodeRecordRequest(Pids())),
       EncodeFrame(ControlMessageType::kRecord, EncodeRecordRequest(AllFor(absl::Seconds(3)))),
+      EncodeFrame(ControlMessageType::kStat,
+                  EncodeStatRequest({.pid = 42, .duration = absl::Seconds(2), .json = true})),
+      EncodeFrame(ControlMessageType::kTop,
+                  EncodeTopRequest({.pid = 7, .interval = absl::Seconds(1)})),
+      EncodeFrame(ControlMessageType::kTop,
+                  EncodeTopRequest({.pid = std::nullopt, .interval = absl::Seconds(2)})),
   };
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
@@ -153,14 +159,82 @@ TEST(ControlProtocolTest, RandomAndMutatedRequestsAreErrorsNotCrashes) {
     if (parsed.ok()) {
       ++accepted;
       // Whatever parses is a request the daemon can serve as is.
-      EXPECT_NE(parsed->record.all, !parsed->record.pids.empty());
+      if (parsed->type == ControlMessageType::kRecord) {
+        EXPECT_NE(parsed->record.all, !parsed->record.pids.empty());
+      } else if (parsed->type == ControlMessageType::kStat) {
+        EXPECT_GT(parsed->stat.pid, 0u);
+        EXPECT_GT(parsed->stat.duration, absl::ZeroDuration());
+        EXPECT_LE(parsed->stat.duration, kMaxRemoteRecording);
+      } else {
+        ASSERT_EQ(parsed->type, ControlMessageType::kTop);
+        EXPECT_GE(parsed->top.interval, kMinTopInterval);
+        EXPECT_LE(parsed->top.interval, kMaxTopInterval);
+      }
     } else {
       EXPECT_FALSE(parsed.status().message().empty());
     }
-    // The profile decoder gets the same treatment (the client reads it).
+    // The profile and top decoders get the same treatment (the client reads them).
     (void)DecodeProfile(buffer);
+    (void)DecodeTopSnapshot(buffer, 4);
   }
   EXPECT_LT(accepted, 20000);
+}
+
+TEST(ControlProtocolTest, StatAndTopRequestsRoundTripAndAreStrict) {
+  StatRequest stat{.pid = 1234, .duration = absl::Milliseconds(2500), .json = true};
+  absl::StatusOr<ParsedRequest> parsed =
+      ParseRequestFrame(EncodeFrame(ControlMessageType::kStat, EncodeStatRequest(stat)));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->type, ControlMessageType::kStat);
+  EXPECT_EQ(parsed->stat, stat);
+  TopRequest top{.pid = 9, .interval = absl::Milliseconds(500)};
+  parsed = ParseRequestFrame(EncodeFrame(ControlMessageType::kTop, EncodeTopRequest(top)));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->type, ControlMessageType::kTop);
+  EXPECT_EQ(parsed->top, top);
+
+  for (const char* bad : {"", "pid=1\n", "duration_ms=10\n", "pid=0\nduration_ms=10\n",
+                          "pid=1\nduration_ms=0\n", "pid=1\nduration_ms=3600001\n",
+                          "pid=1\nduration_ms=10\njson=2\n", "pid=1\nduration_ms=10\nx=1\n",
+                          "pid=1\npid=1\nduration_ms=10\n", "pid=-1\nduration_ms=10\n",
+                          "pid=1\nduration_ms=10\nall=1\n", "pid=1,2\nduration_ms=10\n"}) {
+    EXPECT_FALSE(ParseStatRequest(bad).ok()) << bad;
+  }
+  for (const char* bad : {"", "pid=1\n", "interval_ms=99\n", "interval_ms=60001\n",
+                          "interval_ms=1000\npid=0\n", "interval_ms=1000\nsort=cpu\n",
+                          "interval_ms=1000\ninterval_ms=1000\n", "interval_ms=1e3\n"}) {
+    EXPECT_FALSE(ParseTopRequest(bad).ok()) << bad;
+  }
+  // A truncated stat frame is an error.
+  std::string frame = EncodeFrame(ControlMessageType::kStat, EncodeStatRequest(stat));
+  EXPECT_FALSE(ParseRequestFrame(frame.substr(0, frame.size() - 1)).ok());
+}
+
+TEST(ControlProtocolTest, TopSnapshotRoundTripsAndMutationsAreErrorsNotCrashes) {
+  TopSnapshot snapshot;
+  snapshot.title = "all processes";
+  snapshot.interval_seconds = 1.5;
+  snapshot.cpus = 8;
+  snapshot.function_samples = 12;
+  snapshot.rows.push_back(
+      {.pid = 1, .tid = 0, .comm = "init", .exited = false, .counters = {1, 2, 3, 4}});
+  snapshot.rows.push_back(
+      {.pid = 2, .tid = 3, .comm = "python3", .exited = true, .counters = {5, 6, 7, 8}});
+  snapshot.functions.push_back({.name = "f (a.py:1)", .samples = 12});
+  std::string good = EncodeTopSnapshot(snapshot);
+  absl::StatusOr<TopSnapshot> back = DecodeTopSnapshot(good, 4);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, snapshot);
+  // Rows with another number of counters than the client knows: refused.
+  EXPECT_FALSE(DecodeTopSnapshot(good, 5).ok());
+  EXPECT_FALSE(DecodeTopSnapshot(good.substr(0, good.size() - 1), 4).ok());
+  std::mt19937_64 random(11);
+  for (int i = 0; i < 5000; ++i) {
+    std::string buffer = good;
+    buffer[random() % buffer.size()] = static_cast<char>(random());
+    buffer.resize(random() % (buffer.size() + 1));
+    (void)DecodeTopSnapshot(buffer, 4);
+  }
 }
 
 TEST(ControlProtocolTest, MutatedProfilesAreErrorsNotCrashes) {

@@ -1,0 +1,167 @@
+#include "daemon/accounting/remote_accounting.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/raw_keys.h"
+#include "daemon/record_command.h"
+#include "pystrobe_abi.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr size_t kCounterFields = sizeof(pystrobe_task_counters) / sizeof(uint64_t);
+
+std::atomic<int> remote_stop{0};
+void OnRemoteStop(int signal) { remote_stop.store(signal); }
+
+void InstallRemoteStopHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = OnRemoteStop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+void PrintInfo(const std::string& line) { fprintf(stderr, "pystrobe: %s\n", line.c_str()); }
+
+}  // namespace
+
+std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot) {
+  std::vector<TopRow> rows;
+  rows.reserve(snapshot.rows.size());
+  for (const TopSnapshotRow& in : snapshot.rows) {
+    pystrobe_task_counters raw = {};
+    if (in.counters.size() == kCounterFields) {
+      std::memcpy(&raw, in.counters.data(), sizeof(raw));
+    }
+    TopRow row;
+    row.pid = in.pid;
+    row.tid = in.tid;
+    row.comm = in.comm;
+    row.exited = in.exited;
+    row.figures = FiguresFrom(raw);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::optional<int> MaybeStatThroughDaemon(const StatOptions& options,
+                                          const DaemonClientFlags& flags) {
+  if (flags.no_daemon || !options.command.empty() || !options.pid) return std::nullopt;
+  if (options.syscalls) {
+    fprintf(stderr,
+            "pystrobe stat: the daemon does not trace syscalls: measuring --syscalls locally\n");
+    return std::nullopt;
+  }
+  absl::StatusOr<int> fd = ConnectToDaemon(flags.socket);
+  if (!fd.ok()) return std::nullopt;
+  fprintf(stderr, "pystrobe: using the running daemon (%s)\n", flags.socket.c_str());
+  StatRequest request;
+  request.pid = *options.pid;
+  // Without -d, until the process ends or Ctrl-C (kStop).
+  request.duration =
+      options.duration ? std::min(*options.duration, kMaxRemoteRecording) : kMaxRemoteRecording;
+  request.json = options.json;
+  InstallRemoteStopHandlers();
+  absl::StatusOr<std::string> report = RequestThroughDaemon(
+      *fd, ControlMessageType::kStat, EncodeStatRequest(request), PrintInfo, &remote_stop);
+  close(*fd);
+  if (!report.ok()) {
+    fprintf(stderr, "pystrobe stat: the daemon (%s): %s\n", flags.socket.c_str(),
+            std::string(report.status().message()).c_str());
+    return kExitFailure;
+  }
+  fputs(report->c_str(), stdout);
+  fflush(stdout);
+  return kExitOk;
+}
+
+std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonClientFlags& flags) {
+  if (flags.no_daemon) return std::nullopt;
+  absl::StatusOr<int> fd = ConnectToDaemon(flags.socket);
+  if (!fd.ok()) return std::nullopt;
+  fprintf(stderr, "pystrobe: using the running daemon (%s)\n", flags.socket.c_str());
+  TopOptions options = given;
+  InstallRemoteStopHandlers();
+  RawKeys keys;
+  bool tty = isatty(STDOUT_FILENO);
+  TopRequest request;
+  request.pid = options.pid;
+  request.interval = std::clamp(options.interval, kMinTopInterval, kMaxTopInterval);
+  // Keys while the daemon measures: q ends top, c/i/f/o change the sort.
+  auto on_key = [&] {
+    std::optional<char> key = keys.Read();
+    if (!key) return;
+    switch (*key) {
+      case 'q':
+        remote_stop.store(SIGTERM);
+        break;
+      case 'c':
+        options.sort = TopSort::kCpu;
+        break;
+      case 'i':
+        options.sort = TopSort::kIo;
+        break;
+      case 'f':
+        options.sort = TopSort::kFaults;
+        break;
+      case 'o':
+        options.sort = TopSort::kOffCpu;
+        break;
+    }
+  };
+  bool first = true;
+  while (remote_stop.load() == 0) {
+    if (!first) {
+      fd = ConnectToDaemon(flags.socket);
+      if (!fd.ok()) {
+        fprintf(stderr, "pystrobe top: the daemon (%s) went away: %s\n", flags.socket.c_str(),
+                std::string(fd.status().message()).c_str());
+        return kExitFailure;
+      }
+    }
+    absl::StatusOr<std::string> answer = RequestThroughDaemon(
+        *fd, ControlMessageType::kTop, EncodeTopRequest(request),
+        first ? PrintInfo : [](const std::string&) {}, &remote_stop, on_key);
+    close(*fd);
+    first = false;
+    if (remote_stop.load() != 0) break;
+    absl::StatusOr<TopSnapshot> snapshot =
+        answer.ok() ? DecodeTopSnapshot(*answer, kCounterFields) : answer.status();
+    if (!snapshot.ok()) {
+      fprintf(stderr, "pystrobe top: the daemon (%s): %s\n", flags.socket.c_str(),
+              std::string(snapshot.status().message()).c_str());
+      return kExitFailure;
+    }
+    TopScreen screen;
+    screen.title = absl::StrCat(snapshot->title, " (from the daemon)");
+    screen.interval_seconds = snapshot->interval_seconds;
+    screen.cpus = static_cast<int>(snapshot->cpus);
+    screen.sort = options.sort;
+    screen.max_rows = options.rows;
+    screen.clear = tty && !options.once;
+    screen.rows = TopRowsFrom(*snapshot);
+    for (const TopSnapshotFunction& fn : snapshot->functions) {
+      screen.functions.push_back({fn.name, fn.samples});
+    }
+    screen.function_samples = snapshot->function_samples;
+    std::string text = RenderTopScreen(std::move(screen));
+    fputs(text.c_str(), stdout);
+    fflush(stdout);
+    if (options.once) break;
+    if (options.pid && kill(static_cast<pid_t>(*options.pid), 0) != 0 && errno != EPERM) break;
+  }
+  return kExitOk;
+}
+
+}  // namespace pystrobe

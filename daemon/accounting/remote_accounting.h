@@ -1,0 +1,32 @@
+// `pystrobe stat --pid` and `pystrobe top` through a running daemon's
+// control socket (daemon/control_protocol.h): the daemon measures with the
+// accounting and sampler it already runs; these print what it answers.
+#ifndef PYSTROBE_DAEMON_ACCOUNTING_REMOTE_ACCOUNTING_H_
+#define PYSTROBE_DAEMON_ACCOUNTING_REMOTE_ACCOUNTING_H_
+
+#include <optional>
+#include <vector>
+
+#include "daemon/accounting/accounting_options.h"
+#include "daemon/accounting/top_screen.h"
+#include "daemon/control_client.h"
+#include "daemon/control_protocol.h"
+
+namespace pystrobe {
+
+// nullopt when stat must run locally (--no-daemon, a command to start,
+// --syscalls, no daemon answering); else the exit status, the report
+// printed.
+std::optional<int> MaybeStatThroughDaemon(const StatOptions& options,
+                                          const DaemonClientFlags& flags);
+
+// nullopt when top must run locally (--no-daemon, no daemon answering);
+// else the exit status, the screens printed.
+std::optional<int> MaybeTopThroughDaemon(const TopOptions& options, const DaemonClientFlags& flags);
+
+// The rows of a snapshot as the local top has them.
+std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_ACCOUNTING_REMOTE_ACCOUNTING_H_

@@ -1,0 +1,106 @@
+#include "daemon/accounting/stat_analysis.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/cpu_clock_events.h"
+
+namespace pystrobe {
+namespace {
+
+// The leaf frame that marks off-CPU stacks of the reason behind `bound`, or
+// "" when on-CPU samples explain it.
+const char* OffCpuLeafOf(Bound bound) {
+  switch (bound) {
+    case Bound::kIo:
+      return "[io wait]";
+    case Bound::kSleep:
+      return "[sleep]";
+    case Bound::kGil:
+      return "[gil wait]";
+    case Bound::kRunqueue:
+      return "[runqueue]";
+    case Bound::kCpu:
+    case Bound::kMemory:
+      break;
+  }
+  return "";
+}
+
+}  // namespace
+
+void DecideStatVerdict(const ProcessSamples* samples, int rate_hz, StatReport& report) {
+  VerdictInputs inputs;
+  inputs.duration_seconds = report.duration_seconds;
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  inputs.cpus = cpus.ok() ? static_cast<int>(cpus->size()) : 1;
+  inputs.figures = report.figures;
+  inputs.sample_rate_hz = rate_hz;
+  if (samples != nullptr) {
+    report.samples = samples->samples;
+    inputs.samples = samples->samples;
+    inputs.python_samples = samples->python_samples;
+    inputs.gil_samples = samples->gil_samples;
+    // The kernel knew the process's CPython layout, so it could tell a
+    // futex on the GIL from any other sleep.
+    inputs.gil_wait_measured = samples->python_samples > 0;
+    if (samples->python_samples > 0) {
+      report.gil_held_share = static_cast<double>(samples->gil_samples) / samples->python_samples;
+    }
+    double busy = kBusyThreadShare * report.duration_seconds * rate_hz;
+    for (const auto& [tid, count] : samples->per_thread) {
+      if (count >= busy) ++inputs.busy_threads;
+    }
+  }
+  report.gil_wait_measured = inputs.gil_wait_measured;
+  report.verdict = Decide(inputs);
+}
+
+void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::string& offcpu_missing,
+                    StatReport& report) {
+  std::string process_suffix = absl::StrCat(" (", report.pid, ")");
+  std::string leaf = OffCpuLeafOf(report.verdict.bound);
+  const Profile& profile = leaf.empty() ? oncpu : offcpu;
+  std::vector<const ProfileStack*> chosen;
+  uint64_t total = 0;
+  for (const ProfileStack& stack : profile.stacks()) {
+    bool mine = false;
+    for (const Frame& frame : stack.frames) {
+      if (frame.kind == FrameKind::kProcess && absl::EndsWith(frame.name, process_suffix)) {
+        mine = true;
+        break;
+      }
+    }
+    if (!mine) continue;
+    if (!leaf.empty() && (stack.frames.empty() || stack.frames.back().name != leaf)) continue;
+    total += stack.count;
+    chosen.push_back(&stack);
+  }
+  std::sort(chosen.begin(), chosen.end(),
+            [](const ProfileStack* a, const ProfileStack* b) { return a->count > b->count; });
+  if (chosen.size() > kReportStacks) chosen.resize(kReportStacks);
+  for (const ProfileStack* stack : chosen) {
+    ReportStack out;
+    for (const Frame& frame : stack->frames) {
+      if (frame.kind != FrameKind::kProcess) out.frames.push_back(frame.name);
+    }
+    if (leaf.empty()) {
+      out.samples = stack->count;
+    } else {
+      out.seconds = stack->count * 1e-6;
+    }
+    out.share = total ? static_cast<double>(stack->count) / total : 0;
+    report.stacks.push_back(std::move(out));
+  }
+  report.stacks_kind =
+      leaf.empty() ? "on-CPU samples" : absl::StrCat("off-CPU time ending in ", leaf);
+  if (!offcpu_missing.empty() && !leaf.empty()) {
+    report.stacks_note = offcpu_missing;
+  } else if (chosen.empty() && !leaf.empty()) {
+    report.stacks_note = absl::StrCat("no off-CPU stack of the process ended in ", leaf);
+  }
+}
+
+}  // namespace pystrobe

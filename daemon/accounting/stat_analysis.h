@@ -1,0 +1,33 @@
+// What `pystrobe stat` makes of a window, shared by the local command
+// (stat_command.cc) and the daemon (daemon/service/on_demand_accounting.cc):
+// the verdict from the counters and samples, and the stacks behind it.
+#ifndef PYSTROBE_DAEMON_ACCOUNTING_STAT_ANALYSIS_H_
+#define PYSTROBE_DAEMON_ACCOUNTING_STAT_ANALYSIS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "daemon/accounting/sample_tally.h"
+#include "daemon/accounting/stat_report.h"
+#include "exporters/profile.h"
+
+namespace pystrobe {
+
+inline constexpr size_t kReportStacks = 5;
+
+// Decides report.verdict from report.figures and duration_seconds and the
+// process's samples (`samples`, may be null) at `rate_hz`; fills in
+// report.samples, gil_held_share and gil_wait_measured.
+void DecideStatVerdict(const ProcessSamples* samples, int rate_hz, StatReport& report);
+
+// The stacks that explain report.verdict, heaviest first: off-CPU stacks
+// (`offcpu`, microseconds, no root frame) ending in the bounding reason, or
+// on-CPU samples (`oncpu`) for cpu- and memory-bound processes. Empty
+// `offcpu_missing`: off-CPU stacks were followed; else why not (the note
+// of an io, sleep, GIL or run-queue verdict).
+void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::string& offcpu_missing,
+                    StatReport& report);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_ACCOUNTING_STAT_ANALYSIS_H_

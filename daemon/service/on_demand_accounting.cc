@@ -1,0 +1,352 @@
+#include "daemon/service/on_demand_accounting.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/accounting/stat_analysis.h"
+#include "daemon/accounting/stat_report.h"
+#include "daemon/accounting/top_screen.h"
+#include "daemon/cpu_clock_events.h"
+
+namespace pystrobe {
+namespace {
+
+constexpr size_t kCounterFields = sizeof(pystrobe_task_counters) / sizeof(uint64_t);
+
+// True while `pid` lives and is not a zombie.
+bool ProcessAlive(uint32_t pid) {
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  std::getline(stat_file, stat);
+  size_t name_end = stat.rfind(')');
+  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
+}
+
+// The oldest entry of `processes` (a reused pid is a newer one), or null.
+const ProcessCounters* Oldest(const std::vector<ProcessCounters>& processes) {
+  if (processes.empty()) return nullptr;
+  return &*std::min_element(
+      processes.begin(), processes.end(),
+      [](const ProcessCounters& a, const ProcessCounters& b) { return a.start_ns < b.start_ns; });
+}
+
+std::vector<uint64_t> Fields(const pystrobe_task_counters& raw) {
+  std::vector<uint64_t> out(kCounterFields);
+  std::memcpy(out.data(), &raw, sizeof(raw));
+  return out;
+}
+
+bool Done(const std::shared_ptr<RecordJob>& job) {
+  return job == nullptr || job->WaitDone(absl::ZeroDuration());
+}
+
+// The stacks of a recording with [on-cpu]/[off-cpu] roots: the off-CPU
+// ones without their root, in microseconds.
+Profile OffCpuPart(const Profile& both) {
+  Profile out;
+  for (const ProfileStack& stack : both.stacks()) {
+    if (stack.frames.empty() || stack.frames.front().name != "[off-cpu]") continue;
+    out.Add(std::vector<Frame>(stack.frames.begin() + 1, stack.frames.end()), stack.count);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<RecordJob> OnDemandAccounting::StartRecording(RecordRequest request,
+                                                              absl::Time now) {
+  auto job = std::make_shared<RecordJob>(std::move(request));
+  recordings_->Begin(job, now);
+  return job;
+}
+
+void OnDemandAccounting::Begin(std::shared_ptr<RecordJob> job, absl::Time now) {
+  if (job->type() == ControlMessageType::kStat) return BeginStat(std::move(job), now);
+  if (job->type() == ControlMessageType::kTop) return BeginTop(std::move(job), now);
+  job->CompleteWithAnswer(absl::InvalidArgumentError("not a stat or top request"));
+}
+
+void OnDemandAccounting::BeginStat(std::shared_ptr<RecordJob> job, absl::Time now) {
+  uint32_t pid = job->stat_request().pid;
+  if (!ProcessAlive(pid)) {
+    job->CompleteWithAnswer(absl::NotFoundError(absl::StrCat("no process with pid ", pid)));
+    return;
+  }
+  std::vector<ProcessCounters> entries = reader_->Processes(pid);
+  bool targeted = caps_.all_processes || !entries.empty() ||
+                  std::find(caps_.target_pids.begin(), caps_.target_pids.end(),
+                            static_cast<int32_t>(pid)) != caps_.target_pids.end();
+  if (!targeted) {
+    job->CompleteWithAnswer(absl::FailedPreconditionError(
+        absl::StrCat("the daemon does not target process ", pid,
+                     " (its configuration restricts targets): run stat with --no-daemon")));
+    return;
+  }
+  auto stat = std::make_unique<Stat>();
+  stat->job = std::move(job);
+  stat->start = now;
+  if (const ProcessCounters* entry = Oldest(entries)) {
+    stat->start_ns = entry->start_ns;
+    stat->before = entry->raw;
+  }
+  RecordRequest oncpu;
+  oncpu.pids = {pid};
+  stat->oncpu = StartRecording(oncpu, now);
+  if (caps_.offcpu) {
+    RecordRequest offcpu = oncpu;
+    offcpu.offcpu = true;
+    stat->offcpu = StartRecording(offcpu, now);
+  }
+  stats_.push_back(std::move(stat));
+}
+
+void OnDemandAccounting::BeginTop(std::shared_ptr<RecordJob> job, absl::Time now) {
+  const TopRequest& request = job->top_request();
+  if (request.pid && !ProcessAlive(*request.pid)) {
+    job->CompleteWithAnswer(
+        absl::NotFoundError(absl::StrCat("no process with pid ", *request.pid)));
+    return;
+  }
+  auto top = std::make_unique<Top>();
+  top->job = std::move(job);
+  top->start = now;
+  if (request.pid) {
+    for (const ThreadCounters& thread : reader_->Threads(*request.pid)) {
+      top->before[{thread.tid, 0}] = thread.raw;
+    }
+  } else {
+    for (const ProcessCounters& process : reader_->Processes()) {
+      top->before[{process.pid, process.start_ns}] = process.raw;
+    }
+  }
+  RecordRequest stacks;
+  stacks.function_lines = true;
+  if (request.pid) {
+    stacks.pids = {*request.pid};
+  } else {
+    stacks.all = true;
+  }
+  top->stacks = StartRecording(std::move(stacks), now);
+  if (!caps_.all_processes) {
+    top->job->AddInfo(
+        "the daemon counts only its configured targets: other processes are not shown");
+  }
+  tops_.push_back(std::move(top));
+}
+
+void OnDemandAccounting::Observe(std::span<const uint8_t> record) {
+  if (stats_.empty()) return;
+  constexpr size_t kHeader = offsetof(pystrobe_sample, data);
+  if (record.size() < kHeader) return;
+  pystrobe_sample header;
+  std::memcpy(&header, record.data(), kHeader);
+  for (std::unique_ptr<Stat>& stat : stats_) {
+    if (!stat->stopped && header.pid == stat->job->stat_request().pid) stat->tally.Observe(record);
+  }
+}
+
+void OnDemandAccounting::OnProcesses(const std::vector<ProcessCounters>& processes) {
+  for (const ProcessCounters& process : processes) {
+    if (!process.exited) continue;
+    for (std::unique_ptr<Stat>& stat : stats_) {
+      if (!stat->stopped && process.pid == stat->job->stat_request().pid &&
+          (stat->start_ns == 0 || stat->start_ns == process.start_ns)) {
+        stat->final_seen = process;
+      }
+    }
+    for (std::unique_ptr<Top>& top : tops_) {
+      if (!top->stopped) top->exited[{process.pid, process.start_ns}] = process;
+    }
+  }
+}
+
+void OnDemandAccounting::StopStat(Stat& stat, absl::Time now) {
+  stat.stopped = true;
+  stat.end = now;
+  uint32_t pid = stat.job->stat_request().pid;
+  std::vector<ProcessCounters> entries = reader_->Processes(pid);
+  const ProcessCounters* entry = nullptr;
+  for (const ProcessCounters& candidate : entries) {
+    if (stat.start_ns != 0 && candidate.start_ns == stat.start_ns) entry = &candidate;
+  }
+  if (entry == nullptr && stat.start_ns == 0) entry = Oldest(entries);
+  if (entry != nullptr) {
+    stat.at_end = *entry;
+    stat.counted = true;
+  } else if (stat.final_seen) {
+    stat.at_end = *stat.final_seen;
+    stat.counted = true;
+  }
+  if (stat.oncpu) stat.oncpu->RequestStop();
+  if (stat.offcpu) stat.offcpu->RequestStop();
+}
+
+void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
+  top.stopped = true;
+  top.end = now;
+  const TopRequest& request = top.job->top_request();
+  TopSnapshot& s = top.snapshot;
+  s.interval_seconds = absl::ToDoubleSeconds(now - top.start);
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  s.cpus = cpus.ok() ? static_cast<uint32_t>(cpus->size()) : 1;
+  auto since = [&top](ProcessKey key, const pystrobe_task_counters& raw) {
+    auto it = top.before.find(key);
+    return it == top.before.end() ? raw : CountersSince(raw, it->second);
+  };
+  if (request.pid) {
+    std::vector<ProcessCounters> process = reader_->Processes(*request.pid);
+    s.title = absl::StrCat("pid ", *request.pid,
+                           process.empty() ? "" : absl::StrCat(" (", process[0].comm, ")"),
+                           ", per thread");
+    for (const ThreadCounters& thread : reader_->Threads(*request.pid)) {
+      s.rows.push_back(TopSnapshotRow{.pid = thread.pid,
+                                      .tid = thread.tid,
+                                      .comm = thread.comm,
+                                      .counters = Fields(since({thread.tid, 0}, thread.raw))});
+    }
+  } else {
+    s.title = "all processes";
+    for (const ProcessCounters& process : reader_->Processes()) {
+      top.exited.erase(ProcessKey{process.pid, process.start_ns});
+      s.rows.push_back(
+          TopSnapshotRow{.pid = process.pid,
+                         .comm = process.comm,
+                         .exited = process.exited,
+                         .counters = Fields(since({process.pid, process.start_ns}, process.raw))});
+    }
+    // Exited during the interval and already let go by the session.
+    for (const auto& [key, process] : top.exited) {
+      s.rows.push_back(TopSnapshotRow{.pid = process.pid,
+                                      .comm = process.comm,
+                                      .exited = true,
+                                      .counters = Fields(since(key, process.raw))});
+    }
+  }
+  top.before.clear();
+  top.exited.clear();
+  if (top.stacks) top.stacks->RequestStop();
+}
+
+void OnDemandAccounting::StopDue(absl::Time now) {
+  for (std::unique_ptr<Stat>& stat : stats_) {
+    if (stat->stopped) continue;
+    uint32_t pid = stat->job->stat_request().pid;
+    if (stat->job->stop_requested() || now - stat->start >= stat->job->stat_request().duration ||
+        stat->final_seen || !ProcessAlive(pid)) {
+      StopStat(*stat, now);
+    }
+  }
+  for (std::unique_ptr<Top>& top : tops_) {
+    if (top->stopped) continue;
+    if (top->job->stop_requested() || now - top->start >= top->job->top_request().interval) {
+      StopTop(*top, now);
+    }
+  }
+}
+
+void OnDemandAccounting::AnswerStat(Stat& stat) {
+  if (stat.job->abandoned()) return stat.job->CompleteWithAnswer(absl::CancelledError("gone"));
+  const StatRequest& request = stat.job->stat_request();
+  if (!stat.counted) {
+    return stat.job->CompleteWithAnswer(
+        absl::NotFoundError(absl::StrCat("nothing was counted for process ", request.pid)));
+  }
+  StatReport report;
+  report.pid = request.pid;
+  report.comm = stat.at_end.comm;
+  report.duration_seconds = absl::ToDoubleSeconds(stat.end - stat.start);
+  report.figures = FiguresFrom(CountersSince(stat.at_end.raw, stat.before));
+  std::error_code ignored;
+  report.gc_measured =
+      !caps_.gc_binary.empty() &&
+      std::filesystem::read_symlink(absl::StrCat("/proc/", request.pid, "/exe"), ignored) ==
+          std::filesystem::path(caps_.gc_binary);
+  report.syscalls = false;
+  report.threads = stat.at_end.threads;
+  report.exited = stat.at_end.exited || !ProcessAlive(request.pid);
+  report.drops = reader_->Drops();
+  DecideStatVerdict(stat.tally.Of(request.pid), caps_.rate_hz, report);
+
+  Profile oncpu;
+  if (stat.oncpu && stat.oncpu->result().ok()) oncpu = *stat.oncpu->result();
+  Profile offcpu;
+  if (stat.offcpu && stat.offcpu->result().ok()) offcpu = OffCpuPart(*stat.offcpu->result());
+  PickStatStacks(oncpu, offcpu,
+                 stat.offcpu ? ""
+                             : "off-CPU stacks need off_cpu: true in the daemon's configuration "
+                               "(or stat with --no-daemon)",
+                 report);
+  stat.job->CompleteWithAnswer(request.json ? StatReportJson(report) : StatReportText(report));
+}
+
+void OnDemandAccounting::AnswerTop(Top& top) {
+  if (top.job->abandoned()) return top.job->CompleteWithAnswer(absl::CancelledError("gone"));
+  if (top.stacks && top.stacks->result().ok()) {
+    uint64_t total = 0;
+    for (TopFunction& fn : HottestFunctions(*top.stacks->result(), total)) {
+      if (top.snapshot.functions.size() >= 10) break;
+      top.snapshot.functions.push_back({std::move(fn.name), fn.samples});
+    }
+    top.snapshot.function_samples = total;
+  }
+  top.job->CompleteWithAnswer(EncodeTopSnapshot(top.snapshot));
+}
+
+void OnDemandAccounting::AnswerDone() {
+  for (auto it = stats_.begin(); it != stats_.end();) {
+    Stat& stat = **it;
+    if (stat.stopped && Done(stat.oncpu) && Done(stat.offcpu)) {
+      AnswerStat(stat);
+      it = stats_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = tops_.begin(); it != tops_.end();) {
+    Top& top = **it;
+    if (top.stopped && Done(top.stacks)) {
+      AnswerTop(top);
+      it = tops_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void OnDemandAccounting::FinishAll(absl::Time now) {
+  for (std::unique_ptr<Stat>& stat : stats_) {
+    if (!stat->stopped) StopStat(*stat, now);
+    stat->job->AddInfo("the daemon's session ended (reload or stop): the window is cut short");
+  }
+  for (std::unique_ptr<Top>& top : tops_) {
+    if (!top->stopped) StopTop(*top, now);
+  }
+  // Their recordings complete with what they have (and so do the clients'
+  // own recordings).
+  recordings_->FinishAll(now);
+  for (std::unique_ptr<Stat>& stat : stats_) {
+    if (Done(stat->oncpu) && Done(stat->offcpu)) {
+      AnswerStat(*stat);
+    } else {
+      stat->job->CompleteWithAnswer(absl::UnavailableError("the daemon is stopping"));
+    }
+  }
+  for (std::unique_ptr<Top>& top : tops_) {
+    if (Done(top->stacks)) {
+      AnswerTop(*top);
+    } else {
+      top->job->CompleteWithAnswer(absl::UnavailableError("the daemon is stopping"));
+    }
+  }
+  stats_.clear();
+  tops_.clear();
+}
+
+}  // namespace pystrobe
