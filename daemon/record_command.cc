@@ -24,8 +24,8 @@
 #include "daemon/profile_builder.h"
 #include "daemon/record_options.h"
 #include "daemon/recorder.h"
-#include "daemon/symbolizer/bcc_native_symbolizer.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
+#include "daemon/symbolizer/shared_module_symbolizer.h"
 #include "daemon/target_launcher.h"
 #include "exporters/profile_writer.h"
 
@@ -249,7 +249,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
     fprintf(stderr, "pystrobe record: warning: kernel frames stay unnamed: %s\n",
             std::string(kernel_symbols.status().message()).c_str());
   }
-  BccNativeSymbolizer native_symbols;
+  SharedModuleSymbolizer native_symbols;
   KernelPythonDiscovery python_discovery(sampler->get());
   Recorder recorder(&native_symbols, &python_discovery,
                     RecorderOptions{.threads = options.threads, .gil_only = options.gil_only});

@@ -33,8 +33,8 @@
 #include "daemon/profile_builder.h"
 #include "daemon/record_command.h"
 #include "daemon/recorder.h"
-#include "daemon/symbolizer/bcc_native_symbolizer.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
+#include "daemon/symbolizer/shared_module_symbolizer.h"
 #include "daemon/target_launcher.h"
 
 namespace pystrobe {
@@ -168,7 +168,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     }
   }
   absl::StatusOr<KernelSymbolizer> kernel_symbols = KernelSymbolizer::FromFile();
-  BccNativeSymbolizer native_symbols;
+  SharedModuleSymbolizer native_symbols;
   KernelPythonDiscovery python_discovery(&sampler);
   Recorder recorder(&native_symbols, &python_discovery, RecorderOptions{});
   SampleTally tally;

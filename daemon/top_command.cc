@@ -27,7 +27,7 @@
 #include "daemon/profile_builder.h"
 #include "daemon/record_command.h"
 #include "daemon/recorder.h"
-#include "daemon/symbolizer/bcc_native_symbolizer.h"
+#include "daemon/symbolizer/shared_module_symbolizer.h"
 
 namespace pystrobe {
 namespace {
@@ -117,7 +117,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
         .IgnoreError();
   }
 
-  BccNativeSymbolizer native_symbols;
+  SharedModuleSymbolizer native_symbols;
   KernelPythonDiscovery python_discovery(&sampler);
   Recorder recorder(&native_symbols, &python_discovery, RecorderOptions{});
   absl::Status attached = sampler.Attach(

@@ -25,8 +25,8 @@
 #include "daemon/service/self_metrics.h"
 #include "daemon/service/target_selector.h"
 #include "daemon/service/window_loop.h"
-#include "daemon/symbolizer/bcc_native_symbolizer.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
+#include "daemon/symbolizer/shared_module_symbolizer.h"
 
 namespace pystrobe {
 
@@ -81,7 +81,7 @@ class ProfilingSession {
   DaemonConfig config_;
   std::unique_ptr<BpfSampler> sampler_;
   std::optional<KernelSymbolizer> kernel_symbols_;
-  BccNativeSymbolizer native_symbols_;
+  SharedModuleSymbolizer native_symbols_;
   std::unique_ptr<KernelPythonDiscovery> python_discovery_;
   std::unique_ptr<Recorder> recorder_;
   std::unique_ptr<AccountingReader> accounting_;
