@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "daemon/bpf_sampler.h"
 #include "daemon/capabilities.h"
+#include "daemon/command_lifecycle.h"
 #include "daemon/control_client.h"
 #include "daemon/kernel_python_discovery.h"
 #include "daemon/libbpf_errors.h"
@@ -36,35 +37,6 @@ namespace {
 // new process's first sample is seen: its symbols and CPython layout are
 // taken then, while it is alive.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(25);
-// How long a started command gets to exit on SIGTERM before SIGKILL.
-constexpr absl::Duration kCommandGracePeriod = absl::Seconds(2);
-
-std::atomic<int> stop_signal{0};
-
-void OnStopSignal(int signal) { stop_signal.store(signal); }
-
-// SIGINT and SIGTERM end the recording; without SA_RESTART they also wake
-// the ring buffer poll at once.
-void InstallStopHandlers() {
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
-
-// True while `pid` is a live process: not gone, and not a zombie whose exit
-// its parent has yet to collect.
-bool ProcessExists(uint32_t pid) {
-  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat;
-  std::getline(stat_file, stat);
-  // The state follows the command name, which is in parentheses and may
-  // itself hold spaces and parentheses.
-  size_t name_end = stat.rfind(')');
-  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
-}
 
 int Fail(const absl::Status& status) {
   fprintf(stderr, "pystrobe record: %s\n", std::string(status.message()).c_str());
@@ -74,18 +46,6 @@ int Fail(const absl::Status& status) {
 int UsageError(absl::string_view message) {
   fprintf(stderr, "pystrobe record: %s\n", std::string(message).c_str());
   return kExitUsage;
-}
-
-// Ends a command we started that outlived the recording.
-void StopCommand(LaunchedCommand& command) {
-  if (command.TryReap()) return;
-  kill(command.pid(), SIGTERM);
-  absl::Time deadline = absl::Now() + kCommandGracePeriod;
-  while (!command.TryReap() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
-  if (!command.TryReap()) {
-    kill(command.pid(), SIGKILL);
-    waitpid(command.pid(), nullptr, 0);
-  }
 }
 
 std::string TargetDescription(const RecordOptions& options) {
@@ -153,7 +113,7 @@ absl::StatusOr<std::unique_ptr<BpfSampler>> LoadSampler(const RecordOptions& opt
 // the targets. A failed poll ends the recording early; what came is kept.
 void RecordUntilDone(const RecordOptions& options, BpfSampler& sampler, LaunchedCommand* command,
                      absl::Time start) {
-  while (stop_signal.load() == 0) {
+  while (!StopSignals::Requested()) {
     if (absl::Status s = sampler.Poll(kPollInterval); !s.ok()) {
       fprintf(stderr, "pystrobe record: %s; writing what was recorded\n",
               std::string(s.message()).c_str());
@@ -162,7 +122,7 @@ void RecordUntilDone(const RecordOptions& options, BpfSampler& sampler, Launched
     if (options.duration && absl::Now() - start >= *options.duration) return;
     if (command != nullptr && command->TryReap()) return;
     if (!options.pids.empty() &&
-        std::none_of(options.pids.begin(), options.pids.end(), ProcessExists)) {
+        std::none_of(options.pids.begin(), options.pids.end(), ProcessIsAlive)) {
       return;
     }
   }
@@ -214,9 +174,10 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   absl::StatusOr<std::unique_ptr<ProfileWriter>> writer = MakeProfileWriter(options.format);
   if (!writer.ok()) return UsageError(writer.status().message());
   for (uint32_t pid : options.pids) {
-    if (!ProcessExists(pid)) return UsageError(absl::StrCat("no process with pid ", pid));
+    if (!ProcessIsAlive(pid)) return UsageError(absl::StrCat("no process with pid ", pid));
   }
-  if (std::optional<int> status = MaybeRecordThroughDaemon(options, *daemon_flags, args, **writer)) {
+  if (std::optional<int> status =
+          MaybeRecordThroughDaemon(options, *daemon_flags, args, **writer)) {
     return *status;
   }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
@@ -254,7 +215,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   Recorder recorder(&native_symbols, &python_discovery,
                     RecorderOptions{.threads = options.threads, .gil_only = options.gil_only});
 
-  InstallStopHandlers();
+  StopSignals::Install();
   absl::Status attached = (*sampler)->Attach(
       options.rate_hz,
       [&recorder](std::span<const uint8_t> record) { recorder.HandleRecord(record); });

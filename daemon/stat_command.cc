@@ -27,6 +27,7 @@
 #include "daemon/accounting/verdict.h"
 #include "daemon/bpf_sampler.h"
 #include "daemon/capabilities.h"
+#include "daemon/command_lifecycle.h"
 #include "daemon/cpu_clock_events.h"
 #include "daemon/kernel_python_discovery.h"
 #include "daemon/libbpf_errors.h"
@@ -44,43 +45,10 @@ namespace {
 // waiting in epoll: a reader woken by each off-CPU record preempts the very
 // thread whose record it is, which then sends another when it runs again.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
-constexpr absl::Duration kCommandGracePeriod = absl::Seconds(2);
-
-std::atomic<int> stop_signal{0};
-void OnStopSignal(int signal) { stop_signal.store(signal); }
-
-void InstallStopHandlers() {
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
 
 int Fail(const absl::Status& status) {
   fprintf(stderr, "pystrobe stat: %s\n", std::string(status.message()).c_str());
   return kExitFailure;
-}
-
-// True while `pid` lives and is not a zombie.
-bool ProcessAlive(uint32_t pid) {
-  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat;
-  std::getline(stat_file, stat);
-  size_t name_end = stat.rfind(')');
-  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
-}
-
-void StopCommand(LaunchedCommand& command) {
-  if (command.TryReap()) return;
-  kill(command.pid(), SIGTERM);
-  absl::Time deadline = absl::Now() + kCommandGracePeriod;
-  while (!command.TryReap() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
-  if (!command.TryReap()) {
-    kill(command.pid(), SIGKILL);
-    waitpid(command.pid(), nullptr, 0);
-  }
 }
 
 // The file `name` runs: itself if it has a slash, else found on PATH.
@@ -119,7 +87,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     fputs(StatUsage(), stdout);
     return kExitOk;
   }
-  if (options.pid && !ProcessAlive(*options.pid)) {
+  if (options.pid && !ProcessIsAlive(*options.pid)) {
     fprintf(stderr, "pystrobe stat: no process with pid %u\n", *options.pid);
     return kExitUsage;
   }
@@ -172,7 +140,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   KernelPythonDiscovery python_discovery(&sampler);
   Recorder recorder(&native_symbols, &python_discovery, RecorderOptions{});
   SampleTally tally;
-  InstallStopHandlers();
+  StopSignals::Install();
   absl::Status attached =
       sampler.Attach(options.rate_hz, [&recorder, &tally](std::span<const uint8_t> record) {
         tally.Observe(record);
@@ -188,7 +156,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   }
 
   // 4. Until the command exits, the duration ends, the process ends, or a signal.
-  while (stop_signal.load() == 0) {
+  while (!StopSignals::Requested()) {
     absl::SleepFor(kPollInterval);
     if (absl::Status s = sampler.Drain(); !s.ok()) {
       fprintf(stderr, "pystrobe stat: %s; reporting what was counted\n",
@@ -197,7 +165,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     }
     if (options.duration && absl::Now() - start >= *options.duration) break;
     if (command && command->TryReap()) break;
-    if (!command && !ProcessAlive(pid)) break;
+    if (!command && !ProcessIsAlive(pid)) break;
   }
   absl::Duration elapsed = absl::Now() - start;
   sampler.Detach();

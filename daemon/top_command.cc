@@ -21,6 +21,7 @@
 #include "daemon/accounting/top_screen.h"
 #include "daemon/bpf_sampler.h"
 #include "daemon/capabilities.h"
+#include "daemon/command_lifecycle.h"
 #include "daemon/cpu_clock_events.h"
 #include "daemon/kernel_python_discovery.h"
 #include "daemon/libbpf_errors.h"
@@ -37,9 +38,6 @@ namespace {
 // it (and preempt the threads they describe) one by one.
 constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
 constexpr char kSystemPython[] = "/usr/bin/python3.11";
-
-std::atomic<int> stop_signal{0};
-void OnStopSignal(int signal) { stop_signal.store(signal); }
 
 int Fail(const absl::Status& status) {
   fprintf(stderr, "pystrobe top: %s\n", std::string(status.message()).c_str());
@@ -124,11 +122,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
       options.rate_hz, [&recorder](std::span<const uint8_t> r) { recorder.HandleRecord(r); });
   if (!attached.ok()) return Fail(attached);
 
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  StopSignals::Install();
 
   AccountingReader reader(sampler.accounting_maps());
   absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
@@ -138,16 +132,16 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, pystrobe_task_counters> before;
   absl::Time last = absl::Now();
   bool tty = isatty(STDOUT_FILENO);
-  while (stop_signal.load() == 0) {
+  while (!StopSignals::Requested()) {
     absl::Time next = last + options.interval;
     bool redraw = false;
-    while (absl::Now() < next && stop_signal.load() == 0 && !redraw) {
+    while (absl::Now() < next && !StopSignals::Requested() && !redraw) {
       absl::SleepFor(std::min(kPollSlice, next - absl::Now()));
       sampler.Drain().IgnoreError();
       if (std::optional<char> key = keys.Read()) {
         switch (*key) {
           case 'q':
-            stop_signal.store(SIGTERM);
+            StopSignals::Request(SIGTERM);
             break;
           case 'c':
             options.sort = TopSort::kCpu;
@@ -164,7 +158,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
         }
       }
     }
-    if (stop_signal.load() != 0) break;
+    if (StopSignals::Requested()) break;
     absl::Time now = absl::Now();
     TopScreen screen;
     screen.interval_seconds = absl::ToDoubleSeconds(now - last);

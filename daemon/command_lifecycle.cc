@@ -1,0 +1,57 @@
+#include "daemon/command_lifecycle.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cerrno>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace pystrobe {
+namespace {
+
+std::atomic<int> stop_signal{0};
+
+void OnStopSignal(int signal) { stop_signal.store(signal); }
+
+}  // namespace
+
+void StopSignals::Install() {
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+bool StopSignals::Requested() { return stop_signal.load() != 0; }
+
+void StopSignals::Request(int signal) { stop_signal.store(signal); }
+
+bool ProcessIsAlive(uint32_t pid) {
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  std::getline(stat_file, stat);
+  // The state follows the command name, which is in parentheses and may
+  // itself hold spaces and parentheses.
+  size_t name_end = stat.rfind(')');
+  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
+}
+
+void StopCommand(LaunchedCommand& command, absl::Duration grace) {
+  if (command.TryReap()) return;
+  kill(command.pid(), SIGTERM);
+  absl::Time deadline = absl::Now() + grace;
+  while (!command.TryReap() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  if (!command.TryReap()) {
+    kill(command.pid(), SIGKILL);
+    waitpid(command.pid(), nullptr, 0);
+  }
+}
+
+}  // namespace pystrobe
