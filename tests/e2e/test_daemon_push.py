@@ -190,7 +190,15 @@ class DaemonPushTest(BpfTestCase):
         daemon.write_config(push_config(second.url))
         daemon.proc.send_signal(1)
         self.assertGreaterEqual(len(second.wait_for(1, timeout=15)), 1, daemon.output())
-        sent = test_daemon.metric(daemon.metrics(), "pystrobe_push_windows_total", outcome="sent")
+        # The receiver has the window before the pusher has read its answer
+        # and counted it: give the count a moment to follow.
+        deadline = time.monotonic() + 5
+        while True:
+            sent = test_daemon.metric(daemon.metrics(), "pystrobe_push_windows_total",
+                                      outcome="sent") or 0
+            if sent >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         self.assertGreaterEqual(sent, 2, "counters carry over a reload")
 
     def test_check_config_refuses_https_push_urls(self):

@@ -186,8 +186,20 @@ class ExportersTest(BpfTestCase):
             with self.subTest(fmt=fmt):
                 cwd = os.path.join(self.tmp, f"default-{fmt}")
                 os.makedirs(cwd)
-                returncode, _, stderr, _ = run_pystrobe(
-                    ["record", "-f", fmt, "-d", "1", "--all"], timeout=60, cwd=cwd)
+                # Two busy processes, one mostly in the kernel, so the system-wide
+                # recording has several pids and kernel frames even on an idle host.
+                busy = [subprocess.Popen(["/usr/bin/python3.11", "-c",
+                                          "import time\nend = time.time() + 3\n"
+                                          "while time.time() < end: pass"]),
+                        subprocess.Popen(["dd", "if=/dev/zero", "of=/dev/null", "bs=1",
+                                          "count=20000000"], stderr=subprocess.DEVNULL)]
+                try:
+                    returncode, _, stderr, _ = run_pystrobe(
+                        ["record", "-f", fmt, "-d", "1", "--all"], timeout=60, cwd=cwd)
+                finally:
+                    for process in busy:
+                        process.kill()
+                        process.wait()
                 self.assertEqual(returncode, 0, stderr)
                 written = os.listdir(cwd)
                 self.assertEqual(len(written), 1, written)

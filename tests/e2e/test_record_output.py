@@ -68,6 +68,11 @@ class RecordInterruptTest(BpfTestCase):
 
     def test_sigint_ends_recording_and_writes_default_named_svg(self):
         cwd = tempfile.mkdtemp(dir=self.tmp)
+        # Something to sample even on an idle host.
+        busy = subprocess.Popen(["/usr/bin/python3.11", "-c",
+                                 "import time\nend = time.time() + 10\n"
+                                 "while time.time() < end: pass"])
+        self.addCleanup(lambda: (busy.kill(), busy.wait()))
         proc = subprocess.Popen([PYSTROBE_BIN, "record", "--all"], cwd=cwd,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
