@@ -34,8 +34,10 @@ namespace {
 // Records do not wake the reader (see sampler.bpf.c): how often it looks.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
 constexpr absl::Duration kTickInterval = absl::Seconds(1);
-// How long the last window may take to reach the profile store on SIGTERM.
-constexpr absl::Duration kFinalPushGrace = absl::Milliseconds(1000);
+// How long after SIGTERM is seen the last window may take to reach the
+// profile store: SIGTERM must end the daemon within 2 s, and writing the
+// last window and tearing down take the rest.
+constexpr absl::Duration kFinalPushGrace = absl::Milliseconds(800);
 
 constexpr char kUsage[] = R"(usage: pystrobe daemon [options]
 
@@ -370,10 +372,11 @@ int Daemon::Run() {
     }
     session_->MaybeCut(now);
   }
+  absl::Time stopping = absl::Now();
   Notify(NotifyStopping());
-  if (session_ != nullptr) session_->Finish(absl::Now());
+  if (session_ != nullptr) session_->Finish(stopping);
   // The last window is queued: the pusher gets what is left of SIGTERM's 2 s.
-  push_sink_.Shutdown(absl::Now() + kFinalPushGrace);
+  push_sink_.Shutdown(stopping + kFinalPushGrace);
   control_.reset();  // the recordings were completed by Finish
   PublishHealth();
   Log(absl::StrCat("stopped by signal ", stop_signal.load(), "; last window written"));
