@@ -37,7 +37,7 @@ constexpr absl::Duration kTickInterval = absl::Seconds(1);
 // How long after SIGTERM is seen the last window may take to reach the
 // profile store: SIGTERM must end the daemon within 2 s, and writing the
 // last window and tearing down take the rest.
-constexpr absl::Duration kFinalPushGrace = absl::Milliseconds(800);
+constexpr absl::Duration kFinalPushGrace = absl::Milliseconds(500);
 
 constexpr char kUsage[] = R"(usage: pystrobe daemon [options]
 

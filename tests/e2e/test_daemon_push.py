@@ -114,7 +114,9 @@ class DaemonPushTest(BpfTestCase):
         return receiver
 
     def daemon(self, config):
-        daemon = test_daemon.Daemon(self.dir, ("--window", "2"), config)
+        # A socket of its own: no other test's daemon or client on the default one.
+        socket = os.path.join(self.dir, f"control-{len(os.listdir(self.dir))}.sock")
+        daemon = test_daemon.Daemon(self.dir, ("--window", "2", "--socket", socket), config)
         self.addCleanup(daemon.stop)
         return daemon
 
