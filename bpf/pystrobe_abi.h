@@ -78,8 +78,8 @@ enum pystrobe_python_status {
 
 /* One Python frame as the kernel saw it; userspace names it. */
 struct pystrobe_python_frame {
-	__u64 code;         /* PyCodeObject address */
-	__u32 stamp;        /* pystrobe_python_code_stamp32() of the code object */
+	__u64 code;	    /* PyCodeObject address */
+	__u32 stamp;	    /* pystrobe_python_code_stamp32() of the code object */
 	__s32 instr_offset; /* byte offset of the instruction; < 0: not started */
 };
 
@@ -90,7 +90,7 @@ struct pystrobe_python_frame {
  */
 #define PYSTROBE_SAMPLE_DATA_WORDS 1024
 /* Deepest Python walk that fits after two full native stacks. */
-#define PYSTROBE_MAX_PYTHON_FRAMES \
+#define PYSTROBE_MAX_PYTHON_FRAMES                                                                 \
 	((PYSTROBE_SAMPLE_DATA_WORDS - 2 * PYSTROBE_MAX_NATIVE_FRAMES) / 2)
 
 /*
@@ -106,13 +106,13 @@ struct pystrobe_sample {
 	__u64 time_ns; /* bpf_ktime_get_ns() */
 	__u64 cgroup_id;
 	char comm[PYSTROBE_COMM_LEN]; /* name of the sampled thread */
-	__u32 flags;                  /* enum pystrobe_sample_flags */
+	__u32 flags;		      /* enum pystrobe_sample_flags */
 	__u16 kernel_frames;
 	__u16 user_frames;
 	__u16 python_frames;
 	__u16 python_status; /* enum pystrobe_python_status */
-	__u32 offcpu_reason;  /* enum pystrobe_offcpu_reason (OFFCPU records) */
-	__u64 offcpu_ns;      /* time off CPU (OFFCPU records), else 0 */
+	__u32 offcpu_reason; /* enum pystrobe_offcpu_reason (OFFCPU records) */
+	__u64 offcpu_ns;     /* time off CPU (OFFCPU records), else 0 */
 	__u64 data[PYSTROBE_SAMPLE_DATA_WORDS];
 };
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_frame) == 16, "pystrobe_python_frame layout");
@@ -235,24 +235,24 @@ enum pystrobe_python_frame_model {
  * Every offset is PYSTROBE_PY_OFFSET_NONE where the field does not exist.
  */
 struct pystrobe_python_offsets {
-	__u8 major;       /* 3 */
-	__u8 minor;       /* 8 .. 13 */
+	__u8 major;	  /* 3 */
+	__u8 minor;	  /* 8 .. 13 */
 	__u8 frame_model; /* enum pystrobe_python_frame_model */
 	/* owner value of C-stack shim frames (3.12+: 3), else PYSTROBE_PY_OWNER_NONE */
 	__u8 frame_owner_cstack;
 	/* _PyRuntimeState */
 	__u32 runtime_interpreters_head; /* interpreters.head (PyInterpreterState *) */
-	__u32 runtime_gil;               /* ceval.gil, inline struct (3.8-3.11) */
+	__u32 runtime_gil;		 /* ceval.gil, inline struct (3.8-3.11) */
 	/* PyInterpreterState */
-	__u32 interp_next;        /* next (PyInterpreterState *) */
+	__u32 interp_next;	  /* next (PyInterpreterState *) */
 	__u32 interp_tstate_head; /* tstate_head (3.8-3.10) / threads.head (3.11+) */
-	__u32 interp_gil_ptr;     /* ceval.gil (struct _gil_runtime_state *, 3.12+) */
+	__u32 interp_gil_ptr;	  /* ceval.gil (struct _gil_runtime_state *, 3.12+) */
 	/* struct _gil_runtime_state */
 	__u32 gil_last_holder; /* last_holder (PyThreadState *) */
 	__u32 gil_locked;      /* locked (int) */
 	/* PyThreadState */
-	__u32 tstate_next;             /* next (PyThreadState *) */
-	__u32 tstate_thread_id;        /* thread_id (unsigned long: pthread_t) */
+	__u32 tstate_next;	       /* next (PyThreadState *) */
+	__u32 tstate_thread_id;	       /* thread_id (unsigned long: pthread_t) */
 	__u32 tstate_native_thread_id; /* native_thread_id (unsigned long, 3.11+) */
 	/* frame (3.8-3.10) / cframe (3.11, 3.12) / current_frame (3.13) */
 	__u32 tstate_frame;
@@ -264,12 +264,12 @@ struct pystrobe_python_offsets {
 	__u32 frame_instr;    /* f_lasti (int) / prev_instr (3.11, 3.12) / instr_ptr (3.13) */
 	__u32 frame_owner;    /* owner (char, 3.11+) */
 	/* PyCodeObject */
-	__u32 code_filename;      /* co_filename (str) */
-	__u32 code_name;          /* co_name (str) */
-	__u32 code_qualname;      /* co_qualname (str, 3.11+) */
-	__u32 code_firstlineno;   /* co_firstlineno (int) */
-	__u32 code_linetable;     /* co_lnotab (3.8, 3.9) / co_linetable (3.10+) (bytes) */
-	__u32 code_code;          /* co_code (bytes, 3.8-3.10) */
+	__u32 code_filename;	  /* co_filename (str) */
+	__u32 code_name;	  /* co_name (str) */
+	__u32 code_qualname;	  /* co_qualname (str, 3.11+) */
+	__u32 code_firstlineno;	  /* co_firstlineno (int) */
+	__u32 code_linetable;	  /* co_lnotab (3.8, 3.9) / co_linetable (3.10+) (bytes) */
+	__u32 code_code;	  /* co_code (bytes, 3.8-3.10) */
 	__u32 code_code_adaptive; /* co_code_adaptive: inline bytecode (3.11+) */
 	/* PyObject, PyVarObject, PyBytesObject */
 	__u32 object_type;     /* ob_type */
@@ -290,10 +290,8 @@ struct pystrobe_python_process {
 	struct pystrobe_python_offsets offsets;
 };
 
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 112,
-			  "ABI: pystrobe_python_offsets");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 128,
-			  "ABI: pystrobe_python_process");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 112, "ABI: pystrobe_python_offsets");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 128, "ABI: pystrobe_python_process");
 
 /*
  * The stamp the walker records per code object. Interned names are shared

@@ -47,8 +47,8 @@ struct {
 struct python_walk {
 	struct pystrobe_python_process proc;
 	__u64 pthread_self; /* the sampled thread's fs base: PyThreadState.thread_id */
-	__u64 interp;       /* interpreter being searched */
-	__u64 cursor;       /* thread state, then frame, being looked at */
+	__u64 interp;	    /* interpreter being searched */
+	__u64 cursor;	    /* thread state, then frame, being looked at */
 	__u64 tstate;
 	__u32 frames; /* Python frames written so far */
 	__u32 base;   /* index in sample->data of the first Python frame */
@@ -237,7 +237,7 @@ static long walk_frame_step(__u32 index, void *ctx)
 	slot = walk->base + 2 * walk->frames;
 	sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = code;
 	sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
-		(__u64)pystrobe_python_code_stamp32(stamp) | ((__u64)(__u32)(__s32)offset << 32);
+	    (__u64)pystrobe_python_code_stamp32(stamp) | ((__u64)(__u32)(__s32)offset << 32);
 	walk->frames++;
 	return walk->frames >= python_max_frames ? 1 : 0;
 }

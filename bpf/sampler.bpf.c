@@ -92,9 +92,9 @@ static __always_inline struct pystrobe_sample *current_sample(void)
 
 static __always_inline __u64 sample_output_flags(void)
 {
-	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > EVENTS_WAKEUP_BYTES ?
-		       BPF_RB_FORCE_WAKEUP :
-		       BPF_RB_NO_WAKEUP;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > EVENTS_WAKEUP_BYTES
+		   ? BPF_RB_FORCE_WAKEUP
+		   : BPF_RB_NO_WAKEUP;
 }
 
 /*
@@ -143,8 +143,8 @@ static __always_inline void count_sample(__u32 counter)
  * kernel stack (when `kernel_mode`), the user stack and, for a CPython
  * process, the Python stack. Returns the bytes of `sample` to send.
  */
-static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *sample,
-					 __u64 pid_tgid, bool kernel_mode)
+static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *sample, __u64 pid_tgid,
+					 bool kernel_mode)
 {
 	__u32 tgid = pid_tgid >> 32;
 	long kernel_bytes, user_bytes;
@@ -164,8 +164,8 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	/* The kernel stack is empty for a sample taken in user mode. */
 	kernel_bytes = 0;
 	if (kernel_mode) {
-		kernel_bytes = bpf_get_stack(ctx, sample->data,
-					     PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), 0);
+		kernel_bytes =
+		    bpf_get_stack(ctx, sample->data, PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), 0);
 		if (kernel_bytes < 0) {
 			count_drop(PYSTROBE_DROP_KERNEL_STACK);
 			sample->flags |= PYSTROBE_SAMPLE_KSTACK_FAILED;
@@ -182,15 +182,16 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		/* A CPython process's Python stack replaces its interpreter's
 		 * frames; without --native only the native leaf is shown (as
 		 * [native] when outside the interpreter), so only it is read. */
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		struct pt_regs *regs =
+		    (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 
 		sample->data[(kernel_bytes / sizeof(__u64)) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
-			BPF_CORE_READ(regs, ip);
+		    BPF_CORE_READ(regs, ip);
 		user_bytes = sizeof(__u64);
 	} else {
-		user_bytes = bpf_get_stack(ctx, (void *)sample->data + kernel_bytes,
-					   PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64),
-					   BPF_F_USER_STACK);
+		user_bytes =
+		    bpf_get_stack(ctx, (void *)sample->data + kernel_bytes,
+				  PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), BPF_F_USER_STACK);
 	}
 	if (user_bytes < 0) {
 		count_drop(PYSTROBE_DROP_USER_STACK);
@@ -264,8 +265,8 @@ const volatile __u8 offcpu_enabled = 0;
 /*
  * The stack each thread had when it last went off CPU, kept until it comes
  * back and the interval's length is known (then sent and deleted).
- * Key: tid (host). Value: a sample_slot; only the used part is sent. Allocated on use: only threads off CPU right now hold an entry, so
- * 16384 covers every sleeping thread of a large host.
+ * Key: tid (host). Value: a sample_slot; only the used part is sent. Allocated on use: only threads
+ * off CPU right now hold an entry, so 16384 covers every sleeping thread of a large host.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -331,7 +332,8 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 	leaving->sample.kind = PYSTROBE_EVENT_OFFCPU;
 	leaving->size = fill_sample(ctx, &leaving->sample, pid_tgid, true);
 	leaving->sample.offcpu_reason = offcpu_reason(prev_state);
-	if (leaving->sample.offcpu_reason == PYSTROBE_OFFCPU_SLEEP && waiting_for_gil(pid_tgid >> 32))
+	if (leaving->sample.offcpu_reason == PYSTROBE_OFFCPU_SLEEP &&
+	    waiting_for_gil(pid_tgid >> 32))
 		leaving->sample.offcpu_reason = PYSTROBE_OFFCPU_GIL;
 	if (bpf_map_update_elem(&offcpu_stacks, &tid, leaving, BPF_ANY))
 		count_drop(PYSTROBE_DROP_OFFCPU_STORAGE);

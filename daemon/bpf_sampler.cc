@@ -105,8 +105,7 @@ absl::Status BpfSampler::AddTargetCgroup(uint64_t cgroup_id) {
 }
 
 absl::Status BpfSampler::RemoveTargetCgroup(uint64_t cgroup_id) {
-  if (bpf_map__delete_elem(skeleton_->maps.target_cgroups, &cgroup_id, sizeof(cgroup_id), 0) !=
-          0 &&
+  if (bpf_map__delete_elem(skeleton_->maps.target_cgroups, &cgroup_id, sizeof(cgroup_id), 0) != 0 &&
       errno != ENOENT) {
     return LibbpfError(-errno, absl::StrCat("remove cgroup ", cgroup_id, " from the filter"));
   }

@@ -178,8 +178,8 @@ double PercentOf(uint64_t count, uint64_t total) {
   return total == 0 ? 0.0 : 100.0 * static_cast<double>(count) / static_cast<double>(total);
 }
 
-void WriteFrame(const FlameGraphBox& box, uint64_t total, int image_height,
-                absl::string_view unit, std::ostream& out) {
+void WriteFrame(const FlameGraphBox& box, uint64_t total, int image_height, absl::string_view unit,
+                std::ostream& out) {
   const double x = kSidePad + kGraphWidth * static_cast<double>(box.start) / total;
   const double width = kGraphWidth * static_cast<double>(box.count) / total;
   const int y = image_height - kBottomPad - (box.depth + 1) * kFrameHeight;

@@ -55,7 +55,8 @@ static void* RunSplit(void* arg) {
   spin_alpha(1000000);
   double t1 = ThreadCpuSeconds();
   split->alpha_cpu += t1 - t0;
-  unsigned long chunk = (unsigned long)(1000000 * CHUNK_SECONDS / (t1 - t0 > 1e-6 ? t1 - t0 : 1e-6));
+  unsigned long chunk =
+      (unsigned long)(1000000 * CHUNK_SECONDS / (t1 - t0 > 1e-6 ? t1 - t0 : 1e-6));
   if (chunk < 1000) chunk = 1000;
 
   double start = MonotonicSeconds();

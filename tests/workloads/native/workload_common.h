@@ -25,8 +25,7 @@ static inline double ProcessCpuSeconds(void) { return ClockSeconds(CLOCK_PROCESS
 static inline double MonotonicSeconds(void) { return ClockSeconds(CLOCK_MONOTONIC); }
 
 // Returns the value after `name` in argv ("--seconds 3"), or `fallback`.
-static inline const char* FlagValue(int argc, char** argv, const char* name,
-                                    const char* fallback) {
+static inline const char* FlagValue(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (strcmp(argv[i], name) == 0) return argv[i + 1];
   }

@@ -6,16 +6,15 @@
 #include <Python.h>
 
 static const char kCode[] =
-	"import time\n"
-	"def embedded_wait():\n"
-	"    print('ready', flush=True)\n"
-	"    while True:\n"
-	"        time.sleep(1000)  # line 5\n"
-	"embedded_wait()\n";
+    "import time\n"
+    "def embedded_wait():\n"
+    "    print('ready', flush=True)\n"
+    "    while True:\n"
+    "        time.sleep(1000)  # line 5\n"
+    "embedded_wait()\n";
 
-int main(void)
-{
-	Py_Initialize();
-	PyRun_SimpleString(kCode);
-	return Py_FinalizeEx() < 0 ? 1 : 0;
+int main(void) {
+  Py_Initialize();
+  PyRun_SimpleString(kCode);
+  return Py_FinalizeEx() < 0 ? 1 : 0;
 }

@@ -25,101 +25,101 @@
 
 /* Bit position of `kind` in PyASCIIObject.state, found by setting the field. */
 static unsigned unicode_state_shift(int which) {
-	PyASCIIObject o;
-	unsigned int state;
-	memset(&o, 0, sizeof(o));
-	if (which == 0)
-		o.state.kind = 1;
-	else if (which == 1)
-		o.state.compact = 1;
-	else
-		o.state.ascii = 1;
-	memcpy(&state, (char *)&o + offsetof(PyASCIIObject, state), sizeof(state));
-	return (unsigned)__builtin_ctz(state);
+  PyASCIIObject o;
+  unsigned int state;
+  memset(&o, 0, sizeof(o));
+  if (which == 0)
+    o.state.kind = 1;
+  else if (which == 1)
+    o.state.compact = 1;
+  else
+    o.state.ascii = 1;
+  memcpy(&state, (char*)&o + offsetof(PyASCIIObject, state), sizeof(state));
+  return (unsigned)__builtin_ctz(state);
 }
 
 int main(void) {
-	P("version_minor", PY_MINOR_VERSION);
-	P("runtime_interpreters_head", offsetof(_PyRuntimeState, interpreters.head));
+  P("version_minor", PY_MINOR_VERSION);
+  P("runtime_interpreters_head", offsetof(_PyRuntimeState, interpreters.head));
 #if PY_VERSION_HEX < 0x030C0000
-	P("runtime_gil", offsetof(_PyRuntimeState, ceval.gil));
-	P("interp_gil_ptr", NONE);
+  P("runtime_gil", offsetof(_PyRuntimeState, ceval.gil));
+  P("interp_gil_ptr", NONE);
 #else
-	P("runtime_gil", NONE);
-	P("interp_gil_ptr", offsetof(PyInterpreterState, ceval.gil));
+  P("runtime_gil", NONE);
+  P("interp_gil_ptr", offsetof(PyInterpreterState, ceval.gil));
 #endif
-	P("gil_last_holder", offsetof(struct _gil_runtime_state, last_holder));
-	P("gil_locked", offsetof(struct _gil_runtime_state, locked));
-	P("interp_next", offsetof(PyInterpreterState, next));
+  P("gil_last_holder", offsetof(struct _gil_runtime_state, last_holder));
+  P("gil_locked", offsetof(struct _gil_runtime_state, locked));
+  P("interp_next", offsetof(PyInterpreterState, next));
 #if PY_VERSION_HEX < 0x030B0000
-	P("interp_tstate_head", offsetof(PyInterpreterState, tstate_head));
+  P("interp_tstate_head", offsetof(PyInterpreterState, tstate_head));
 #else
-	P("interp_tstate_head", offsetof(PyInterpreterState, threads.head));
+  P("interp_tstate_head", offsetof(PyInterpreterState, threads.head));
 #endif
-	P("tstate_next", offsetof(PyThreadState, next));
-	P("tstate_thread_id", offsetof(PyThreadState, thread_id));
+  P("tstate_next", offsetof(PyThreadState, next));
+  P("tstate_thread_id", offsetof(PyThreadState, thread_id));
 #if PY_VERSION_HEX >= 0x030B0000
-	P("tstate_native_thread_id", offsetof(PyThreadState, native_thread_id));
+  P("tstate_native_thread_id", offsetof(PyThreadState, native_thread_id));
 #else
-	P("tstate_native_thread_id", NONE);
+  P("tstate_native_thread_id", NONE);
 #endif
 #if PY_VERSION_HEX < 0x030B0000
-	P("tstate_frame", offsetof(PyThreadState, frame));
-	P("cframe_current_frame", NONE);
-	P("frame_previous", offsetof(PyFrameObject, f_back));
-	P("frame_code", offsetof(PyFrameObject, f_code));
-	P("frame_instr", offsetof(PyFrameObject, f_lasti));
-	P("frame_owner", NONE);
+  P("tstate_frame", offsetof(PyThreadState, frame));
+  P("cframe_current_frame", NONE);
+  P("frame_previous", offsetof(PyFrameObject, f_back));
+  P("frame_code", offsetof(PyFrameObject, f_code));
+  P("frame_instr", offsetof(PyFrameObject, f_lasti));
+  P("frame_owner", NONE);
 #elif PY_VERSION_HEX < 0x030D0000
-	P("tstate_frame", offsetof(PyThreadState, cframe));
-	P("cframe_current_frame", offsetof(_PyCFrame, current_frame));
-	P("frame_previous", offsetof(_PyInterpreterFrame, previous));
-	P("frame_code", offsetof(_PyInterpreterFrame, f_code));
-	P("frame_instr", offsetof(_PyInterpreterFrame, prev_instr));
-	P("frame_owner", offsetof(_PyInterpreterFrame, owner));
+  P("tstate_frame", offsetof(PyThreadState, cframe));
+  P("cframe_current_frame", offsetof(_PyCFrame, current_frame));
+  P("frame_previous", offsetof(_PyInterpreterFrame, previous));
+  P("frame_code", offsetof(_PyInterpreterFrame, f_code));
+  P("frame_instr", offsetof(_PyInterpreterFrame, prev_instr));
+  P("frame_owner", offsetof(_PyInterpreterFrame, owner));
 #else
-	P("tstate_frame", offsetof(PyThreadState, current_frame));
-	P("cframe_current_frame", NONE);
-	P("frame_previous", offsetof(_PyInterpreterFrame, previous));
-	P("frame_code", offsetof(_PyInterpreterFrame, f_executable));
-	P("frame_instr", offsetof(_PyInterpreterFrame, instr_ptr));
-	P("frame_owner", offsetof(_PyInterpreterFrame, owner));
+  P("tstate_frame", offsetof(PyThreadState, current_frame));
+  P("cframe_current_frame", NONE);
+  P("frame_previous", offsetof(_PyInterpreterFrame, previous));
+  P("frame_code", offsetof(_PyInterpreterFrame, f_executable));
+  P("frame_instr", offsetof(_PyInterpreterFrame, instr_ptr));
+  P("frame_owner", offsetof(_PyInterpreterFrame, owner));
 #endif
 #if PY_VERSION_HEX >= 0x030C0000
-	P("frame_owner_cstack", FRAME_OWNED_BY_CSTACK);
+  P("frame_owner_cstack", FRAME_OWNED_BY_CSTACK);
 #else
-	P("frame_owner_cstack", 0xff);
+  P("frame_owner_cstack", 0xff);
 #endif
-	P("code_filename", offsetof(PyCodeObject, co_filename));
-	P("code_name", offsetof(PyCodeObject, co_name));
+  P("code_filename", offsetof(PyCodeObject, co_filename));
+  P("code_name", offsetof(PyCodeObject, co_name));
 #if PY_VERSION_HEX >= 0x030B0000
-	P("code_qualname", offsetof(PyCodeObject, co_qualname));
+  P("code_qualname", offsetof(PyCodeObject, co_qualname));
 #else
-	P("code_qualname", NONE);
+  P("code_qualname", NONE);
 #endif
-	P("code_firstlineno", offsetof(PyCodeObject, co_firstlineno));
+  P("code_firstlineno", offsetof(PyCodeObject, co_firstlineno));
 #if PY_VERSION_HEX < 0x030A0000
-	P("code_linetable", offsetof(PyCodeObject, co_lnotab));
+  P("code_linetable", offsetof(PyCodeObject, co_lnotab));
 #else
-	P("code_linetable", offsetof(PyCodeObject, co_linetable));
+  P("code_linetable", offsetof(PyCodeObject, co_linetable));
 #endif
 #if PY_VERSION_HEX < 0x030B0000
-	P("code_code", offsetof(PyCodeObject, co_code));
-	P("code_code_adaptive", NONE);
+  P("code_code", offsetof(PyCodeObject, co_code));
+  P("code_code_adaptive", NONE);
 #else
-	P("code_code", NONE);
-	P("code_code_adaptive", offsetof(PyCodeObject, co_code_adaptive));
+  P("code_code", NONE);
+  P("code_code_adaptive", offsetof(PyCodeObject, co_code_adaptive));
 #endif
-	P("object_type", offsetof(PyObject, ob_type));
-	P("var_object_size", offsetof(PyVarObject, ob_size));
-	P("bytes_data", offsetof(PyBytesObject, ob_sval));
-	P("gil_cond", offsetof(struct _gil_runtime_state, cond));
-	P("unicode_length", offsetof(PyASCIIObject, length));
-	P("unicode_state", offsetof(PyASCIIObject, state));
-	P("unicode_ascii_data", sizeof(PyASCIIObject));
-	P("unicode_compact_data", sizeof(PyCompactUnicodeObject));
-	P("unicode_kind_shift", unicode_state_shift(0));
-	P("unicode_compact_shift", unicode_state_shift(1));
-	P("unicode_ascii_shift", unicode_state_shift(2));
-	return 0;
+  P("object_type", offsetof(PyObject, ob_type));
+  P("var_object_size", offsetof(PyVarObject, ob_size));
+  P("bytes_data", offsetof(PyBytesObject, ob_sval));
+  P("gil_cond", offsetof(struct _gil_runtime_state, cond));
+  P("unicode_length", offsetof(PyASCIIObject, length));
+  P("unicode_state", offsetof(PyASCIIObject, state));
+  P("unicode_ascii_data", sizeof(PyASCIIObject));
+  P("unicode_compact_data", sizeof(PyCompactUnicodeObject));
+  P("unicode_kind_shift", unicode_state_shift(0));
+  P("unicode_compact_shift", unicode_state_shift(1));
+  P("unicode_ascii_shift", unicode_state_shift(2));
+  return 0;
 }

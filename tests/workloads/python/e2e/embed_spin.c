@@ -10,23 +10,21 @@
 #include <stdlib.h>
 
 static const char kCode[] =
-	"import time\n"
-	"def embedded_spin(seconds):\n"
-	"    end = time.monotonic() + seconds\n"
-	"    x = 0\n"
-	"    while time.monotonic() < end:\n"
-	"        for i in range(200): x += i  # line 6\n"
-	"print('ready', flush=True)\n"
-	"embedded_spin(SECONDS)\n";
+    "import time\n"
+    "def embedded_spin(seconds):\n"
+    "    end = time.monotonic() + seconds\n"
+    "    x = 0\n"
+    "    while time.monotonic() < end:\n"
+    "        for i in range(200): x += i  # line 6\n"
+    "print('ready', flush=True)\n"
+    "embedded_spin(SECONDS)\n";
 
-int main(int argc, char **argv)
-{
-	const double seconds = argc > 1 ? atof(argv[1]) : 2.0;
-	char seconds_code[64];
+int main(int argc, char** argv) {
+  const double seconds = argc > 1 ? atof(argv[1]) : 2.0;
+  char seconds_code[64];
 
-	Py_Initialize();
-	snprintf(seconds_code, sizeof(seconds_code), "SECONDS = %f\n", seconds);
-	if (PyRun_SimpleString(seconds_code) != 0 || PyRun_SimpleString(kCode) != 0)
-		return 1;
-	return Py_FinalizeEx() < 0 ? 1 : 0;
+  Py_Initialize();
+  snprintf(seconds_code, sizeof(seconds_code), "SECONDS = %f\n", seconds);
+  if (PyRun_SimpleString(seconds_code) != 0 || PyRun_SimpleString(kCode) != 0) return 1;
+  return Py_FinalizeEx() < 0 ? 1 : 0;
 }
