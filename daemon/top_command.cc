@@ -139,22 +139,10 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
       absl::SleepFor(std::min(kPollSlice, next - absl::Now()));
       sampler.Drain().IgnoreError();
       if (std::optional<char> key = keys.Read()) {
-        switch (*key) {
-          case 'q':
-            StopSignals::Request(SIGTERM);
-            break;
-          case 'c':
-            options.sort = TopSort::kCpu;
-            break;
-          case 'i':
-            options.sort = TopSort::kIo;
-            break;
-          case 'f':
-            options.sort = TopSort::kFaults;
-            break;
-          case 'o':
-            options.sort = TopSort::kOffCpu;
-            break;
+        if (*key == 'q') {
+          StopSignals::Request(SIGTERM);
+        } else if (std::optional<TopSort> sort = TopSortForKey(*key)) {
+          options.sort = *sort;
         }
       }
     }

@@ -33,6 +33,21 @@ const char* StatUsage();
 
 enum class TopSort { kCpu, kIo, kFaults, kOffCpu };
 
+// The sort a key typed in top selects (c, i, f, o), or none.
+inline std::optional<TopSort> TopSortForKey(char key) {
+  switch (key) {
+    case 'c':
+      return TopSort::kCpu;
+    case 'i':
+      return TopSort::kIo;
+    case 'f':
+      return TopSort::kFaults;
+    case 'o':
+      return TopSort::kOffCpu;
+  }
+  return std::nullopt;
+}
+
 struct TopOptions {
   std::optional<uint32_t> pid;  // per thread of one process; else every process
   TopSort sort = TopSort::kCpu;

@@ -102,22 +102,10 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonCl
   auto on_key = [&] {
     std::optional<char> key = keys.Read();
     if (!key) return;
-    switch (*key) {
-      case 'q':
-        remote_stop.store(SIGTERM);
-        break;
-      case 'c':
-        options.sort = TopSort::kCpu;
-        break;
-      case 'i':
-        options.sort = TopSort::kIo;
-        break;
-      case 'f':
-        options.sort = TopSort::kFaults;
-        break;
-      case 'o':
-        options.sort = TopSort::kOffCpu;
-        break;
+    if (*key == 'q') {
+      remote_stop.store(SIGTERM);
+    } else if (std::optional<TopSort> sort = TopSortForKey(*key)) {
+      options.sort = *sort;
     }
   };
   bool first = true;
