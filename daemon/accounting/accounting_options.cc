@@ -39,6 +39,35 @@ absl::StatusOr<uint32_t> Pid(const std::string& text) {
   return pid;
 }
 
+// The flags stat and top share: -p/--pid, -r/--rate, -v/--verbose and
+// -h/--help. Takes args[i] (and its value, advancing `i`) into `options` when
+// it is one of them; false when it is not.
+template <typename Options>
+absl::StatusOr<bool> TakeSharedFlag(const std::vector<std::string>& args, size_t& i,
+                                    Options& options) {
+  const std::string& arg = args[i];
+  if (arg == "-h" || arg == "--help") {
+    options.help = true;
+  } else if (arg == "-v" || arg == "--verbose") {
+    options.verbose = true;
+  } else if (arg == "-p" || arg == "--pid") {
+    absl::StatusOr<std::string> v = Value(args, i);
+    if (!v.ok()) return v.status();
+    absl::StatusOr<uint32_t> pid = Pid(*v);
+    if (!pid.ok()) return pid.status();
+    options.pid = *pid;
+  } else if (arg == "-r" || arg == "--rate") {
+    absl::StatusOr<std::string> v = Value(args, i);
+    if (!v.ok()) return v.status();
+    absl::StatusOr<int> hz = PositiveInt(arg, *v, 10000);
+    if (!hz.ok()) return hz.status();
+    options.rate_hz = *hz;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 const char* StatUsage() {
@@ -60,6 +89,9 @@ Options:
                        time entry to exit); slows every syscall on the host
   --no-offcpu-stacks   on-CPU stacks only: no stack walk at each context switch
                        (cheaper for programs that switch very often)
+  --no-daemon          measure here even when a pystrobe daemon runs (by default
+                       --pid is asked of it, over its socket; -- CMD never is)
+  --socket PATH        the daemon's socket (default /run/pystrobe/pystrobe.sock)
   -v, --verbose        show libbpf's messages
   -h, --help           this help
 )";
@@ -73,35 +105,23 @@ absl::StatusOr<StatOptions> ParseStatOptions(const std::vector<std::string>& arg
       options.command.assign(args.begin() + i + 1, args.end());
       if (options.command.empty()) return absl::InvalidArgumentError("-- needs a command");
       break;
-    } else if (arg == "-h" || arg == "--help") {
-      options.help = true;
-      return options;
-    } else if (arg == "--syscalls") {
+    }
+    absl::StatusOr<bool> shared = TakeSharedFlag(args, i, options);
+    if (!shared.ok()) return shared.status();
+    if (options.help) return options;
+    if (*shared) continue;
+    if (arg == "--syscalls") {
       options.syscalls = true;
     } else if (arg == "--no-offcpu-stacks") {
       options.offcpu_stacks = false;
     } else if (arg == "--json") {
       options.json = true;
-    } else if (arg == "-v" || arg == "--verbose") {
-      options.verbose = true;
-    } else if (arg == "-p" || arg == "--pid") {
-      absl::StatusOr<std::string> v = Value(args, i);
-      if (!v.ok()) return v.status();
-      absl::StatusOr<uint32_t> pid = Pid(*v);
-      if (!pid.ok()) return pid.status();
-      options.pid = *pid;
     } else if (arg == "-d" || arg == "--duration") {
       absl::StatusOr<std::string> v = Value(args, i);
       if (!v.ok()) return v.status();
       absl::StatusOr<double> s = PositiveSeconds(arg, *v);
       if (!s.ok()) return s.status();
       options.duration = absl::Seconds(*s);
-    } else if (arg == "-r" || arg == "--rate") {
-      absl::StatusOr<std::string> v = Value(args, i);
-      if (!v.ok()) return v.status();
-      absl::StatusOr<int> hz = PositiveInt(arg, *v, 10000);
-      if (!hz.ok()) return hz.status();
-      options.rate_hz = *hz;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
     }
@@ -129,6 +149,9 @@ Options:
   -i, --interval SECS  refresh interval (default 1)
   -n, --rows N         rows shown (default 20)
   -r, --rate HZ        sampling rate for the Python functions (default 49)
+  --no-daemon          measure here even when a pystrobe daemon runs (by default
+                       top is asked of it, over its socket)
+  --socket PATH        the daemon's socket (default /run/pystrobe/pystrobe.sock)
   -v, --verbose        show libbpf's messages
   -h, --help           this help
 
@@ -141,19 +164,12 @@ absl::StatusOr<TopOptions> ParseTopOptions(const std::vector<std::string>& args)
   TopOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      options.help = true;
-      return options;
-    } else if (arg == "--once") {
+    absl::StatusOr<bool> shared = TakeSharedFlag(args, i, options);
+    if (!shared.ok()) return shared.status();
+    if (options.help) return options;
+    if (*shared) continue;
+    if (arg == "--once") {
       options.once = true;
-    } else if (arg == "-v" || arg == "--verbose") {
-      options.verbose = true;
-    } else if (arg == "-p" || arg == "--pid") {
-      absl::StatusOr<std::string> v = Value(args, i);
-      if (!v.ok()) return v.status();
-      absl::StatusOr<uint32_t> pid = Pid(*v);
-      if (!pid.ok()) return pid.status();
-      options.pid = *pid;
     } else if (arg == "-s" || arg == "--sort") {
       absl::StatusOr<std::string> v = Value(args, i);
       if (!v.ok()) return v.status();
@@ -181,12 +197,6 @@ absl::StatusOr<TopOptions> ParseTopOptions(const std::vector<std::string>& args)
       absl::StatusOr<int> n = PositiveInt(arg, *v, 10000);
       if (!n.ok()) return n.status();
       options.rows = *n;
-    } else if (arg == "-r" || arg == "--rate") {
-      absl::StatusOr<std::string> v = Value(args, i);
-      if (!v.ok()) return v.status();
-      absl::StatusOr<int> hz = PositiveInt(arg, *v, 10000);
-      if (!hz.ok()) return hz.status();
-      options.rate_hz = *hz;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
     }

@@ -266,5 +266,32 @@ TEST(ParseTopOptions, AcceptsTheFourSortKeysOnly) {
   EXPECT_TRUE(ParseTopOptions({"--once"})->once);
 }
 
+TEST(AccountingOptions, StatAndTopTakeTheSharedFlagsAlike) {
+  absl::StatusOr<StatOptions> stat =
+      ParseStatOptions({"-p", "12", "-d", "1", "--rate", "97", "-v"});
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  absl::StatusOr<TopOptions> top = ParseTopOptions({"--pid", "12", "-r", "97", "--verbose"});
+  ASSERT_TRUE(top.ok()) << top.status();
+  EXPECT_EQ(*stat->pid, 12u);
+  EXPECT_EQ(*top->pid, 12u);
+  EXPECT_EQ(stat->rate_hz, 97);
+  EXPECT_EQ(top->rate_hz, 97);
+  EXPECT_TRUE(stat->verbose);
+  EXPECT_TRUE(top->verbose);
+  EXPECT_FALSE(ParseStatOptions({"--pid", "x", "-d", "1"}).ok());
+  EXPECT_FALSE(ParseTopOptions({"--rate", "0"}).ok());
+  EXPECT_FALSE(ParseTopOptions({"--pid"}).ok());
+  // --help wins over what follows it, even a bad flag.
+  EXPECT_TRUE(ParseStatOptions({"--help", "--bogus"})->help);
+  EXPECT_TRUE(ParseTopOptions({"-h", "--bogus"})->help);
+}
+
+TEST(AccountingOptions, StatAndTopHelpNameTheDaemonFlags) {
+  for (const char* usage : {StatUsage(), TopUsage()}) {
+    EXPECT_THAT(usage, HasSubstr("--socket PATH"));
+    EXPECT_THAT(usage, HasSubstr("--no-daemon"));
+  }
+}
+
 }  // namespace
 }  // namespace pystrobe
