@@ -1,17 +1,20 @@
 // Names of native frames, resolved once per distinct (image, address), and
 // as samples arrive: a process image's symbols can then be released as soon
-// as it exits, which keeps memory bounded by the live processes.
+// as it exits, which keeps memory bounded by the live processes. What file
+// the code lies in (path, build id, file offset) is taken at the same time,
+// for the same reason.
 #ifndef PYSTROBE_DAEMON_NATIVE_NAME_CACHE_H_
 #define PYSTROBE_DAEMON_NATIVE_NAME_CACHE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_format.h"
 #include "daemon/process_table.h"
+#include "exporters/profile.h"
 
 namespace pystrobe {
 
@@ -22,19 +25,20 @@ inline uint64_t FrameLookupAddress(const std::vector<uint64_t>& ips, size_t inde
   return index == 0 ? ips[index] : ips[index] - 1;
 }
 
+// A native frame as named at ingest.
+struct NativeFrameName {
+  // "function", "module+0xoffset", or "[unknown] 0x..." when the image has
+  // no symbols.
+  std::string name;
+  // Where the code lies; module is null when no mapping held the address.
+  std::shared_ptr<const NativeModule> module;
+  uint64_t file_offset = 0;
+};
+
 class NativeNameCache {
  public:
-  // The name of `address` (a lookup address) in `image`: "function",
-  // "module+0xoffset", or "[unknown] 0x..." when the image has no symbols.
-  const std::string& Name(const ProcessImage& image, uint64_t address) {
-    auto [it, inserted] = names_[image.id].try_emplace(address);
-    if (inserted) {
-      ++size_;
-      it->second = image.symbols != nullptr ? image.symbols->Symbolize(address)
-                                            : absl::StrFormat("[unknown] 0x%x", address);
-    }
-    return it->second;
-  }
+  // The frame at `address` (a lookup address) in `image`.
+  const NativeFrameName& Name(const ProcessImage& image, uint64_t address);
 
   // Resolves every frame of a user stack of `image` now.
   void NameAll(const ProcessImage& image, const std::vector<uint64_t>& user_ips) {
@@ -67,12 +71,23 @@ class NativeNameCache {
 
   size_t size() const { return size_; }
   uint64_t evictions() const { return evictions_; }
+  // Module records alive (held by a name here or a profile's frame).
+  size_t module_count() const { return modules_.size(); }
 
  private:
+  // The one record of the module at `location`: 500 processes mapping libc
+  // share one, and a name holds 16 bytes of it, not a path.
+  std::shared_ptr<const NativeModule> Intern(const NativeCodeLocation& location);
+
   // Image -> lookup address -> name.
-  absl::flat_hash_map<ImageId, absl::flat_hash_map<uint64_t, std::string>> names_;
+  absl::flat_hash_map<ImageId, absl::flat_hash_map<uint64_t, NativeFrameName>> names_;
   size_t size_ = 0;
   uint64_t evictions_ = 0;
+  // Path, build id and segments (as bytes) -> the record. Weak: a record
+  // lives while a name or a profile holds it; expired entries are swept when
+  // the table has doubled since the last sweep.
+  absl::flat_hash_map<std::string, std::weak_ptr<const NativeModule>> modules_;
+  size_t modules_after_sweep_ = 0;
 };
 
 }  // namespace pystrobe

@@ -1,12 +1,14 @@
 #include "daemon/profile_builder.h"
 
 #include <cmath>
-
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/symbolizer/elf_identity.h"
 #include "pystrobe_abi.h"
 
 namespace pystrobe {
@@ -57,8 +59,7 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
       AddPythonStack(image, stack, frames);
     } else {
       for (size_t i = stack.user_ips.size(); i-- > 0;) {
-        frames.push_back({native_names_->Name(image, FrameLookupAddress(stack.user_ips, i)),
-                          FrameKind::kNative});
+        frames.push_back(NativeFrame(image, FrameLookupAddress(stack.user_ips, i)));
       }
     }
     // An off-CPU stack was taken inside our sched_switch program: its
@@ -71,7 +72,8 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
       }
     }
     for (size_t i = stack.kernel_ips.size(); i-- > own_frames;) {
-      frames.push_back({KernelName(FrameLookupAddress(stack.kernel_ips, i)), FrameKind::kKernel});
+      frames.push_back({KernelName(FrameLookupAddress(stack.kernel_ips, i)), FrameKind::kKernel,
+                        kernel_module_});
     }
     if (stack.user_ips.empty() && stack.kernel_ips.empty() && stack.python_frames.empty()) {
       frames.push_back({"[unknown]", FrameKind::kMarker});
@@ -101,8 +103,7 @@ void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& s
   }
   auto native_frame = [&](size_t depth) {
     size_t index = stack.user_ips.size() - 1 - depth;
-    return Frame{native_names_->Name(image, FrameLookupAddress(stack.user_ips, index)),
-                 FrameKind::kNative};
+    return NativeFrame(image, FrameLookupAddress(stack.user_ips, index));
   };
   bool interpreter_seen = root_side_end < stack.user_ips.size();
   if (options_.native && interpreter_seen) {
@@ -121,6 +122,31 @@ void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& s
     // The thread was running native code (an extension, libc) for Python.
     frames.push_back({"[native]", FrameKind::kMarker});
   }
+}
+
+ProfileBuilder::ProfileBuilder(const ProcessTable* processes, const PythonCodeTable* python_codes,
+                               NativeNameCache* native_names, const KernelSymbolizer* kernel,
+                               ProfileBuilderOptions options)
+    : processes_(processes),
+      python_codes_(python_codes),
+      native_names_(native_names),
+      kernel_(kernel),
+      options_(options) {
+  auto kernel_module = std::make_shared<NativeModule>();
+  kernel_module->path = "[kernel]";
+  kernel_module->build_id = KernelBuildId();
+  kernel_module_ = std::move(kernel_module);
+}
+
+const std::string& ProfileBuilder::KernelBuildId() {
+  // One kernel per boot: read once per pystrobe process.
+  static const std::string* const build_id = new std::string(ReadKernelBuildId());
+  return *build_id;
+}
+
+Frame ProfileBuilder::NativeFrame(const ProcessImage& image, uint64_t address) {
+  const NativeFrameName& name = native_names_->Name(image, address);
+  return {name.name, FrameKind::kNative, name.module, name.file_offset};
 }
 
 std::string ProfileBuilder::PythonName(const ProcessImage& image,

@@ -5,6 +5,7 @@
 #define PYSTROBE_DAEMON_PROFILE_BUILDER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -39,12 +40,7 @@ class ProfileBuilder {
   // builder; `kernel` may be null (kernel frames then read "0x..._[k]").
   ProfileBuilder(const ProcessTable* processes, const PythonCodeTable* python_codes,
                  NativeNameCache* native_names, const KernelSymbolizer* kernel,
-                 ProfileBuilderOptions options)
-      : processes_(processes),
-        python_codes_(python_codes),
-        native_names_(native_names),
-        kernel_(kernel),
-        options_(options) {}
+                 ProfileBuilderOptions options);
 
   // How a set of stacks is weighed into a profile.
   struct Weighting {
@@ -59,7 +55,10 @@ class ProfileBuilder {
   void AddTo(const StackAggregator& stacks, const Weighting& weighting, Profile& profile);
 
  private:
+  // The running kernel's build id (/sys/kernel/notes), "" when unknown.
+  static const std::string& KernelBuildId();
   const std::string& KernelName(uint64_t address);
+  Frame NativeFrame(const ProcessImage& image, uint64_t address);
   std::string PythonName(const ProcessImage& image, const RawPythonFrame& frame) const;
   // Frames of a sample that has Python frames, root first, after the
   // process and thread frames.
@@ -70,6 +69,8 @@ class ProfileBuilder {
   NativeNameCache* native_names_;
   const KernelSymbolizer* kernel_;
   ProfileBuilderOptions options_;
+  // The module of every kernel frame: "[kernel]" with the kernel's build id.
+  std::shared_ptr<const NativeModule> kernel_module_;
   // Kernel names are resolved once per distinct address.
   absl::flat_hash_map<uint64_t, std::string> kernel_names_;
 };

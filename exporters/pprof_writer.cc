@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -124,12 +125,41 @@ class PprofBuilder {
 
   // The location of a frame that is not a process or thread frame.
   uint64_t LocationOf(const Frame& frame) {
+    // Where the code lies, for native frames: a mapping and an address in it.
+    pb::Mapping* mapping = nullptr;
+    uint64_t address = 0;
+    bool unsymbolized = false;
+    if (frame.kind == FrameKind::kNative) {
+      std::optional<ModuleOffsetFrameName> module_offset = ParseModuleOffsetFrameName(frame.name);
+      unsymbolized = module_offset.has_value();
+      if (frame.module != nullptr) {
+        std::tie(mapping, address) = MappingOf(*frame.module, frame.file_offset);
+      } else if (module_offset) {
+        // Named elsewhere, without the module (BCC's symbolizer): the base
+        // name and the file offset are all there is.
+        NativeModule module;
+        module.path = std::string(module_offset->module);
+        std::tie(mapping, address) = MappingOf(module, module_offset->offset);
+      }
+    } else if (frame.kind == FrameKind::kKernel) {
+      mapping = &MappingOf(kKernelMapping, frame.module != nullptr ? frame.module->build_id : "");
+    }
+
     std::string key = absl::StrCat(static_cast<int>(frame.kind), ":", frame.name);
+    if (mapping != nullptr && frame.kind == FrameKind::kNative) {
+      absl::StrAppend(&key, "@", mapping->id(), ":", address);
+    }
     auto [it, inserted] = location_ids_.try_emplace(std::move(key), 0);
     if (!inserted) return it->second;
     pb::Location* location = out_.add_location();
     location->set_id(out_.location_size());
     it->second = location->id();
+    if (mapping != nullptr) {
+      location->set_mapping_id(mapping->id());
+      location->set_address(address);
+      // A reader may symbolize a mapping whose functions are not all known.
+      if (unsymbolized) mapping->set_has_functions(false);
+    }
     pb::Line* line = location->add_line();
     switch (frame.kind) {
       case FrameKind::kPython:
@@ -140,19 +170,10 @@ class PprofBuilder {
         }
         line->set_function_id(FunctionOf(frame.name, ""));
         break;
-      case FrameKind::kNative:
-        if (std::optional<ModuleOffsetFrameName> native = ParseModuleOffsetFrameName(frame.name)) {
-          pb::Mapping& mapping = MappingOf(native->module, /*has_functions=*/false);
-          location->set_mapping_id(mapping.id());
-          location->set_address(native->offset);
-          mapping.set_memory_limit(std::max<uint64_t>(mapping.memory_limit(), native->offset + 1));
-        }
-        line->set_function_id(FunctionOf(frame.name, ""));
-        break;
       case FrameKind::kKernel:
-        location->set_mapping_id(MappingOf(kKernelMapping, /*has_functions=*/true).id());
         line->set_function_id(FunctionOf(KernelFunctionName(frame.name), ""));
         break;
+      case FrameKind::kNative:
       case FrameKind::kMarker:
       case FrameKind::kProcess:
       case FrameKind::kThread:
@@ -175,16 +196,50 @@ class PprofBuilder {
     return it->second;
   }
 
-  // Modules are known by their base name only, and addresses by their file
-  // offset: each mapping starts at 0 and covers the offsets seen.
-  pb::Mapping& MappingOf(std::string_view filename, bool has_functions) {
-    auto [it, inserted] = mapping_index_.try_emplace(std::string(filename), 0);
+  // The mapping of the code at `file_offset` in `module`, and the address
+  // that offset has in it. Addresses are ELF virtual addresses where the
+  // module's segments are known: one mapping per executable segment, with
+  // memory_start = its vaddr and file_offset = its offset, as the file's own
+  // program header lays it out, so that a reader maps address -> file offset
+  // -> symbol the same way for PIE and non-PIE files alike. Otherwise the
+  // address is the file offset itself, in one mapping from 0 that covers the
+  // offsets seen.
+  std::pair<pb::Mapping*, uint64_t> MappingOf(const NativeModule& module, uint64_t file_offset) {
+    for (const NativeModule::Segment& segment : module.code_segments) {
+      if (file_offset < segment.file_offset || file_offset - segment.file_offset >= segment.size) {
+        continue;
+      }
+      pb::Mapping& mapping = MappingOf(module.path, module.build_id, &segment);
+      return {&mapping, file_offset - segment.file_offset + segment.vaddr};
+    }
+    pb::Mapping& mapping = MappingOf(module.path, module.build_id, nullptr);
+    mapping.set_memory_limit(std::max<uint64_t>(mapping.memory_limit(), file_offset + 1));
+    return {&mapping, file_offset};
+  }
+
+  pb::Mapping& MappingOf(std::string_view filename, std::string_view build_id,
+                         const NativeModule::Segment* segment = nullptr) {
+    // NUL occurs in neither a path nor hex.
+    std::string key(filename);
+    key.push_back('\0');
+    key.append(build_id);
+    if (segment != nullptr) {
+      absl::StrAppend(&key, "@", segment->vaddr, ":", segment->size, ":", segment->file_offset);
+    }
+    auto [it, inserted] = mapping_index_.try_emplace(std::move(key), 0);
     if (inserted) {
       it->second = out_.mapping_size();
       pb::Mapping* mapping = out_.add_mapping();
       mapping->set_id(out_.mapping_size());
       mapping->set_filename(String(filename));
-      mapping->set_has_functions(has_functions);
+      if (!build_id.empty()) mapping->set_build_id(String(build_id));
+      if (segment != nullptr) {
+        mapping->set_memory_start(segment->vaddr);
+        mapping->set_memory_limit(segment->vaddr + segment->size);
+        mapping->set_file_offset(segment->file_offset);
+      }
+      // Until a location without a function name says otherwise.
+      mapping->set_has_functions(true);
     }
     return *out_.mutable_mapping(static_cast<int>(it->second));
   }

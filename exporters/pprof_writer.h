@@ -7,10 +7,22 @@
 //   Profile::process_labels of that pid.
 // - Python frames "qualname (file:line)": a Function (name = qualname,
 //   filename = file), one Location per distinct line, the line in its Line.
-// - Native frames: a Function named by the symbol. "module+0xoffset" (no
-//   symbol) is put in a Mapping for the module (has_functions false, so
-//   pprof may symbolize it when it finds the file), address = the offset.
-// - Kernel frames: a Function named without "_[k]", in the "[kernel]" mapping.
+// - Native frames: a Function named by the symbol (or "module+0xoffset"),
+//   in the Mapping of the file their code lies in (Frame::module): filename =
+//   the path the process mapped, build_id = its GNU build id. Addresses are
+//   ELF virtual addresses (what `addr2line -e FILE` and symbol tables take):
+//   a file offset becomes one through the executable segment holding it, and
+//   each such segment is a Mapping laid out as the file's program header
+//   says (memory_start = p_vaddr, memory_limit = p_vaddr + p_memsz,
+//   file_offset = p_offset). A module whose file could not be read has one
+//   Mapping from 0, file_offset 0, and its locations' addresses are file
+//   offsets. A frame with no module but named "module+0xoffset" gets a
+//   Mapping of that base name, the same way. has_functions is false on a
+//   Mapping with any frame left as "module+0xoffset", so pprof may symbolize
+//   it when it finds the file. Stacks merged by names (Profile) keep the
+//   first address seen, so an address is one of the function's, not every one.
+// - Kernel frames: a Function named without "_[k]", in the "[kernel]" mapping
+//   (build_id: the kernel's, when Frame::module gives it), no address.
 // - Markers ("[native]", "[truncated]", "[sleep]"...): Functions of their own.
 // - Values: a CPU profile (count_unit "samples") has sample types
 //   samples/count and cpu/nanoseconds (count x 1e9 / rate), period

@@ -3,8 +3,10 @@
 #define PYSTROBE_EXPORTERS_PROFILE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -22,11 +24,50 @@ enum class FrameKind {
   kMarker,   // a frame pystrobe adds: "[truncated]", "[native]", "[io wait]"...
 };
 
+// The file a native (or kernel) frame's code lies in. One record per file,
+// shared by every frame and profile that refers to it (see NativeNameCache).
+struct NativeModule {
+  // ELF virtual addresses of the file's code at some file offsets.
+  struct Segment {
+    uint64_t vaddr = 0;
+    uint64_t size = 0;
+    uint64_t file_offset = 0;
+
+    friend bool operator==(const Segment&, const Segment&) = default;
+  };
+
+  // As the process saw it, e.g. "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  // "[vdso]"; "[kernel]".
+  std::string path;
+  // GNU build id in hex as `readelf -n` prints it; empty when unknown.
+  std::string build_id;
+  // The file's executable PT_LOAD segments; empty when the file could not be
+  // read (then only file offsets are known).
+  std::vector<Segment> code_segments;
+
+  friend bool operator==(const NativeModule&, const NativeModule&) = default;
+};
+
 struct Frame {
+  Frame() = default;
+  Frame(std::string name, FrameKind kind, std::shared_ptr<const NativeModule> module = nullptr,
+        uint64_t file_offset = 0)
+      : name(std::move(name)), kind(kind), module(std::move(module)), file_offset(file_offset) {}
+
   std::string name;
   FrameKind kind = FrameKind::kNative;
+  // Native frames: the module and the file offset of the address named
+  // (return addresses minus one); null when no mapping held it. Kernel
+  // frames: the "[kernel]" module, no offset. Profile merges stacks by names,
+  // so a frame keeps the location of the first stack added with its names.
+  std::shared_ptr<const NativeModule> module;
+  uint64_t file_offset = 0;
 
-  friend bool operator==(const Frame&, const Frame&) = default;
+  // Frames are the same frame by name and kind: where the code lies is
+  // what the name was read from, not part of what the frame is.
+  friend bool operator==(const Frame& a, const Frame& b) {
+    return a.name == b.name && a.kind == b.kind;
+  }
 };
 
 // One distinct stack, root first, and how many samples landed on it.

@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <elf.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,6 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/symbolizer/elf_identity.h"
+#include "daemon/symbolizer/proc_maps.h"
 
 // BCC's headers stay in this file: they pull in BCC's own copies of kernel and
 // libbpf declarations, which clash with libbpf's bpf/ headers used elsewhere.
@@ -36,6 +39,7 @@ struct SymbolCollector {
   std::vector<Raw> symbols;
   std::string names;
   std::vector<ModuleSymbols::Segment> segments;
+  std::string build_id;
 
   void Add(const char* name, uint64_t start, uint64_t size) {
     if (start == 0 || name[0] == '\0') return;
@@ -53,10 +57,6 @@ struct SymbolCollector {
 
   static int AddSymbol(const char* name, uint64_t start, uint64_t size, void* self) {
     static_cast<SymbolCollector*>(self)->Add(name, start, size);
-    return 0;
-  }
-  static int AddSegment(uint64_t vaddr, uint64_t size, uint64_t file_offset, void* self) {
-    static_cast<SymbolCollector*>(self)->segments.push_back({vaddr, size, file_offset});
     return 0;
   }
 
@@ -85,8 +85,9 @@ struct SymbolCollector {
     table.shrink_to_fit();
     pool.shrink_to_fit();
     segments.shrink_to_fit();
+    build_id.shrink_to_fit();
     return std::make_shared<const ModuleSymbols>(std::move(segments), std::move(table),
-                                                 std::move(pool));
+                                                 std::move(pool), std::move(build_id));
   }
 };
 
@@ -99,13 +100,31 @@ bcc_symbol_option SymbolOption() {
   };
 }
 
+// The vDSO image as this process maps it (the same image in every process of
+// this kernel).
+absl::StatusOr<ElfIdentity> ReadVdsoIdentity() {
+  absl::StatusOr<std::vector<ExecutableMapping>> mappings =
+      ReadExecutableMappings(static_cast<uint32_t>(getpid()));
+  if (!mappings.ok()) return mappings.status();
+  for (const ExecutableMapping& mapping : *mappings) {
+    if (!mapping.is_vdso()) continue;
+    return ReadElfIdentityInMemory(reinterpret_cast<const void*>(mapping.start),
+                                   mapping.end - mapping.start);
+  }
+  return absl::NotFoundError("no vDSO mapped");
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ModuleSymbols>> ModuleSymbols::Load(const std::string& path) {
   SymbolCollector collector;
-  if (bcc_elf_foreach_load_section(path.c_str(), &SymbolCollector::AddSegment, &collector) < 0) {
-    return absl::NotFoundError(absl::StrCat("cannot read ELF program headers of ", path));
+  absl::StatusOr<ElfIdentity> identity = ReadElfIdentity(path);
+  if (!identity.ok()) {
+    return absl::NotFoundError(absl::StrCat("cannot read ELF program headers of ", path, ": ",
+                                            identity.status().message()));
   }
+  collector.segments = std::move(identity->code_segments);
+  collector.build_id = std::move(identity->build_id);
   bcc_symbol_option option = SymbolOption();
   if (bcc_elf_foreach_sym(path.c_str(), &SymbolCollector::AddSymbol, &option, &collector) < 0) {
     return absl::NotFoundError(absl::StrCat("cannot read ELF symbols of ", path));
@@ -116,9 +135,16 @@ absl::StatusOr<std::shared_ptr<const ModuleSymbols>> ModuleSymbols::Load(const s
 std::shared_ptr<const ModuleSymbols> ModuleSymbols::LoadVdso() {
   SymbolCollector collector;
   bcc_elf_foreach_vdso_sym(&SymbolCollector::AddSymbol, &collector);
-  // The vDSO is linked at 0 and mapped whole from offset 0: its "file offset"
-  // (address minus mapping start) is its virtual address.
-  collector.segments.push_back({0, std::numeric_limits<uint64_t>::max(), 0});
+  // The vDSO is mapped whole from offset 0: its "file offset" is the address
+  // minus the mapping's start, and its segments come from the image itself.
+  if (absl::StatusOr<ElfIdentity> identity = ReadVdsoIdentity(); identity.ok()) {
+    collector.segments = std::move(identity->code_segments);
+    collector.build_id = std::move(identity->build_id);
+  }
+  if (collector.segments.empty()) {
+    // Linked at 0, as every x86-64 kernel links it.
+    collector.segments.push_back({0, std::numeric_limits<uint64_t>::max(), 0});
+  }
   return collector.Build();
 }
 
@@ -142,7 +168,7 @@ std::optional<absl::string_view> ModuleSymbols::FunctionAt(uint64_t file_offset)
 
 size_t ModuleSymbols::MemoryBytes() const {
   return sizeof(*this) + segments_.capacity() * sizeof(Segment) +
-         symbols_.capacity() * sizeof(Symbol) + names_.capacity();
+         symbols_.capacity() * sizeof(Symbol) + names_.capacity() + build_id_.capacity();
 }
 
 }  // namespace pystrobe

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/symbolizer/native_symbolizer.h"
 
 namespace pystrobe {
 
@@ -22,6 +23,9 @@ namespace pystrobe {
 // .gnu_debuglink next to the file or under /usr/lib/debug), via BCC's ELF
 // reader. C++ names are demangled once, here. Storage is one sorted array of
 // 24-byte entries and one pool of NUL-terminated names.
+//
+// The file's GNU build id and executable segments are read with the symbols,
+// once per file, for profiles that say which file a frame's code came from.
 class ModuleSymbols {
  public:
   // Reads the ELF file at path (e.g. /proc/PID/root/usr/lib/libc.so.6).
@@ -37,16 +41,17 @@ class ModuleSymbols {
   // lives as long as this object.
   std::optional<absl::string_view> FunctionAt(uint64_t file_offset) const;
 
-  // Heap bytes held (entries, names, segments).
+  // GNU build id in hex ("readelf -n"); empty when the file has none.
+  const std::string& build_id() const { return build_id_; }
+  // Executable PT_LOAD segments: file offsets to ELF virtual addresses.
+  const std::vector<CodeSegment>& code_segments() const { return segments_; }
+
+  // Heap bytes held (entries, names, segments, build id).
   size_t MemoryBytes() const;
   size_t symbol_count() const { return symbols_.size(); }
 
   // Public for make_shared; use Load or LoadVdso.
-  struct Segment {
-    uint64_t vaddr;
-    uint64_t size;
-    uint64_t file_offset;
-  };
+  using Segment = CodeSegment;
   struct Symbol {
     uint64_t start;  // ELF virtual address.
     // Largest end (start + size) of this and every earlier entry: a lookup
@@ -55,13 +60,18 @@ class ModuleSymbols {
     uint32_t size;
     uint32_t name;  // Offset in names_.
   };
-  ModuleSymbols(std::vector<Segment> segments, std::vector<Symbol> symbols, std::string names)
-      : segments_(std::move(segments)), symbols_(std::move(symbols)), names_(std::move(names)) {}
+  ModuleSymbols(std::vector<Segment> segments, std::vector<Symbol> symbols, std::string names,
+                std::string build_id)
+      : segments_(std::move(segments)),
+        symbols_(std::move(symbols)),
+        names_(std::move(names)),
+        build_id_(std::move(build_id)) {}
 
  private:
   std::vector<Segment> segments_;  // Executable PT_LOAD segments.
   std::vector<Symbol> symbols_;    // Sorted by start; one entry per start.
   std::string names_;
+  std::string build_id_;
 };
 
 }  // namespace pystrobe

@@ -24,7 +24,7 @@ struct ResolvedMapping {
   uint64_t start;
   uint64_t end;
   uint64_t file_offset;
-  std::string module;  // Basename of the path, e.g. "libc.so.6"; or "[vdso]".
+  std::string path;  // As the process sees it, e.g. "/usr/lib/.../libc.so.6"; or "[vdso]".
   std::shared_ptr<const ModuleSymbols> symbols;
 };
 
@@ -46,17 +46,24 @@ class SharedModuleProcessSymbols final : public ProcessSymbols {
     return std::unique_ptr<ProcessSymbols>(std::move(symbols));
   }
 
-  std::string Symbolize(uint64_t addr) override {
+  std::string Symbolize(uint64_t addr) override { return Resolve(addr).name; }
+
+  NativeFrameSymbol Resolve(uint64_t addr) override {
     const ResolvedMapping* mapping = FindMapping(addr);
     if (mapping == nullptr && MaybeRefresh()) mapping = FindMapping(addr);
-    if (mapping == nullptr) return "[unknown]";
-    uint64_t file_offset = addr - mapping->start + mapping->file_offset;
+    if (mapping == nullptr) return {"[unknown]", std::nullopt};
+    NativeCodeLocation location;
+    location.path = mapping->path;
+    location.file_offset = addr - mapping->start + mapping->file_offset;
     if (mapping->symbols != nullptr) {
-      if (std::optional<absl::string_view> name = mapping->symbols->FunctionAt(file_offset)) {
-        return std::string(*name);
+      location.build_id = mapping->symbols->build_id();
+      location.code_segments = mapping->symbols->code_segments();
+      if (std::optional<absl::string_view> name =
+              mapping->symbols->FunctionAt(location.file_offset)) {
+        return {std::string(*name), location};
       }
     }
-    return absl::StrFormat("%s+0x%x", mapping->module, file_offset);
+    return {absl::StrFormat("%s+0x%x", Basename(mapping->path), location.file_offset), location};
   }
 
  private:
@@ -79,8 +86,8 @@ class SharedModuleProcessSymbols final : public ProcessSymbols {
                        (*mappings)[i - 1].inode == mapping.inode;
       std::shared_ptr<const ModuleSymbols> symbols =
           same_file ? resolved.back().symbols : cache_->Get(pid_, mapping);
-      resolved.push_back({mapping.start, mapping.end, mapping.file_offset,
-                          std::string(Basename(mapping.path)), std::move(symbols)});
+      resolved.push_back(
+          {mapping.start, mapping.end, mapping.file_offset, mapping.path, std::move(symbols)});
     }
     // An exec during the snapshot would mix two images. A process that exited
     // meanwhile is kept: what was loaded is still the best we will get.

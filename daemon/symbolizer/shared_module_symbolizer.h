@@ -25,7 +25,9 @@ namespace pystrobe {
 // Addresses become file offsets through the mapping, and ELF virtual
 // addresses through the executable PT_LOAD segment holding that offset, which
 // covers PIE and non-PIE executables and shared libraries alike. vDSO frames
-// are named from pystrobe's own vDSO (same kernel, same image).
+// are named from pystrobe's own vDSO (same kernel, same image). Resolve also
+// gives the mapped path, the file offset, and the file's build id and
+// segments, which are read with its symbols: once per file.
 //
 // Unlike BccNativeSymbolizer it does not read /tmp/perf-PID.map (JIT maps)
 // or MiniDebugInfo beyond what BCC's ELF reader does for a file.

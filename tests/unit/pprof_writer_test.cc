@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -288,6 +289,146 @@ TEST(PprofWriterTest, KernelAndNativeFramesGetFunctionsAndMappingsWhereKnown) {
   EXPECT_EQ(mapping_of["main"], nullptr);
   EXPECT_EQ(mapping_of["[unknown] 0x7f00"], nullptr);
   EXPECT_EQ(p.mapping_size(), 2);
+}
+
+std::shared_ptr<const NativeModule> Module(std::string path, std::string build_id,
+                                           NativeModule::Segment code) {
+  auto module = std::make_shared<NativeModule>();
+  module->path = std::move(path);
+  module->build_id = std::move(build_id);
+  module->code_segments = {code};
+  return module;
+}
+
+// Modules as SharedModuleSymbolizer sees Debian's python3.11 (non-PIE: its
+// code runs at p_vaddr 0x41f000 from file offset 0x1f000) and libc (PIE).
+std::shared_ptr<const NativeModule> Python311Module() {
+  return Module("/usr/bin/python3.11", "571d98e01096d5c1c32420d229a6731a0a50d2a0",
+                {.vaddr = 0x41f000, .size = 0x2b2289, .file_offset = 0x1f000});
+}
+std::shared_ptr<const NativeModule> LibcModule() {
+  return Module("/usr/lib/x86_64-linux-gnu/libc.so.6", "93ac61ec5a8eb1396f9fbd350e3169a558528a40",
+                {.vaddr = 0x26000, .size = 0x1550fc, .file_offset = 0x26000});
+}
+
+// Where a location's address lies in the file, by its mapping's layout.
+uint64_t FileOffsetOf(const pb::Location& l, const pb::Mapping& m) {
+  return l.address() - m.memory_start() + m.file_offset();
+}
+
+TEST(PprofWriterTest, NativeFramesAreInTheMappingOfTheirFileWithBuildIdAndElfAddresses) {
+  Profile profile;
+  profile.sample_rate_hz = 99;
+  std::shared_ptr<const NativeModule> python = Python311Module();
+  std::shared_ptr<const NativeModule> libc = LibcModule();
+  profile.Add({{"python3.11 (5)", FrameKind::kProcess},
+               {"_start", FrameKind::kNative, python, 0x20010},
+               {"qsort", FrameKind::kNative, libc, 0x40000},
+               {"libc.so.6+0x50000", FrameKind::kNative, libc, 0x50000}},
+              3);
+  // Another process: its own records of the same files share the mappings.
+  profile.Add({{"python3.11 (6)", FrameKind::kProcess},
+               {"_start", FrameKind::kNative, Python311Module(), 0x20010},
+               {"Py_RunMain", FrameKind::kNative, Python311Module(), 0x30000}},
+              2);
+  pb::Profile p = WriteAndRead(profile);
+  ExpectWellFormed(p);
+  Decoded d{p};
+  ASSERT_EQ(p.mapping_size(), 2);
+  absl::flat_hash_map<std::string, const pb::Location*> location_of;
+  for (const pb::Location& l : p.location()) {
+    location_of[d.S(d.FunctionById(l.line(0).function_id()).name())] = &l;
+  }
+  ASSERT_EQ(location_of.size(), 4u) << "one location per distinct frame";
+
+  const pb::Mapping* python_mapping = d.MappingById(location_of["_start"]->mapping_id());
+  ASSERT_NE(python_mapping, nullptr);
+  EXPECT_EQ(d.S(python_mapping->filename()), "/usr/bin/python3.11");
+  EXPECT_EQ(d.S(python_mapping->build_id()), "571d98e01096d5c1c32420d229a6731a0a50d2a0");
+  EXPECT_EQ(python_mapping->memory_start(), 0x41f000u);
+  EXPECT_EQ(python_mapping->memory_limit(), 0x41f000u + 0x2b2289u);
+  EXPECT_EQ(python_mapping->file_offset(), 0x1f000u);
+  EXPECT_TRUE(python_mapping->has_functions());
+  // ELF virtual addresses, which map back to the frames' file offsets.
+  EXPECT_EQ(location_of["_start"]->address(), 0x420010u);
+  EXPECT_EQ(FileOffsetOf(*location_of["_start"], *python_mapping), 0x20010u);
+  EXPECT_EQ(location_of["Py_RunMain"]->mapping_id(), python_mapping->id());
+  EXPECT_EQ(location_of["Py_RunMain"]->address(), 0x430000u);
+
+  const pb::Mapping* libc_mapping = d.MappingById(location_of["qsort"]->mapping_id());
+  ASSERT_NE(libc_mapping, nullptr);
+  EXPECT_EQ(d.S(libc_mapping->filename()), "/usr/lib/x86_64-linux-gnu/libc.so.6");
+  EXPECT_EQ(d.S(libc_mapping->build_id()), "93ac61ec5a8eb1396f9fbd350e3169a558528a40");
+  EXPECT_EQ(libc_mapping->memory_start(), 0x26000u);
+  EXPECT_EQ(libc_mapping->file_offset(), 0x26000u);
+  EXPECT_EQ(location_of["qsort"]->address(), 0x40000u);
+  EXPECT_EQ(location_of["libc.so.6+0x50000"]->mapping_id(), libc_mapping->id());
+  EXPECT_EQ(location_of["libc.so.6+0x50000"]->address(), 0x50000u);
+  EXPECT_FALSE(libc_mapping->has_functions()) << "a frame there has no symbol";
+}
+
+TEST(PprofWriterTest, OneFunctionAtTwoAddressesIsTwoLocationsOfOneFunction) {
+  Profile profile;
+  std::shared_ptr<const NativeModule> libc = LibcModule();
+  profile.Add({{"a (1)", FrameKind::kProcess}, {"qsort", FrameKind::kNative, libc, 0x40000}}, 1);
+  profile.Add({{"b (2)", FrameKind::kProcess}, {"qsort", FrameKind::kNative, libc, 0x40100}}, 1);
+  pb::Profile p = WriteAndRead(profile);
+  ExpectWellFormed(p);
+  ASSERT_EQ(p.location_size(), 2);
+  EXPECT_EQ(p.function_size(), 1);
+  EXPECT_EQ(p.mapping_size(), 1);
+  EXPECT_EQ(p.location(0).address(), 0x40000u);
+  EXPECT_EQ(p.location(1).address(), 0x40100u);
+}
+
+TEST(PprofWriterTest, ModuleWhoseFileWasNotReadIsAMappingFromZeroAddressedByFileOffset) {
+  Profile profile;
+  auto gone = std::make_shared<NativeModule>();
+  gone->path = "/opt/app/libgone.so";
+  // No segments: the file could not be read. An offset outside every
+  // segment of a module that has some is addressed the same way.
+  std::shared_ptr<const NativeModule> libc = LibcModule();
+  profile.Add({{"app (5)", FrameKind::kProcess},
+               {"libgone.so+0x1234", FrameKind::kNative, gone, 0x1234},
+               {"libc.so.6+0x10", FrameKind::kNative, libc, 0x10}},
+              1);
+  pb::Profile p = WriteAndRead(profile);
+  ExpectWellFormed(p);
+  Decoded d{p};
+  ASSERT_EQ(p.mapping_size(), 2);
+  for (const pb::Location& l : p.location()) {
+    const pb::Mapping* m = d.MappingById(l.mapping_id());
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->memory_start(), 0u);
+    EXPECT_EQ(m->file_offset(), 0u);
+    EXPECT_GT(m->memory_limit(), l.address());
+    EXPECT_FALSE(m->has_functions());
+  }
+  EXPECT_EQ(d.S(d.MappingById(p.location(0).mapping_id())->filename()), "/opt/app/libgone.so");
+  EXPECT_EQ(p.location(0).address(), 0x1234u);
+  EXPECT_EQ(d.MappingById(p.location(0).mapping_id())->build_id(), 0);
+  EXPECT_EQ(p.location(1).address(), 0x10u);
+  EXPECT_EQ(d.S(d.MappingById(p.location(1).mapping_id())->build_id()),
+            "93ac61ec5a8eb1396f9fbd350e3169a558528a40");
+}
+
+TEST(PprofWriterTest, KernelMappingCarriesTheKernelBuildId) {
+  Profile profile;
+  auto kernel = std::make_shared<NativeModule>();
+  kernel->path = "[kernel]";
+  kernel->build_id = "abf9ec0ec5946600c90641cf5db998472fac410b";
+  profile.Add({{"app (5)", FrameKind::kProcess},
+               {"entry_SYSCALL_64_[k]", FrameKind::kKernel, kernel},
+               {"do_syscall_64_[k]", FrameKind::kKernel, kernel}},
+              1);
+  pb::Profile p = WriteAndRead(profile);
+  ExpectWellFormed(p);
+  Decoded d{p};
+  ASSERT_EQ(p.mapping_size(), 1);
+  EXPECT_EQ(d.S(p.mapping(0).filename()), "[kernel]");
+  EXPECT_EQ(d.S(p.mapping(0).build_id()), "abf9ec0ec5946600c90641cf5db998472fac410b");
+  EXPECT_TRUE(p.mapping(0).has_functions());
+  for (const pb::Location& l : p.location()) EXPECT_EQ(l.mapping_id(), p.mapping(0).id());
 }
 
 TEST(PprofWriterTest, OffCpuProfileSplitsWallTimeIntoCpuAndOffCpuSampleTypes) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 namespace pystrobe {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
@@ -194,6 +197,84 @@ TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
   EXPECT_EQ(folded.size(), 2u);
   EXPECT_EQ(folded.at("main (3);loader tid=4;fn_1_in_3#1"), 1u);
   EXPECT_EQ(folded.at("main (3);main tid=3;fn_1_in_3#1"), 1u);
+}
+
+// Places addresses below 0x10000 in one library, at file offset = address
+// + 0x1000; others in no mapping.
+class LocatingSymbolizer : public NativeSymbolizer {
+ public:
+  class Symbols : public ProcessSymbols {
+   public:
+    std::string Symbolize(uint64_t addr) override { return Resolve(addr).name; }
+    NativeFrameSymbol Resolve(uint64_t addr) override {
+      if (addr >= 0x10000) return {"[unknown]", std::nullopt};
+      NativeCodeLocation location;
+      location.path = path_;
+      location.build_id = build_id_;
+      location.code_segments = segments_;
+      location.file_offset = addr + 0x1000;
+      return {absl::StrCat("fn_", absl::Hex(addr)), location};
+    }
+
+   private:
+    std::string path_ = "/usr/lib/libfake.so.1";
+    std::string build_id_ = "0123abcd";
+    std::vector<CodeSegment> segments_ = {
+        {.vaddr = 0x1000, .size = 0x10000, .file_offset = 0x1000}};
+  };
+
+  absl::StatusOr<std::unique_ptr<ProcessSymbols>> ForProcess(uint32_t) override {
+    return std::make_unique<Symbols>();
+  }
+};
+
+// The file a native frame came from is taken when it is named, and is one
+// shared record per file, kept by the profile after the processes exit.
+TEST(RecorderTest, NativeFramesCarryTheirModuleSharedByEveryProcess) {
+  LocatingSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(SampleRecord(1, 1, "a", {0xffffffff81000010}, {0x10, 0x21, 0x20000}));
+  recorder.HandleRecord(SampleRecord(2, 2, "b", {}, {0x10}));
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 1, "a"));
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 2, "b"));
+  EXPECT_EQ(recorder.native_names().module_count(), 1u);
+
+  Profile profile;
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                         nullptr, {});
+  builder.AddTo(recorder.stacks(), profile);
+  std::shared_ptr<const NativeModule> module;
+  size_t native_frames = 0;
+  for (const ProfileStack& stack : profile.stacks()) {
+    for (const Frame& frame : stack.frames) {
+      SCOPED_TRACE(frame.name);
+      if (frame.kind == FrameKind::kKernel) {
+        ASSERT_NE(frame.module, nullptr);
+        EXPECT_EQ(frame.module->path, "[kernel]");
+      }
+      if (frame.kind != FrameKind::kNative) continue;
+      ++native_frames;
+      if (frame.name == "[unknown]") {
+        EXPECT_EQ(frame.module, nullptr);
+        continue;
+      }
+      ASSERT_NE(frame.module, nullptr);
+      if (module == nullptr) module = frame.module;
+      EXPECT_EQ(frame.module, module) << "one record per file";
+      EXPECT_EQ(frame.module->path, "/usr/lib/libfake.so.1");
+      EXPECT_EQ(frame.module->build_id, "0123abcd");
+      EXPECT_THAT(frame.module->code_segments,
+                  ElementsAre(NativeModule::Segment{0x1000, 0x10000, 0x1000}));
+      // Callers are looked up at the return address minus one.
+      EXPECT_EQ(frame.file_offset, (frame.name == "fn_10" ? 0x10 : 0x20) + 0x1000u);
+    }
+  }
+  EXPECT_EQ(native_frames, 4u);
+
+  // The profile keeps the record alive after the names are gone.
+  recorder.native_names().Forget(0);
+  recorder.native_names().Forget(1);
+  EXPECT_EQ(module->path, "/usr/lib/libfake.so.1");
 }
 
 TEST(RecorderTest, ProcessWithoutSymbolsStillCountsItsSamples) {

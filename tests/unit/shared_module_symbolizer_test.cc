@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,14 +16,20 @@
 #include "daemon/symbolizer/proc_maps.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/elf_tools.h"
 #include "tests/unit/symbolizer_target_process.h"
 
 namespace pystrobe {
 namespace {
 
 using ::testing::AnyOf;
+using ::testing::ElementsAreArray;
+using ::testing::EndsWith;
 using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Optional;
 using ::testing::SizeIs;
+using ::testing::StartsWith;
 
 TEST(ParseExecutableMappingsTest, KeepsExecutableFilesAndVdsoWithDevInodeAndOffset) {
   std::vector<ExecutableMapping> mappings = ParseExecutableMappings(
@@ -143,6 +150,76 @@ TEST(SharedModuleSymbolizerTest, UnpinnedModulesAreEvictedBeyondTheBound) {
   again.reset();
   auto cxx_again = Snapshot(roomy, cxx->pid());
   EXPECT_EQ(roomy.cache_stats().evictions, 0u);
+}
+
+// The ELF virtual address of a location, through its file's segments.
+std::optional<uint64_t> VirtualAddress(const NativeCodeLocation& location) {
+  for (const CodeSegment& segment : location.code_segments) {
+    if (location.file_offset - segment.file_offset < segment.size) {
+      return location.file_offset - segment.file_offset + segment.vaddr;
+    }
+  }
+  return std::nullopt;
+}
+
+// Resolve says which file holds a frame (its path as mapped, its build id)
+// and where: the file offset, which the segments turn into the address nm
+// gives the function, for PIE and non-PIE executables and libraries alike.
+TEST(SharedModuleSymbolizerTest, ResolveGivesTheMappedFileBuildIdAndOffset) {
+  for (const char* binary : {SYMBOLIZER_TARGET_PIE, SYMBOLIZER_TARGET_NOPIE}) {
+    SCOPED_TRACE(binary);
+    auto target = TargetProcess::Start({binary});
+    ASSERT_NE(target, nullptr);
+    SharedModuleSymbolizer symbolizer;
+    auto symbols = Snapshot(symbolizer, target->pid());
+    ASSERT_NE(symbols, nullptr);
+
+    NativeFrameSymbol work = symbols->Resolve(target->address("work"));
+    EXPECT_EQ(work.name, "pystrobe_target_work");
+    ASSERT_TRUE(work.location.has_value());
+    EXPECT_EQ(work.location->path, RealPath(binary));
+    EXPECT_EQ(work.location->build_id, ReadelfBuildId(binary));
+    EXPECT_THAT(work.location->build_id, Not(IsEmpty()));
+    EXPECT_THAT(VirtualAddress(*work.location),
+                Optional(NmAddress(binary, "pystrobe_target_work")));
+
+    NativeFrameSymbol libc = symbols->Resolve(target->address("libc"));
+    ASSERT_TRUE(libc.location.has_value());
+    EXPECT_THAT(std::string(libc.location->path), EndsWith("/libc.so.6"));
+    EXPECT_EQ(libc.location->build_id, ReadelfBuildId(std::string(libc.location->path)));
+    EXPECT_THAT(libc.location->code_segments,
+                ElementsAreArray(ReadelfCodeSegments(std::string(libc.location->path))));
+
+    uint64_t plugin = target->Request(std::string("dlopen ") + SYMBOLIZER_PLUGIN, "plugin");
+    ASSERT_NE(plugin, 0u);
+    NativeFrameSymbol in_plugin = symbols->Resolve(plugin);
+    EXPECT_EQ(in_plugin.name, "pystrobe_plugin_work");
+    ASSERT_TRUE(in_plugin.location.has_value());
+    EXPECT_EQ(in_plugin.location->path, RealPath(SYMBOLIZER_PLUGIN));
+    EXPECT_EQ(in_plugin.location->build_id, SYMBOLIZER_PLUGIN_BUILD_ID);
+    EXPECT_THAT(VirtualAddress(*in_plugin.location),
+                Optional(NmAddress(SYMBOLIZER_PLUGIN, "pystrobe_plugin_work")));
+
+    EXPECT_FALSE(symbols->Resolve(8).location.has_value()) << "no mapping at page 0";
+    EXPECT_EQ(symbols->Resolve(8).name, "[unknown]");
+  }
+}
+
+// A stripped binary still has its build id and offsets: a reader with the
+// unstripped file (or its debug file) can name what pystrobe could not.
+TEST(SharedModuleSymbolizerTest, UnsymbolizedFramesStillHaveTheirFileAndBuildId) {
+  auto target = TargetProcess::Start({SYMBOLIZER_TARGET_STRIPPED});
+  ASSERT_NE(target, nullptr);
+  SharedModuleSymbolizer symbolizer;
+  auto symbols = Snapshot(symbolizer, target->pid());
+  ASSERT_NE(symbols, nullptr);
+  NativeFrameSymbol work = symbols->Resolve(target->address("work"));
+  EXPECT_THAT(work.name, StartsWith("symbolizer_target_stripped+0x"));
+  ASSERT_TRUE(work.location.has_value());
+  EXPECT_EQ(work.location->build_id, ReadelfBuildId(SYMBOLIZER_TARGET_STRIPPED));
+  EXPECT_EQ(work.location->build_id, ReadelfBuildId(SYMBOLIZER_TARGET_PIE)) << "strip keeps it";
+  EXPECT_THAT(VirtualAddress(*work.location),
+              Optional(NmAddress(SYMBOLIZER_TARGET_PIE, "pystrobe_target_work")));
 }
 
 // ProcessSymbols hold the cache, so they work after the symbolizer is gone.

@@ -1,0 +1,172 @@
+// The build id and code segments pystrobe reads itself, against readelf's
+// view of real files on this machine and of test libraries linked with a
+// known build id (tests/workloads/symbolizer).
+#include "daemon/symbolizer/elf_identity.h"
+
+#include <elf.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/symbolizer/module_symbols.h"
+#include "daemon/symbolizer/proc_maps.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/elf_tools.h"
+
+namespace pystrobe {
+namespace {
+
+using ::testing::IsEmpty;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+using ::testing::Optional;
+
+// Files of this machine the daemon meets most: Debian's python3.11 (non-PIE),
+// libc (PIE), the dynamic loader, and this test (built here).
+std::vector<std::string> RealBinaries() {
+  std::vector<std::string> paths = {
+      "/usr/bin/python3.11", RealPath("/lib/x86_64-linux-gnu/libc.so.6"),
+      RealPath("/lib64/ld-linux-x86-64.so.2"), RealPath("/proc/self/exe"), SYMBOLIZER_TARGET_NOPIE};
+  std::erase_if(paths, [](const std::string& path) { return access(path.c_str(), R_OK) != 0; });
+  return paths;
+}
+
+TEST(ElfIdentityTest, BuildIdAndCodeSegmentsOfRealBinariesMatchReadelf) {
+  std::vector<std::string> paths = RealBinaries();
+  ASSERT_GE(paths.size(), 3u) << "python3.11 and libc are part of the platform";
+  for (const std::string& path : paths) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<ElfIdentity> identity = ReadElfIdentity(path);
+    ASSERT_TRUE(identity.ok()) << identity.status();
+    std::string expected = ReadelfBuildId(path);
+    ASSERT_THAT(expected, MatchesRegex("[0-9a-f]+")) << "readelf found no build id";
+    EXPECT_EQ(identity->build_id, expected);
+    EXPECT_EQ(identity->code_segments, ReadelfCodeSegments(path));
+    EXPECT_THAT(identity->code_segments, Not(IsEmpty()));
+  }
+}
+
+TEST(ElfIdentityTest, ReadsTheBuildIdTheLinkerWasGiven) {
+  absl::StatusOr<ElfIdentity> identity = ReadElfIdentity(SYMBOLIZER_PLUGIN);
+  ASSERT_TRUE(identity.ok()) << identity.status();
+  EXPECT_EQ(identity->build_id, SYMBOLIZER_PLUGIN_BUILD_ID);
+  EXPECT_EQ(ReadelfBuildId(SYMBOLIZER_PLUGIN), SYMBOLIZER_PLUGIN_BUILD_ID);
+}
+
+TEST(ElfIdentityTest, FileLinkedWithoutBuildIdHasAnEmptyOneAndItsSegments) {
+  absl::StatusOr<ElfIdentity> identity = ReadElfIdentity(SYMBOLIZER_PLUGIN_NO_BUILD_ID);
+  ASSERT_TRUE(identity.ok()) << identity.status();
+  EXPECT_EQ(identity->build_id, "");
+  EXPECT_EQ(identity->code_segments, ReadelfCodeSegments(SYMBOLIZER_PLUGIN_NO_BUILD_ID));
+}
+
+TEST(ElfIdentityTest, FilesThatAreNotElfFail) {
+  EXPECT_FALSE(ReadElfIdentity("/proc/self/status").ok());
+  EXPECT_FALSE(ReadElfIdentity("/nonexistent/pystrobe").ok());
+  EXPECT_FALSE(ReadElfIdentity("/dev/null").ok());
+}
+
+// The vDSO, read from memory, against readelf of a copy written to a file.
+TEST(ElfIdentityTest, VdsoInMemoryMatchesReadelfOfItsCopy) {
+  absl::StatusOr<std::vector<ExecutableMapping>> mappings =
+      ReadExecutableMappings(static_cast<uint32_t>(getpid()));
+  ASSERT_TRUE(mappings.ok()) << mappings.status();
+  const ExecutableMapping* vdso = nullptr;
+  for (const ExecutableMapping& mapping : *mappings) {
+    if (mapping.is_vdso()) vdso = &mapping;
+  }
+  if (vdso == nullptr) GTEST_SKIP() << "no vDSO mapped";
+  const auto* image = reinterpret_cast<const char*>(vdso->start);
+  size_t size = vdso->end - vdso->start;
+  std::string copy = ::testing::TempDir() + "/vdso.so";
+  std::ofstream(copy, std::ios::binary).write(image, static_cast<std::streamsize>(size));
+
+  absl::StatusOr<ElfIdentity> identity = ReadElfIdentityInMemory(image, size);
+  ASSERT_TRUE(identity.ok()) << identity.status();
+  EXPECT_EQ(identity->build_id, ReadelfBuildId(copy));
+  EXPECT_EQ(identity->code_segments, ReadelfCodeSegments(copy));
+  // And what the symbol tables keep for the vDSO module.
+  std::shared_ptr<const ModuleSymbols> symbols = ModuleSymbols::LoadVdso();
+  EXPECT_EQ(symbols->build_id(), identity->build_id);
+  EXPECT_EQ(symbols->code_segments(), identity->code_segments);
+  // A short image is refused, not read past.
+  EXPECT_FALSE(ReadElfIdentityInMemory(image, 16).ok());
+}
+
+TEST(ElfIdentityTest, ModuleSymbolsKeepTheFilesBuildIdAndSegments) {
+  absl::StatusOr<std::shared_ptr<const ModuleSymbols>> symbols =
+      ModuleSymbols::Load("/usr/bin/python3.11");
+  ASSERT_TRUE(symbols.ok()) << symbols.status();
+  EXPECT_EQ((*symbols)->build_id(), ReadelfBuildId("/usr/bin/python3.11"));
+  EXPECT_EQ((*symbols)->code_segments(), ReadelfCodeSegments("/usr/bin/python3.11"));
+}
+
+// Notes as a PT_NOTE segment holds them: header, name, descriptor, each
+// padded to `align`.
+void AppendNote(std::string& notes, uint32_t type, const std::string& name, const std::string& desc,
+                size_t align) {
+  Elf64_Nhdr header = {static_cast<Elf64_Word>(name.size()), static_cast<Elf64_Word>(desc.size()),
+                       type};
+  notes.append(reinterpret_cast<const char*>(&header), sizeof(header));
+  notes.append(name);
+  notes.append((align - name.size() % align) % align, '\0');
+  notes.append(desc);
+  notes.append((align - desc.size() % align) % align, '\0');
+}
+
+TEST(GnuBuildIdInNotesTest, FindsTheBuildIdAfterOtherNotesAtEitherAlignment) {
+  const std::string gnu("GNU\0", 4);
+  for (size_t align : {4, 8}) {
+    std::string notes;
+    AppendNote(notes, NT_GNU_ABI_TAG, gnu, std::string(16, '\x01'), align);
+    AppendNote(notes, NT_GNU_BUILD_ID, std::string("Xen\0", 4), "\xaa\xbb", align);
+    AppendNote(notes, NT_GNU_BUILD_ID, gnu, "\x01\x23\xab\xcd\xef", align);
+    EXPECT_THAT(GnuBuildIdInNotes(notes, align), Optional(std::string("0123abcdef")))
+        << "align " << align;
+  }
+}
+
+TEST(GnuBuildIdInNotesTest, TruncatedOrAbsentNotesGiveNothing) {
+  const std::string gnu("GNU\0", 4);
+  std::string notes;
+  AppendNote(notes, NT_GNU_BUILD_ID, gnu, std::string(20, '\x5a'), 4);
+  EXPECT_EQ(GnuBuildIdInNotes(notes.substr(0, notes.size() - 1)), std::nullopt);
+  EXPECT_EQ(GnuBuildIdInNotes(notes.substr(0, 5)), std::nullopt);
+  EXPECT_EQ(GnuBuildIdInNotes(""), std::nullopt);
+  std::string other;
+  AppendNote(other, NT_GNU_ABI_TAG, gnu, std::string(16, '\0'), 4);
+  EXPECT_EQ(GnuBuildIdInNotes(other), std::nullopt);
+  // A name size that points past the end is not followed.
+  Elf64_Nhdr huge = {0xfffffff0u, 20, NT_GNU_BUILD_ID};
+  EXPECT_EQ(GnuBuildIdInNotes(std::string(reinterpret_cast<const char*>(&huge), sizeof(huge)) +
+                              std::string(64, 'x')),
+            std::nullopt);
+}
+
+TEST(KernelBuildIdTest, ReadFromSysKernelNotesWhenTheKernelHasOne) {
+  if (access("/sys/kernel/notes", R_OK) != 0) GTEST_SKIP() << "no /sys/kernel/notes";
+  std::string build_id = ReadKernelBuildId();
+  if (build_id.empty()) GTEST_SKIP() << "this kernel was built without a build id";
+  EXPECT_THAT(build_id, MatchesRegex("[0-9a-f]{40}|[0-9a-f]{32}|[0-9a-f]{64}"));
+  // The bytes are in the file after a "GNU" note name.
+  std::ifstream in("/sys/kernel/notes", std::ios::binary);
+  std::string notes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  for (size_t i = 0; i < build_id.size(); i += 2) {
+    bytes.push_back(static_cast<char>(std::stoi(build_id.substr(i, 2), nullptr, 16)));
+  }
+  EXPECT_NE(notes.find(std::string("GNU\0", 4) + bytes), std::string::npos);
+  EXPECT_EQ(ReadKernelBuildId("/nonexistent/notes"), "");
+}
+
+}  // namespace
+}  // namespace pystrobe
