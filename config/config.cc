@@ -263,8 +263,13 @@ absl::Status ValidatePushUrl(absl::string_view text) {
 
 const std::vector<std::string>& ReservedLabelNames() {
   static const auto* const kNames = new std::vector<std::string>{
-      "pid",     "tid",          "comm",           "thread", "container_id", "cgroup",
-      "pod_uid", "systemd_unit", "python_version", "reason", "job",          "instance"};
+      // Per process and per sample.
+      "pid", "pid_in_namespace", "tid", "comm", "thread", "container_id", "cgroup", "pod_uid",
+      "systemd_unit", "python_version",
+      // Of the daemon's own series.
+      "reason", "kind", "outcome",
+      // Prometheus' own.
+      "job", "instance"};
   return *kNames;
 }
 

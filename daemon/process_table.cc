@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "daemon/containers/pid_namespace.h"
 
 namespace pystrobe {
 std::string ProcessTable::ReadProcComm(uint32_t pid) {
@@ -14,6 +15,12 @@ std::string ProcessTable::ReadProcComm(uint32_t pid) {
   std::string comm;
   std::getline(file, comm);
   return std::string(absl::StripTrailingAsciiWhitespace(comm));
+}
+
+uint32_t ProcessTable::ReadPidInNamespace(uint32_t pid) {
+  absl::StatusOr<PidNamespaceInfo> info = ReadPidNamespaceInfo(static_cast<int32_t>(pid));
+  if (!info.ok() || !info->in_child_namespace()) return 0;
+  return static_cast<uint32_t>(info->ns_pid);
 }
 
 std::optional<ImageId> ProcessTable::OnSample(uint32_t pid, uint32_t tid,
@@ -115,6 +122,9 @@ ImageId ProcessTable::NewImage(uint32_t pid, std::string comm) {
   image->id = next_image_id_++;
   image->pid = pid;
   image->comm = std::move(comm);
+  // Read while the process lives, as its symbols are: it may be gone by the
+  // time its profile is written.
+  image->pid_in_namespace = read_pid_in_namespace_(pid);
   absl::StatusOr<std::unique_ptr<ProcessSymbols>> symbols = symbolizer_->ForProcess(pid);
   if (symbols.ok()) {
     image->symbols = std::move(*symbols);

@@ -31,6 +31,10 @@ struct ProcessImage {
   // The cgroup v2 group of its first sample (bpf_get_current_cgroup_id), 0
   // when unknown.
   uint64_t cgroup_id = 0;
+  // Its pid inside its own PID namespace (what `ps` in its container shows)
+  // when that namespace is nested below ours; 0 when it shares our namespace
+  // (the pid is the same there) or it could not be read.
+  uint32_t pid_in_namespace = 0;
   std::string comm;  // the process's name (its main thread's comm)
   absl::flat_hash_map<uint32_t, std::string> thread_names;  // tid -> comm
   // Names native frames; null when the snapshot failed (see symbols_error).
@@ -60,12 +64,21 @@ class ProcessTable {
   using CommReader = std::function<std::string(uint32_t pid)>;
   // Reads /proc/PID/comm.
   static std::string ReadProcComm(uint32_t pid);
+  // A process's pid in its own PID namespace when that is nested below ours,
+  // else 0 (see ProcessImage::pid_in_namespace).
+  using NamespacePidReader = std::function<uint32_t(uint32_t pid)>;
+  // Reads the NSpid line of /proc/PID/status.
+  static uint32_t ReadPidInNamespace(uint32_t pid);
 
   // `symbolizer` and `python` (may be null: no Python support) must outlive
   // the table.
   explicit ProcessTable(NativeSymbolizer* symbolizer, PythonDiscovery* python = nullptr,
-                        CommReader read_comm = ReadProcComm)
-      : symbolizer_(symbolizer), python_discovery_(python), read_comm_(std::move(read_comm)) {}
+                        CommReader read_comm = ReadProcComm,
+                        NamespacePidReader read_pid_in_namespace = ReadPidInNamespace)
+      : symbolizer_(symbolizer),
+        python_discovery_(python),
+        read_comm_(std::move(read_comm)),
+        read_pid_in_namespace_(std::move(read_pid_in_namespace)) {}
 
   // The image a sample of (pid, tid) belongs to. The first sample of an image
   // snapshots its symbols, while the process is alive. Nullopt when the
@@ -111,6 +124,7 @@ class ProcessTable {
   PythonDiscovery* python_discovery_;
   size_t python_processes_ = 0;
   CommReader read_comm_;
+  NamespacePidReader read_pid_in_namespace_;
   // By id; ids are never reused (a counter, not a slot).
   absl::flat_hash_map<ImageId, std::unique_ptr<ProcessImage>> images_;
   ImageId next_image_id_ = 0;

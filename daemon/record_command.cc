@@ -22,6 +22,7 @@
 #include "daemon/control_client.h"
 #include "daemon/kernel_python_discovery.h"
 #include "daemon/libbpf_errors.h"
+#include "daemon/process_labels.h"
 #include "daemon/profile_builder.h"
 #include "daemon/record_options.h"
 #include "daemon/recorder.h"
@@ -247,6 +248,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
                          kernel_symbols.ok() ? &*kernel_symbols : nullptr,
                          ProfileBuilderOptionsFrom(options));
   AddStacksTo(options, recorder, builder, profile);
+  AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()}, profile);
   PrintSummary(counters, recorder, elapsed, options.rate_hz);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail(s);
   out.close();

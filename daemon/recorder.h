@@ -30,9 +30,12 @@ struct WindowStacks {
 class Recorder {
  public:
   // `symbolizer` must outlive the recorder.
-  Recorder(NativeSymbolizer* symbolizer, PythonDiscovery* python, RecorderOptions options,
-           ProcessTable::CommReader read_comm = ProcessTable::ReadProcComm)
-      : processes_(symbolizer, python, std::move(read_comm)), options_(options) {}
+  Recorder(
+      NativeSymbolizer* symbolizer, PythonDiscovery* python, RecorderOptions options,
+      ProcessTable::CommReader read_comm = ProcessTable::ReadProcComm,
+      ProcessTable::NamespacePidReader read_pid_in_namespace = ProcessTable::ReadPidInNamespace)
+      : processes_(symbolizer, python, std::move(read_comm), std::move(read_pid_in_namespace)),
+        options_(options) {}
 
   // Handles one ring buffer record. Malformed records are counted and dropped.
   void HandleRecord(std::span<const uint8_t> record);

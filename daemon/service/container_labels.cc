@@ -1,7 +1,5 @@
 #include "daemon/service/container_labels.h"
 
-#include "daemon/containers/process_container_info.h"
-
 namespace pystrobe {
 
 std::vector<ProfileLabel> ContainerLabels::ForCgroup(uint64_t cgroup_id) {
@@ -22,11 +20,6 @@ std::vector<ProfileLabel> ContainerLabels::ForCgroup(uint64_t cgroup_id) {
   if (cache_.size() >= max_entries_) cache_.clear();
   cache_.emplace(cgroup_id, labels);
   return labels;
-}
-
-std::string ContainerLabels::ContainerIdOfProcess(uint32_t pid) {
-  absl::StatusOr<ProcessContainerInfo> info = ReadProcessContainerInfo(static_cast<int32_t>(pid));
-  return info.ok() ? info->container.id : "";
 }
 
 }  // namespace pystrobe

@@ -23,8 +23,6 @@ class ContainerLabels {
 
   // cgroup, container_id, pod_uid, systemd_unit: those that are known.
   std::vector<ProfileLabel> ForCgroup(uint64_t cgroup_id);
-  // The container id (64 hex) of a live process, "" when none or unknown.
-  static std::string ContainerIdOfProcess(uint32_t pid);
 
   CgroupResolver* resolver() { return resolver_.get(); }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/process_labels.h"
 #include "daemon/profile_builder.h"
 
 namespace pystrobe {
@@ -136,6 +137,8 @@ void OnDemandRecordings::AddDelta(Active& active, const StackAggregator& now_on,
       builder.AddTo(off, {.scale = caps_.rate_hz / kNanosPerSecond, .root = ""}, active.profile);
     }
   }
+  // Now, while the window's processes are still known.
+  AddProcessLabels(recorder_->processes(), {&on, &off}, active.profile);
 }
 
 void OnDemandRecordings::OnWindowTaken(const WindowStacks& stacks) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/containers/process_container_info.h"
 #include "daemon/service/metrics_snapshot.h"
 
 namespace pystrobe {
@@ -103,6 +104,17 @@ const ProcessMetric kMetrics[] = {
 
 }  // namespace
 
+ProcessPlacement ReadProcessPlacement(uint32_t pid) {
+  absl::StatusOr<ProcessContainerInfo> info = ReadProcessContainerInfo(static_cast<int32_t>(pid));
+  if (!info.ok()) return {};
+  ProcessPlacement placement;
+  placement.container_id = info->container.id;
+  if (info->pid_namespace.in_child_namespace()) {
+    placement.pid_in_namespace = static_cast<uint32_t>(info->pid_namespace.ns_pid);
+  }
+  return placement;
+}
+
 void ProcessMetrics::Update(const std::vector<ProcessCounters>& processes, absl::Time now) {
   for (auto& [key, tracked] : processes_) tracked.seen = false;
   for (const ProcessCounters& process : processes) {
@@ -110,7 +122,7 @@ void ProcessMetrics::Update(const std::vector<ProcessCounters>& processes, absl:
     Tracked& tracked = it->second;
     if (inserted) {
       tracked.pid = process.pid;
-      if (!process.exited && container_) tracked.container_id = container_(process.pid);
+      if (!process.exited && placement_) tracked.placement = placement_(process.pid);
     }
     tracked.comm = process.comm;
     tracked.seen = true;
@@ -177,19 +189,22 @@ std::vector<prometheus::MetricFamily> ProcessMetrics::Families() const {
   for (const ProcessMetric& metric : kMetrics) {
     if (metric.help != nullptr) families.push_back(CounterFamily(metric.name, metric.help));
     prometheus::MetricFamily& family = families.back();
-    auto labels = [&](std::string pid, std::string comm, std::string container) {
+    auto labels = [&](std::string pid, std::string comm, const ProcessPlacement& placement) {
       Labels out = {{"pid", std::move(pid)},
                     {"comm", std::move(comm)},
-                    {"container_id", std::move(container)}};
+                    {"container_id", placement.container_id},
+                    {"pid_in_namespace", placement.pid_in_namespace != 0
+                                             ? absl::StrCat(placement.pid_in_namespace)
+                                             : std::string()}};
       if (metric.reason != nullptr) out.push_back({"reason", metric.reason});
       out.insert(out.end(), statics.begin(), statics.end());
       return out;
     };
     for (const Tracked* tracked : selected) {
       AddSample(family, metric.value(tracked->figures),
-                labels(absl::StrCat(tracked->pid), tracked->comm, tracked->container_id));
+                labels(absl::StrCat(tracked->pid), tracked->comm, tracked->placement));
     }
-    AddSample(family, metric.value(other_), labels("other", "", ""));
+    AddSample(family, metric.value(other_), labels("other", "", ProcessPlacement()));
   }
   prometheus::MetricFamily tracked_family =
       GaugeFamily("pystrobe_processes_tracked", "Processes with per-process figures held.");

@@ -1,7 +1,10 @@
 // Per-process Prometheus series from the accounting counters, with bounded
 // cardinality: the processes busiest on CPU lately (at most max_series of
-// them) get their own series, labelled pid, comm and container_id (plus the
-// static labels); everything else is summed into one series with pid="other".
+// them) get their own series, labelled pid, comm, container_id and
+// pid_in_namespace (plus the static labels); everything else is summed into
+// one series with pid="other". pid_in_namespace is the pid inside the
+// process's own PID namespace (a container's), empty when that namespace is
+// the daemon's: one value per pid, so it adds no series.
 // A process that exits keeps its series, with its final figures, for a grace
 // period, then the series goes.
 //
@@ -35,14 +38,22 @@ struct ProcessMetricsOptions {
   std::map<std::string, std::string> static_labels;
 };
 
+// Where a live process runs, for its labels.
+struct ProcessPlacement {
+  std::string container_id;       // "" outside containers or when unknown
+  uint32_t pid_in_namespace = 0;  // 0 when its PID namespace is the daemon's
+};
+// Reads /proc/PID/cgroup and /proc/PID/status; empty when the process is gone.
+ProcessPlacement ReadProcessPlacement(uint32_t pid);
+
 class ProcessMetrics {
  public:
-  // The container id label of a live process ("" outside containers or when
-  // unknown). Called once per process, when it is first seen.
-  using ContainerLookup = std::function<std::string(uint32_t pid)>;
+  // The placement of a live process. Called once per process, when it is
+  // first seen.
+  using PlacementLookup = std::function<ProcessPlacement(uint32_t pid)>;
 
-  ProcessMetrics(ProcessMetricsOptions options, ContainerLookup container)
-      : options_(std::move(options)), container_(std::move(container)) {}
+  ProcessMetrics(ProcessMetricsOptions options, PlacementLookup placement)
+      : options_(std::move(options)), placement_(std::move(placement)) {}
 
   // Takes the current counters of every counted process (exited ones with
   // their final figures; the caller may forget those in the kernel after
@@ -61,7 +72,7 @@ class ProcessMetrics {
   struct Tracked {
     uint32_t pid = 0;
     std::string comm;
-    std::string container_id;
+    ProcessPlacement placement;
     TaskFigures figures;  // cumulative
     TaskFigures pending;  // counted since the last update
     double score = 0;     // decayed CPU seconds: what "busiest lately" means
@@ -72,7 +83,7 @@ class ProcessMetrics {
   using Key = std::pair<uint32_t, uint64_t>;  // pid, start_ns
 
   ProcessMetricsOptions options_;
-  ContainerLookup container_;
+  PlacementLookup placement_;
   absl::flat_hash_map<Key, Tracked> processes_;
   TaskFigures other_;  // what unselected processes counted
   uint64_t expired_ = 0;

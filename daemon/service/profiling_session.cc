@@ -55,7 +55,7 @@ MemoryBudget BudgetFor(uint64_t memory_bytes) {
 ProfilingSession::ProfilingSession(const DaemonConfig& config, ContainerLabels* labels)
     : config_(config),
       labels_(labels),
-      process_metrics_(ProcessMetricsOptionsFrom(config), ContainerLabels::ContainerIdOfProcess) {}
+      process_metrics_(ProcessMetricsOptionsFrom(config), ReadProcessPlacement) {}
 
 ProfilingSession::~ProfilingSession() {
   if (sampler_ != nullptr && !detached_) sampler_->Detach();

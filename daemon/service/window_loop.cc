@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/process_labels.h"
 #include "daemon/profile_builder.h"
 
 namespace pystrobe {
@@ -41,19 +41,12 @@ Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now) {
     builder.AddTo(stacks.on_cpu, profile);
   }
 
-  // Per process: where it runs and which Python it is.
-  absl::flat_hash_set<ImageId> images;
-  for (const auto& [stack, count] : stacks.on_cpu.counts()) images.insert(stack.image);
-  for (const auto& [stack, count] : stacks.off_cpu.counts()) images.insert(stack.image);
-  for (ImageId id : images) {
-    const ProcessImage& image = recorder_->processes().image(id);
-    std::vector<ProfileLabel>& labels = profile.process_labels[image.pid];
-    if (!labels.empty()) continue;  // the pid's earlier image in this window
-    if (labels_ != nullptr) labels = labels_->ForCgroup(image.cgroup_id);
-    if (image.python != nullptr) {
-      labels.push_back({"python_version", image.python->interpreter().version.ToString()});
-    }
-  }
+  // Per process: where it runs, which Python it is, its pid in its container.
+  AddProcessLabels(recorder_->processes(), {&stacks.on_cpu, &stacks.off_cpu}, profile,
+                   [this](const ProcessImage& image) {
+                     return labels_ != nullptr ? labels_->ForCgroup(image.cgroup_id)
+                                               : std::vector<ProfileLabel>();
+                   });
   return profile;
 }
 

@@ -1,8 +1,9 @@
 """pystrobe daemon end to end: windows of pprof files in the profile directory
 (decoded by npm pprof-format) kept within retention, /metrics scraped by a real
 Prometheus and checked by promtool, SIGHUP reloads, SIGTERM within 2 s, a
-restart after kill -9, in-kernel cgroup targeting, and memory bounded under
-process churn."""
+restart after kill -9, in-kernel cgroup targeting, a process in a PID
+namespace labelled with its pid there, and memory bounded under process
+churn."""
 
 import glob
 import json
@@ -75,6 +76,22 @@ def pids_in(profile):
                     if label.get("key") == "pid":
                         pids.add(int(label.get("num", label.get("str", 0))))
     return pids
+
+
+def remove_cgroup(path):
+    """Removes a test's cgroup once it is empty (its processes may take a moment to die)."""
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def labels_of_pid(profile, pid):
+    """The labels of every sample of process `pid` (its pid label, the host's)."""
+    return [sample["labels"] for sample in profile.get("samples", [])
+            if str(sample.get("labels", {}).get("pid")) == str(pid)]
 
 
 class Daemon:
@@ -291,15 +308,8 @@ class DaemonTest(BpfTestCase):
         group = os.path.join(CGROUP2, f"pystrobe-daemon-test-{os.getpid()}")
         os.makedirs(os.path.join(group, "child"), exist_ok=True)
 
-        def cleanup():
-            for path in (os.path.join(group, "child"), group):
-                for _ in range(50):
-                    try:
-                        os.rmdir(path)
-                        break
-                    except OSError:
-                        time.sleep(0.1)
-        self.addCleanup(cleanup)
+        self.addCleanup(remove_cgroup, group)
+        self.addCleanup(remove_cgroup, os.path.join(group, "child"))
         procs = os.path.join(group, "child", "cgroup.procs")
         def join_group():
             with open(procs, "w") as f:
@@ -321,6 +331,71 @@ class DaemonTest(BpfTestCase):
             pids |= pids_in(decode_pprof(path))
         self.assertIn(inside.pid, pids)
         self.assertNotIn(outside.pid, pids)
+
+    def busy_in_pid_namespace(self):
+        """A busy python3 that is pid 1 of a PID namespace of its own: its host pid."""
+        unshare = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                                    sys.executable, "-c", BUSY])
+        self.children.append(unshare)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                with open(f"/proc/{unshare.pid}/task/{unshare.pid}/children") as f:
+                    children = f.read().split()
+                if children:
+                    with open(f"/proc/{children[0]}/status") as f:
+                        nspid = [line.split()[1:] for line in f if line.startswith("NSpid:")][0]
+                    if nspid == [children[0], "1"]:
+                        with open(f"/proc/{children[0]}/comm") as f:
+                            if f.read().strip().startswith("python"):
+                                return int(children[0])
+            except (OSError, IndexError):
+                pass
+            time.sleep(0.05)
+        self.fail(f"unshare --pid (pid {unshare.pid}) started no python3 as pid 1")
+
+    def test_a_process_in_a_pid_namespace_carries_its_pid_there(self):
+        # Both pids, in every view: the host pid as `pid`, the one its
+        # container's `ps` shows (1) as pid_in_namespace; none for a host process.
+        inside = self.busy_in_pid_namespace()
+        outside = self.busy()
+        socket_path = os.path.join(self.dir, "control.sock")
+        daemon = self.daemon("--window", "2", "--socket", socket_path)
+        deadline = time.time() + 10
+        while not os.path.exists(socket_path) and time.time() < deadline:
+            time.sleep(0.1)
+        recorded = {}
+        for how in ("daemon", "local"):
+            out = os.path.join(self.dir, f"record-{how}.pb.gz")
+            where = ["--socket", socket_path] if how == "daemon" else ["--no-daemon"]
+            result = subprocess.run([PYSTROBE_BIN, "record", *where, "-p", str(inside), "-p",
+                                     str(outside.pid), "-d", "2", "-f", "pprof", "-o", out],
+                                    capture_output=True, text=True, timeout=60)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual("using the running daemon" in result.stderr, how == "daemon",
+                             result.stderr)
+            recorded[f"record ({how})"] = decode_pprof(out)
+        time.sleep(1.5)
+        text = daemon.metrics()
+        for path in daemon.profiles():
+            recorded[os.path.basename(path)] = decode_pprof(path)
+
+        for name in ("record (daemon)", "record (local)"):
+            self.assertTrue(labels_of_pid(recorded[name], inside), name)
+        windows_with_it = 0
+        for name, profile in recorded.items():
+            inside_labels = labels_of_pid(profile, inside)
+            windows_with_it += bool(inside_labels)
+            for labels in inside_labels:
+                self.assertEqual(str(labels.get("pid_in_namespace")), "1", (name, labels))
+            for labels in labels_of_pid(profile, outside.pid):
+                self.assertNotIn("pid_in_namespace", labels, (name, labels))
+        self.assertGreater(windows_with_it, 2, list(recorded))
+
+        self.assertIsNotNone(metric(text, "pystrobe_process_cpu_user_seconds_total",
+                                    pid=inside, pid_in_namespace=1), text[:3000])
+        self.assertIsNotNone(metric(text, "pystrobe_process_cpu_user_seconds_total",
+                                    pid=outside.pid, pid_in_namespace=""), text[:3000])
 
     def test_memory_stays_bounded_under_process_churn(self):
         daemon = self.daemon("--window", "2", "--rate", "99",

@@ -168,6 +168,8 @@ TEST(ValidateStaticLabelNameTest, PrometheusNamesThatPystrobeDoesNotSet) {
   EXPECT_THAT(ValidateStaticLabelName("__name__").message(), HasSubstr("reserved"));
   EXPECT_THAT(ValidateStaticLabelName("pid").message(), HasSubstr("set by pystrobe itself"));
   EXPECT_THAT(ValidateStaticLabelName("container_id").message(), HasSubstr("set by pystrobe"));
+  EXPECT_THAT(ValidateStaticLabelName("pid_in_namespace").message(), HasSubstr("set by pystrobe"));
+  EXPECT_THAT(ValidateStaticLabelName("outcome").message(), HasSubstr("set by pystrobe"));
 }
 
 TEST(ValidateContainerIdTest, LowercaseHexTwelveToSixtyFour) {

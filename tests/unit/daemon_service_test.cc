@@ -1,14 +1,16 @@
 // The daemon's service classes without BPF: the profile directory and its
-// retention, per-process series with bounded cardinality, and the recorder's
-// windows and evictions.
+// retention, per-process series with bounded cardinality and their labels,
+// the recorder's windows and evictions, and the labels of sampled processes.
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/process_labels.h"
 #include "daemon/recorder.h"
 #include "daemon/service/process_metrics.h"
 #include "daemon/service/profile_directory.h"
@@ -168,6 +170,33 @@ TEST(ProcessMetricsTest, ExitedProcessKeepsItsSeriesForTheGracePeriodOnly) {
   EXPECT_EQ(metrics.tracked(), 0u);
 }
 
+TEST(ProcessMetricsTest, SeriesCarryTheContainerAndThePidInItsNamespace) {
+  ProcessMetrics metrics(
+      {.max_series = 5, .exited_grace = absl::Minutes(2), .static_labels = {}}, [](uint32_t pid) {
+        return pid == 7 ? ProcessPlacement{.container_id = "c0ffee", .pid_in_namespace = 1}
+                        : ProcessPlacement();
+      });
+  metrics.Update({Process(7, 2'000'000'000), Process(8, 1'000'000'000)}, absl::Now());
+  std::map<std::string, std::map<std::string, std::string>> labels_by_pid;
+  for (const prometheus::MetricFamily& family : metrics.Families()) {
+    if (family.name != "pystrobe_process_cpu_user_seconds_total") continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      std::map<std::string, std::string> labels;
+      for (const prometheus::ClientMetric::Label& label : metric.label) {
+        labels[label.name] = label.value;
+      }
+      labels_by_pid[labels["pid"]] = labels;
+    }
+  }
+  ASSERT_EQ(labels_by_pid.size(), 3u);  // 7, 8 and other
+  EXPECT_EQ(labels_by_pid["7"]["container_id"], "c0ffee");
+  EXPECT_EQ(labels_by_pid["7"]["pid_in_namespace"], "1");
+  // In the daemon's own namespace the pid is the same: the label stays empty,
+  // as container_id does outside containers.
+  EXPECT_EQ(labels_by_pid["8"]["pid_in_namespace"], "");
+  EXPECT_EQ(labels_by_pid["other"]["pid_in_namespace"], "");
+}
+
 class FakeSymbols : public ProcessSymbols {
  public:
   std::string Symbolize(uint64_t address) override { return absl::StrCat("fn_", address); }
@@ -228,6 +257,26 @@ TEST(RecorderWindowTest, NewProcessesBeyondTheTrackedLimitAreRefusedAndCounted) 
   recorder.HandleRecord(Exit(1));
   recorder.HandleRecord(Sample(3, 0x10));
   EXPECT_EQ(recorder.samples(), 3u);
+}
+
+TEST(ProcessLabelsTest, APidInANestedNamespaceIsLabelledWithItsPidThere) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(
+      &symbolizer, nullptr, {}, [](uint32_t) { return std::string(); },
+      [](uint32_t pid) { return pid == 4100 ? 1u : 0u; });
+  recorder.HandleRecord(Sample(4100, 0x10));
+  recorder.HandleRecord(Sample(4200, 0x10));
+  recorder.HandleRecord(Exit(4100));  // read at its first sample, kept after it exits
+  EXPECT_EQ(recorder.processes().image(0).pid_in_namespace, 1u);
+  Profile profile;
+  AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()}, profile,
+                   [](const ProcessImage& image) {
+                     return std::vector<ProfileLabel>{{"cgroup", absl::StrCat("/g", image.pid)}};
+                   });
+  EXPECT_THAT(profile.process_labels[4100],
+              testing::ElementsAre(ProfileLabel{"cgroup", "/g4100"},
+                                   ProfileLabel{"pid_in_namespace", "1"}));
+  EXPECT_THAT(profile.process_labels[4200], testing::ElementsAre(ProfileLabel{"cgroup", "/g4200"}));
 }
 
 TEST(RecorderWindowTest, StacksBeyondTheWindowLimitAreDroppedAndCounted) {
