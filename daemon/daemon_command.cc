@@ -293,6 +293,7 @@ void Daemon::PublishHealth() {
   health.profile_files = dir.files;
   health.profile_dir_bytes = dir.total_bytes;
   health.push = push_sink_.Health();
+  if (control_ != nullptr) health.control = control_->stats();
   health.config_reloads = reloads_;
   health.config_reload_errors = reload_errors_;
   health.memory_limit_bytes = config_.limits.memory_bytes;

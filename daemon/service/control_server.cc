@@ -75,7 +75,69 @@ std::optional<gid_t> ControlGroupId() {
   return found->gr_gid;
 }
 
+ControlRequestKind KindOf(uint16_t type) {
+  switch (static_cast<ControlMessageType>(type)) {
+    case ControlMessageType::kRecord:
+      return ControlRequestKind::kRecord;
+    case ControlMessageType::kStat:
+      return ControlRequestKind::kStat;
+    case ControlMessageType::kTop:
+      return ControlRequestKind::kTop;
+    default:
+      return ControlRequestKind::kUnknown;
+  }
+}
+
 }  // namespace
+
+const char* ControlRequestKindName(ControlRequestKind kind) {
+  switch (kind) {
+    case ControlRequestKind::kRecord:
+      return "record";
+    case ControlRequestKind::kStat:
+      return "stat";
+    case ControlRequestKind::kTop:
+      return "top";
+    case ControlRequestKind::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+const char* ControlOutcomeName(ControlOutcome outcome) {
+  switch (outcome) {
+    case ControlOutcome::kOk:
+      return "ok";
+    case ControlOutcome::kMalformed:
+      return "malformed";
+    case ControlOutcome::kPermissionDenied:
+      return "permission_denied";
+    case ControlOutcome::kBusy:
+      return "busy";
+    case ControlOutcome::kAbandoned:
+      return "abandoned";
+    case ControlOutcome::kError:
+      break;
+  }
+  return "error";
+}
+
+bool ControlOutcomePossible(ControlRequestKind kind, ControlOutcome outcome) {
+  // Peers are checked, and turned away when too many, before anything is
+  // read; a request whose type is unknown is malformed.
+  switch (outcome) {
+    case ControlOutcome::kPermissionDenied:
+    case ControlOutcome::kBusy:
+      return kind == ControlRequestKind::kUnknown;
+    case ControlOutcome::kOk:
+    case ControlOutcome::kAbandoned:
+      return kind != ControlRequestKind::kUnknown;
+    case ControlOutcome::kMalformed:
+    case ControlOutcome::kError:
+      return true;
+  }
+  return false;
+}
 
 absl::Status CheckControlPeer(uid_t uid, gid_t gid, std::optional<gid_t> group) {
   if (uid == 0) return absl::OkStatus();
@@ -196,7 +258,9 @@ std::vector<std::shared_ptr<RecordJob>> ControlServer::TakeJobs() {
 
 ControlServer::Stats ControlServer::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  Stats stats = stats_;
+  stats.open_connections = active_;
+  return stats;
 }
 
 void ControlServer::AcceptLoop() {
@@ -213,7 +277,7 @@ void ControlServer::AcceptLoop() {
     absl::MutexLock lock(&mu_);
     ++stats_.connections;
     if (active_ >= kMaxConnections) {
-      ++stats_.refused;
+      ++stats_.Requests(ControlRequestKind::kUnknown, ControlOutcome::kBusy);
       SendError(fd, "the daemon is busy (too many control connections); try again");
       close(fd);
       continue;
@@ -239,54 +303,43 @@ void ControlServer::AcceptLoop() {
 }
 
 void ControlServer::Serve(int fd) {
-  auto finish = [&] {
+  // Every connection ends in finish(), which counts it by kind and outcome.
+  ControlRequestKind kind = ControlRequestKind::kUnknown;
+  auto finish = [&](ControlOutcome outcome) {
     absl::MutexLock lock(&mu_);
+    ++stats_.Requests(kind, outcome);
     open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
     --active_;
     close(fd);
   };
   auto bad = [&](std::string_view message) {
-    {
-      absl::MutexLock lock(&mu_);
-      ++stats_.bad_requests;
-    }
     SendError(fd, message);
+    finish(ControlOutcome::kMalformed);
   };
 
   ucred peer = {};
   socklen_t size = sizeof(peer);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) {
     SendError(fd, "cannot read the peer's credentials (SO_PEERCRED)");
-    return finish();
+    return finish(ControlOutcome::kError);
   }
   if (absl::Status allowed = CheckControlPeer(peer.uid, peer.gid, group_); !allowed.ok()) {
-    {
-      absl::MutexLock lock(&mu_);
-      ++stats_.refused;
-    }
     SendError(fd, std::string(allowed.message()));
-    return finish();
+    return finish(ControlOutcome::kPermissionDenied);
   }
 
   std::string header_bytes, payload;
   if (!ReadExactly(fd, kControlHeaderSize, header_bytes, kRequestTimeoutMs)) {
-    bad("bad request: truncated header (or none within 5 s)");
-    return finish();
+    return bad("bad request: truncated header (or none within 5 s)");
   }
   absl::StatusOr<ControlHeader> header = ParseHeader(header_bytes, kMaxRequestPayload);
-  if (!header.ok()) {
-    bad(std::string(header.status().message()));
-    return finish();
-  }
+  if (!header.ok()) return bad(std::string(header.status().message()));
+  kind = KindOf(header->type);
   if (!ReadExactly(fd, header->length, payload, kRequestTimeoutMs)) {
-    bad("bad request: truncated payload");
-    return finish();
+    return bad("bad request: truncated payload");
   }
   absl::StatusOr<ParsedRequest> request = ParseRequestFrame(header_bytes + payload);
-  if (!request.ok()) {
-    bad(std::string(request.status().message()));
-    return finish();
-  }
+  if (!request.ok()) return bad(std::string(request.status().message()));
 
   std::shared_ptr<RecordJob> job;
   switch (request->type) {
@@ -310,7 +363,7 @@ void ControlServer::Serve(int fd) {
   }
   if (!queued) {
     SendError(fd, "the daemon is stopping");
-    return finish();
+    return finish(ControlOutcome::kError);
   }
   // Until the recording is over: pass on info lines, and watch the client
   // for kStop or a hang-up.
@@ -333,13 +386,13 @@ void ControlServer::Serve(int fd) {
     }
     if (client_gone) job->Abandon();
   }
-  if (client_gone) return finish();
+  if (client_gone) return finish(ControlOutcome::kAbandoned);
   for (const std::string& line : job->TakeInfo()) {
     WriteAll(fd, EncodeFrame(ControlMessageType::kInfo, line));
   }
   if (!job->result().ok()) {
     SendError(fd, std::string(job->result().status().message()));
-    return finish();
+    return finish(ControlOutcome::kError);
   }
   // A profile for record; the answer's bytes for stat and top.
   bool profile = job->type() == ControlMessageType::kRecord;
@@ -353,8 +406,8 @@ void ControlServer::Serve(int fd) {
     ok = WriteAll(fd, EncodeFrame(chunk_type, rest.substr(0, n)));
     rest.remove_prefix(n);
   }
-  if (ok) WriteAll(fd, EncodeFrame(ControlMessageType::kDone, ""));
-  finish();
+  if (ok) ok = WriteAll(fd, EncodeFrame(ControlMessageType::kDone, ""));
+  finish(ok ? ControlOutcome::kOk : ControlOutcome::kAbandoned);
 }
 
 }  // namespace pystrobe

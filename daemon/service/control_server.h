@@ -31,6 +31,27 @@ namespace pystrobe {
 
 inline constexpr char kControlGroup[] = "pystrobe";
 
+// What a control request asked for, as the daemon's counters name it;
+// kUnknown when it was refused or broken before its type was read.
+enum class ControlRequestKind { kRecord, kStat, kTop, kUnknown };
+inline constexpr int kControlRequestKinds = 4;
+// How a control request ended.
+enum class ControlOutcome {
+  kOk,                // answered
+  kMalformed,         // a bad, hostile or unknown request: an error reply
+  kPermissionDenied,  // SO_PEERCRED: neither root nor in group pystrobe
+  kBusy,              // too many connections at once
+  kAbandoned,         // the client went away before the answer
+  kError,             // a good request that failed (a refused rate, a gone pid...)
+};
+inline constexpr int kControlOutcomes = 6;
+// The Prometheus label values: "record", "stat", "top", "unknown"; "ok",
+// "malformed", "permission_denied", "busy", "abandoned", "error".
+const char* ControlRequestKindName(ControlRequestKind kind);
+const char* ControlOutcomeName(ControlOutcome outcome);
+// Whether a request of `kind` can end with `outcome` (what is exported).
+bool ControlOutcomePossible(ControlRequestKind kind, ControlOutcome outcome);
+
 // Whether a peer may use the socket: uid 0, or `group` (when it exists) is
 // the peer's gid or one of its user's groups. The reason when not.
 absl::Status CheckControlPeer(uid_t uid, gid_t gid, std::optional<gid_t> group);
@@ -51,9 +72,13 @@ class ControlServer {
   std::vector<std::shared_ptr<RecordJob>> TakeJobs();
 
   struct Stats {
-    uint64_t connections = 0;
-    uint64_t refused = 0;       // SO_PEERCRED said no, or too many connections
-    uint64_t bad_requests = 0;  // malformed, hostile or unknown requests
+    uint64_t connections = 0;  // accepted, since the start
+    int open_connections = 0;  // being served now
+    // Requests by kind and outcome; each connection is one request.
+    uint64_t requests[kControlRequestKinds][kControlOutcomes] = {};
+    uint64_t& Requests(ControlRequestKind kind, ControlOutcome outcome) {
+      return requests[static_cast<int>(kind)][static_cast<int>(outcome)];
+    }
   };
   Stats stats() const;
 

@@ -168,6 +168,30 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
         static_cast<double>(health.push.queued));
   counter("pystrobe_push_bytes_total", "Request bodies of the windows pushed successfully.",
           static_cast<double>(health.push.bytes_sent));
+  // The control socket: always exported (zeros when it is not served), so
+  // dashboards and rate() see every series from the start.
+  ControlServer::Stats control = health.control.value_or(ControlServer::Stats());
+  gauge("pystrobe_control_socket_up",
+        "1 when the control socket (record, stat, top through the daemon) is served, else 0.",
+        health.control ? 1 : 0);
+  counter("pystrobe_control_connections_total", "Connections accepted on the control socket.",
+          static_cast<double>(control.connections));
+  gauge("pystrobe_control_connections_open", "Control socket connections being served now.",
+        control.open_connections);
+  families.push_back(CounterFamily(
+      "pystrobe_control_requests_total",
+      "Control socket requests by kind (record, stat, top; unknown when turned away before it "
+      "was read) and outcome (ok, malformed, permission_denied, busy, abandoned, error)."));
+  for (int k = 0; k < kControlRequestKinds; ++k) {
+    auto kind = static_cast<ControlRequestKind>(k);
+    for (int o = 0; o < kControlOutcomes; ++o) {
+      auto outcome = static_cast<ControlOutcome>(o);
+      if (!ControlOutcomePossible(kind, outcome)) continue;
+      AddSample(
+          families.back(), static_cast<double>(control.Requests(kind, outcome)),
+          with({{"kind", ControlRequestKindName(kind)}, {"outcome", ControlOutcomeName(outcome)}}));
+    }
+  }
   counter("pystrobe_config_reloads_total", "Configurations applied on SIGHUP.",
           static_cast<double>(health.config_reloads));
   counter("pystrobe_config_reload_errors_total",

@@ -1,15 +1,18 @@
 // The daemon's own health as Prometheus families: samples, every drop by
-// reason, map fill, cache sizes, windows written, its CPU time and memory.
+// reason, map fill, cache sizes, windows written, the control socket's
+// requests and connections, its CPU time and memory.
 #ifndef PYSTROBE_DAEMON_SERVICE_SELF_METRICS_H_
 #define PYSTROBE_DAEMON_SERVICE_SELF_METRICS_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "daemon/accounting/process_counters.h"
 #include "daemon/bpf_sampler.h"
+#include "daemon/service/control_server.h"
 #include "prometheus/metric_family.h"
 
 namespace pystrobe {
@@ -62,6 +65,9 @@ struct DaemonHealth {
   uint64_t profile_files = 0;
   uint64_t profile_dir_bytes = 0;
   PushHealth push;
+  // The control socket (record, stat and top through the daemon); nullopt
+  // when it is not served.
+  std::optional<ControlServer::Stats> control;
   uint64_t config_reloads = 0;
   uint64_t config_reload_errors = 0;
   uint64_t memory_limit_bytes = 0;

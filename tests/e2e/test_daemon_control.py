@@ -2,7 +2,8 @@
 comes from the daemon (no second copy of the BPF programs), a rate other than
 the daemon's is refused clearly, garbage on the socket gets an error reply and
 the daemon goes on serving /metrics and good requests, and a user who is
-neither root nor in group pystrobe is refused (SO_PEERCRED)."""
+neither root nor in group pystrobe is refused (SO_PEERCRED); each request is
+counted by kind and outcome in /metrics."""
 
 import os
 import pwd
@@ -133,6 +134,48 @@ class DaemonControlTest(BpfTestCase):
                                 text=True, timeout=30, preexec_fn=become_nobody)
         self.assertIn("permission denied", result.stdout, result.stderr)
         self.assertIn("group pystrobe", result.stdout)
+        text = self.control_metrics(lambda text: test_daemon.metric(
+            text, "pystrobe_control_requests_total", kind="unknown",
+            outcome="permission_denied") == 1)
+        self.assertEqual(test_daemon.metric(text, "pystrobe_control_requests_total",
+                                            kind="unknown", outcome="permission_denied"), 1)
+
+    def control_metrics(self, until=lambda text: True, timeout=5):
+        """/metrics once `until(text)` holds (the daemon publishes every second)."""
+        deadline = time.time() + timeout
+        while True:
+            text = self.daemon.metrics()
+            if until(text) or time.time() > deadline:
+                return text
+
+    def test_the_control_sockets_requests_and_connections_are_in_the_metrics(self):
+        def requests(text, kind, outcome):
+            return test_daemon.metric(text, "pystrobe_control_requests_total", kind=kind,
+                                      outcome=outcome)
+        before = self.control_metrics(
+            lambda text: test_daemon.metric(text, "pystrobe_control_socket_up") == 1)
+        self.assertEqual(test_daemon.metric(before, "pystrobe_control_socket_up"), 1, before)
+        result, _ = self.record("-p", str(self.busy.pid), "-d", "1")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        for case in (frame(99, b"all=1\n"), frame(3, b"pid=1\n")):
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(self.socket)
+                s.sendall(case)
+                s.shutdown(socket.SHUT_WR)
+                self.assertEqual(read_reply(s)[0], 0x84)
+        expected = {("record", "ok"): 1, ("unknown", "malformed"): 1, ("stat", "malformed"): 1}
+        after = self.control_metrics(lambda text: all(
+            requests(text, *key) >= requests(before, *key) + n for key, n in expected.items()))
+        for key, n in expected.items():
+            self.assertEqual(requests(after, *key), requests(before, *key) + n, key)
+        self.assertEqual(requests(after, "record", "error"), requests(before, "record", "error"))
+        self.assertGreaterEqual(
+            test_daemon.metric(after, "pystrobe_control_connections_total"),
+            test_daemon.metric(before, "pystrobe_control_connections_total") + 3)
+        self.assertEqual(test_daemon.metric(after, "pystrobe_control_connections_open"), 0)
+        check = subprocess.run(["promtool", "check", "metrics"], input=after, text=True,
+                               capture_output=True, timeout=30)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 
     # stat and top through the daemon (kStat, kTop).
 
