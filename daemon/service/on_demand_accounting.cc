@@ -80,9 +80,9 @@ void OnDemandAccounting::BeginStat(std::shared_ptr<RecordJob> job, absl::Time no
     return;
   }
   std::vector<ProcessCounters> entries = reader_->Processes(pid);
-  bool targeted = caps_.all_processes || !entries.empty() ||
-                  std::find(caps_.target_pids.begin(), caps_.target_pids.end(),
-                            static_cast<int32_t>(pid)) != caps_.target_pids.end();
+  // Counted already, or a target that has not run since the daemon began
+  // to look (asleep, or newer than the last scan for name patterns).
+  bool targeted = caps_.all_processes || !entries.empty() || (caps_.targets && caps_.targets(pid));
   if (!targeted) {
     job->CompleteWithAnswer(absl::FailedPreconditionError(
         absl::StrCat("the daemon does not target process ", pid,

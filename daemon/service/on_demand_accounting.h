@@ -7,6 +7,7 @@
 #define PYSTROBE_DAEMON_SERVICE_ON_DEMAND_ACCOUNTING_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -26,7 +27,10 @@ struct AccountingCapabilities {
   int rate_hz = 0;
   bool offcpu = false;         // the session follows threads off CPU
   bool all_processes = false;  // the session targets every process
-  std::vector<int32_t> target_pids;
+  // Whether the session targets live process `pid` (its pids, name patterns,
+  // cgroups and containers: TargetSelector::Includes); null: only
+  // all_processes and what the accounting has counted tell.
+  std::function<bool(uint32_t pid)> targets;
   std::string gc_binary;  // the interpreter whose GC probes are attached, or ""
 };
 

@@ -124,7 +124,8 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
       AccountingCapabilities{.rate_hz = config.rate_hz,
                              .offcpu = config.off_cpu,
                              .all_processes = config.targets.all,
-                             .target_pids = config.targets.pids,
+                             .targets = [selector = session->targets_.get()](
+                                            uint32_t pid) { return selector->Includes(pid); },
                              .gc_binary = gc_probes ? kSystemPython : ""});
   OnDemandRecordings* on_demand = session->on_demand_.get();
   session->window_loop_->set_window_observer(

@@ -1,5 +1,6 @@
 #include "daemon/service/target_selector.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "daemon/containers/container_id.h"
+#include "daemon/containers/process_container_info.h"
 
 namespace pystrobe {
 namespace {
@@ -68,6 +70,49 @@ bool TargetSelector::NameMatches(const std::string& comm, const std::string& exe
   return false;
 }
 
+bool TargetSelector::ProcessNameMatches(uint32_t pid) const {
+  std::ifstream comm_file(absl::StrCat("/proc/", pid, "/comm"));
+  std::string comm;
+  std::getline(comm_file, comm);
+  std::error_code link_error;
+  std::string exe =
+      std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), link_error).string();
+  // A kernel thread has no executable: it is never a target.
+  if (link_error && comm.empty()) return false;
+  return NameMatches(comm, std::filesystem::path(exe).filename().string());
+}
+
+bool TargetSelector::InTargetCgroup(uint32_t pid) const {
+  absl::StatusOr<ProcessContainerInfo> info = ReadProcessContainerInfo(static_cast<int32_t>(pid));
+  if (!info.ok() || info->cgroup_path.empty()) return false;
+  // The kernel looks at the task's group and its ancestors (targets.bpf.h).
+  std::string path = info->cgroup_path;
+  while (true) {
+    absl::StatusOr<uint64_t> id = cgroups_->IdForPath(path);
+    if (id.ok() && cgroup_ids_.contains(*id)) return true;
+    if (path == "/" || path.empty()) return false;
+    size_t slash = path.rfind('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+}
+
+bool TargetSelector::Includes(uint32_t pid) {
+  if (!FiltersProcesses(targets_)) return true;
+  if (std::find(targets_.pids.begin(), targets_.pids.end(), static_cast<int32_t>(pid)) !=
+      targets_.pids.end()) {
+    return true;
+  }
+  if (!patterns_.empty() && ProcessNameMatches(pid)) {
+    if (checked_pids_.contains(pid)) return true;  // the scan put it in the filter
+    if (absl::Status s = sampler_->AddTargetPid(pid); !s.ok()) {
+      warnings_.push_back(std::string(s.message()));
+      return false;
+    }
+    return true;
+  }
+  return FiltersCgroups(targets_) && cgroups_ != nullptr && InTargetCgroup(pid);
+}
+
 void TargetSelector::ScanProcesses() {
   absl::flat_hash_set<uint32_t> present;
   std::error_code error;
@@ -76,15 +121,7 @@ void TargetSelector::ScanProcesses() {
     if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
     present.insert(pid);
     if (checked_pids_.contains(pid)) continue;
-    std::ifstream comm_file(absl::StrCat("/proc/", pid, "/comm"));
-    std::string comm;
-    std::getline(comm_file, comm);
-    std::error_code link_error;
-    std::string exe =
-        std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), link_error).string();
-    // A kernel thread has no executable: it is never a target.
-    if (link_error && comm.empty()) continue;
-    if (NameMatches(comm, std::filesystem::path(exe).filename().string())) {
+    if (ProcessNameMatches(pid)) {
       if (absl::Status s = sampler_->AddTargetPid(pid); !s.ok()) {
         warnings_.push_back(std::string(s.message()));
       }

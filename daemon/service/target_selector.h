@@ -37,6 +37,13 @@ class TargetSelector {
   // Whether `comm` or `exe_base` matches a process-name pattern.
   bool NameMatches(const std::string& comm, const std::string& exe_base) const;
 
+  // Whether live process `pid` is a target: every process is, or it is in
+  // targets.pids, or its name matches a pattern, or its cgroup is (or is
+  // below) a targeted one. What the kernel filter decides for the process,
+  // asked before the process has run: one that matches a pattern but is
+  // newer than the last scan is put into the filter now.
+  bool Includes(uint32_t pid);
+
   size_t target_cgroups() const { return cgroup_ids_.size(); }
   // Warnings worth logging once (a cgroup path that does not exist...).
   std::vector<std::string> TakeWarnings();
@@ -44,6 +51,11 @@ class TargetSelector {
  private:
   void ScanProcesses();
   void ScanCgroups();
+  // Whether a process's comm or executable matches a pattern (never a
+  // kernel thread's).
+  bool ProcessNameMatches(uint32_t pid) const;
+  // Whether the process's cgroup or one of its ancestors is targeted.
+  bool InTargetCgroup(uint32_t pid) const;
 
   TargetsConfig targets_;
   BpfSampler* sampler_;

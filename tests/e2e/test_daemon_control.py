@@ -3,10 +3,12 @@ comes from the daemon (no second copy of the BPF programs), a rate other than
 the daemon's is refused clearly, garbage on the socket gets an error reply and
 the daemon goes on serving /metrics and good requests, and a user who is
 neither root nor in group pystrobe is refused (SO_PEERCRED); each request is
-counted by kind and outcome in /metrics."""
+counted by kind and outcome in /metrics. stat through a daemon with restricted
+targets answers for the processes its name patterns and cgroups target."""
 
 import os
 import pwd
+import signal
 import socket
 import stat
 import struct
@@ -269,3 +271,83 @@ class DaemonControlTest(BpfTestCase):
             self.assertEqual(reply[0], 0x84, reply)
             self.assertIn("bad request", reply[1])
         self.assertIsNone(self.daemon.proc.poll(), self.daemon.output())
+
+
+# Names itself argv[1] (its comm, which name patterns match), says "ready",
+# then sleeps until each SIGUSR1, after which it spins for 0.3 s.
+WAKE_ON_USR1 = (
+    "import signal, sys, time\n"
+    "with open('/proc/self/comm', 'w') as f: f.write(sys.argv[1])\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    signal.sigwait({signal.SIGUSR1})\n"
+    "    end = time.time() + 0.3\n"
+    "    while time.time() < end: pass\n")
+
+
+class DaemonTargetsTest(BpfTestCase):
+    """stat through a daemon whose configuration restricts its targets: a
+    process that matches a name pattern, or lives in a targeted cgroup, is a
+    target even when it has not run since the daemon began (so the accounting
+    has nothing of it yet); any other process is refused."""
+
+    def setUp(self):
+        if not os.path.isdir(test_daemon.CGROUP2):
+            self.fail(f"no cgroup v2 mount at {test_daemon.CGROUP2}")
+        self.dir = tempfile.mkdtemp(dir=self.tmp)
+        self.socket = os.path.join(self.dir, "control.sock")
+        name = f"pstgt-{os.getpid() % 100000}"  # within comm's 15 characters
+        group = os.path.join(test_daemon.CGROUP2, f"pystrobe-target-test-{os.getpid()}")
+        os.makedirs(group, exist_ok=True)
+        self.addCleanup(test_daemon.remove_cgroup, group)
+
+        def join_group():
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        # Asleep from before the daemon starts until the test wakes them.
+        self.named = self.start(name)
+        self.grouped = self.start("grouped", preexec_fn=join_group)
+        self.untargeted = self.start("untargeted")
+        relative = "/" + os.path.relpath(group, test_daemon.CGROUP2)
+        config = (f"targets:\n  all: false\n  process_names: ['{name}']\n"
+                  f"  cgroups: ['{relative}']\n")
+        self.daemon = test_daemon.Daemon(self.dir, ("--window", "2", "--socket", self.socket),
+                                         config)
+        self.addCleanup(self.daemon.stop)
+        deadline = time.time() + 10
+        while not os.path.exists(self.socket) and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)  # the daemon's first look for processes by name is done
+
+    def start(self, name, preexec_fn=None):
+        child = subprocess.Popen(["/usr/bin/python3", "-c", WAKE_ON_USR1, name],
+                                 stdout=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
+        self.addCleanup(child.stdout.close)
+        self.addCleanup(child.wait)
+        self.addCleanup(child.kill)
+        self.assertEqual(child.stdout.readline().strip(), "ready")
+        return child
+
+    def stat(self, pid):
+        return subprocess.Popen([PYSTROBE_BIN, "stat", "--socket", self.socket, "--pid", str(pid),
+                                 "-d", "2", "--json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def test_stat_answers_processes_targeted_by_name_or_cgroup_and_refuses_others(self):
+        import json
+        for child in (self.named, self.grouped):
+            stat = self.stat(child.pid)
+            time.sleep(0.7)  # the daemon has taken the request: now it runs
+            os.kill(child.pid, signal.SIGUSR1)
+            out, err = stat.communicate(timeout=60)
+            self.assertEqual(stat.returncode, 0, err)
+            self.assertIn(f"using the running daemon ({self.socket})", err)
+            report = json.loads(out)
+            self.assertEqual(report["pid"], child.pid)
+            self.assertGreater(report["cpu_user_seconds"] + report["cpu_system_seconds"], 0.1,
+                               report)
+        refused = self.stat(self.untargeted.pid)
+        _, err = refused.communicate(timeout=60)
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn(f"the daemon does not target process {self.untargeted.pid}", err)
