@@ -9,6 +9,12 @@
   cpu nanoseconds = count x 1e9 / rate, shares near the measured ones.
 - pprof with --off-cpu: wall = cpu + off_cpu nanoseconds on every sample;
   the sleeper's time is off_cpu, the spinner's cpu.
+- pprof with --native: python3.11's and libc's frames are locations in
+  mappings named by the files' full paths, with the build ids `readelf -n`
+  reads, laid out as their executable segments (`readelf -lW`), at ELF
+  addresses inside the symbols `nm -D` gives their names: a reader with the
+  same files could symbolize them again. The kernel mapping has the build id
+  of /sys/kernel/notes.
 - speedscope: the same program's .speedscope.json has the schema's shape
   and is opened by speedscope (npm `speedscope`, its built app) in headless
   Chromium: the page title becomes the file's name and the toolbar names
@@ -23,6 +29,7 @@ import html
 import json
 import os
 import re
+import struct
 import subprocess
 import unittest
 
@@ -46,6 +53,58 @@ def decode_pprof(path):
     if result.returncode != 0:
         raise AssertionError(f"pprof-format could not decode {path}:\n{result.stderr}")
     return json.loads(result.stdout)
+
+
+def readelf_build_id(path):
+    """The build id `readelf -n` prints for the file, or None."""
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True,
+                         check=False).stdout
+    match = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return match.group(1) if match else None
+
+
+def readelf_code_segments(path):
+    """(vaddr, vaddr + memsz, offset) of the file's executable LOAD segments."""
+    out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True,
+                         check=False).stdout
+    segments = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 8 and fields[0] == "LOAD" and "E" in "".join(fields[6:-1]):
+            offset, vaddr, memsz = int(fields[1], 16), int(fields[2], 16), int(fields[5], 16)
+            segments.append((vaddr, vaddr + memsz, offset))
+    return segments
+
+
+def dynamic_symbols(path):
+    """{name: [(start, end)]} of the file's defined dynamic symbols (`nm -D`)."""
+    out = subprocess.run(["nm", "-D", "-S", "--defined-only", path], capture_output=True,
+                         text=True, check=False).stdout
+    symbols = {}
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) == 4:
+            start, size = int(fields[0], 16), int(fields[1], 16)
+            symbols.setdefault(fields[3].split("@")[0], []).append((start, start + size))
+    return symbols
+
+
+def kernel_build_id():
+    """The GNU build id note in /sys/kernel/notes, or None."""
+    try:
+        with open("/sys/kernel/notes", "rb") as f:
+            notes = f.read()
+    except OSError:
+        return None
+    at = 0
+    while at + 12 <= len(notes):
+        namesz, descsz, kind = struct.unpack_from("<III", notes, at)
+        name_at = at + 12
+        desc_at = name_at + (namesz + 3) // 4 * 4
+        if kind == 3 and notes[name_at:name_at + namesz] == b"GNU\0":
+            return notes[desc_at:desc_at + descsz].hex()
+        at = desc_at + (descsz + 3) // 4 * 4
+    return None
 
 
 def workload_lines(name):
@@ -180,6 +239,66 @@ class ExportersTest(BpfTestCase):
                                delta=0.15 * truth["spin_cpu_s"], msg=summary)
         sleeping = [s for s in profile["samples"] if s["stack"] and s["stack"][0]["name"] == "[sleep]"]
         self.assertTrue(sleeping, summary)
+
+    def test_pprof_native_frames_are_in_mappings_of_their_files_with_build_ids(self):
+        # Python frames hide the interpreter's own native frames, but a new
+        # python3.11 runs its startup before any Python frame exists: children
+        # started one after another (followed with --subprocesses) give
+        # python3.11 and ld.so frames; os.getppid() in a loop, libc's.
+        script = ("import os, subprocess, sys, time\n"
+                  "for _ in range(20):\n"
+                  "    subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+                  "end = time.time() + 1.5\n"
+                  "while time.time() < end:\n"
+                  "    os.getppid()\n")
+        recording = record(["--native", "--subprocesses", "-r", "999", "--", DEBIAN_PYTHON,
+                            "-c", script], self.tmp, fmt="pprof", name="native", timeout=120)
+        self.assertRecorded(recording)
+        profile = decode_pprof(recording.output_path)
+        summary = pprof_summary(profile)
+        # Includes: every location inside its mapping's [memoryStart, memoryLimit).
+        self.assertEqual(profile["errors"], [])
+
+        mappings = {m["id"]: m for m in profile["mappings"]}
+        files = {m["filename"] for m in mappings.values() if m["filename"].startswith("/")}
+        libc = os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6")
+        self.assertIn(DEBIAN_PYTHON, files, profile["mappings"])
+        self.assertIn(libc, files, profile["mappings"])
+        for mapping in mappings.values():
+            path = mapping["filename"]
+            if path == "[kernel]":
+                self.assertEqual(mapping["buildId"] or None, kernel_build_id(), mapping)
+                continue
+            if not path.startswith("/"):
+                continue
+            with self.subTest(path=path):
+                self.assertEqual(mapping["buildId"], readelf_build_id(path), mapping)
+                segment = (int(mapping["memoryStart"], 16), int(mapping["memoryLimit"], 16),
+                           int(mapping["fileOffset"], 16))
+                self.assertIn(segment, readelf_code_segments(path), mapping)
+
+        # Native frames of both files reference their mappings, at addresses
+        # that the file's own symbols cover wherever a symbol named the frame.
+        weight, resymbolized = {}, {}
+        symbols = {path: dynamic_symbols(path) for path in (DEBIAN_PYTHON, libc)}
+        for sample in profile["samples"]:
+            for frame in sample["stack"]:
+                path = frame["mapping"]
+                self.assertFalse(re.search(r"\+0x[0-9a-f]+$", frame["name"]) and not path, frame)
+                if path not in symbols:
+                    continue
+                weight[path] = weight.get(path, 0) + sample["values"][0]
+                address = int(frame["address"], 16)
+                ranges = symbols[path].get(frame["name"])
+                if ranges:
+                    self.assertTrue(any(start <= address < end for start, end in ranges),
+                                    f"{frame} outside {frame['name']} {ranges}")
+                    resymbolized[path] = resymbolized.get(path, 0) + 1
+        self.assertGreater(weight.get(DEBIAN_PYTHON, 0), 0, summary)
+        self.assertGreater(weight.get(libc, 0), 0, summary)
+        self.assertGreater(resymbolized.get(libc, 0), 0, "getppid, at least")
+        # Non-PIE: its addresses are not its file offsets (0x400000 apart).
+        self.assertGreater(resymbolized.get(DEBIAN_PYTHON, 0), 0, summary)
 
     def test_default_names_and_kernel_frames_of_a_system_wide_pprof(self):
         for fmt, extension in (("pprof", ".pb.gz"), ("speedscope", ".speedscope.json")):

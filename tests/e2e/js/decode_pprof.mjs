@@ -3,9 +3,14 @@
 // as one JSON object, names resolved:
 //   {sampleTypes: [[type, unit]...], periodType, period, defaultSampleType,
 //    timeNanos, durationNanos, comments, errors: [...],
-//    mappings: [{id, filename, hasFunctions}],
-//    samples: [{stack: [{name, file, line, mapping}] leaf first, values, labels}]}
-// `errors` lists broken invariants (dangling ids, a non-empty string 0...).
+//    mappings: [{id, filename, buildId, memoryStart, memoryLimit, fileOffset,
+//                hasFunctions}],
+//    samples: [{stack: [{name, file, line, mapping, mappingId, address}] leaf
+//               first, values, labels}]}
+// Addresses and mapping bounds are hex strings ("0x41f000"): uint64 values
+// need not fit a JSON number.
+// `errors` lists broken invariants (dangling ids, a non-empty string 0, an
+// address outside its mapping...).
 //
 // usage: node decode_pprof.mjs FILE.pb.gz
 import {readFileSync} from 'node:fs';
@@ -22,6 +27,7 @@ const profile = Profile.decode(gunzipSync(readFileSync(path)));
 const strings = profile.stringTable.strings;
 const errors = [];
 const num = (n) => Number(n);  // int64 fields may come back as BigInt
+const hex = (n) => '0x' + BigInt(n).toString(16);
 const str = (index) => {
   const i = num(index);
   if (!(i >= 0 && i < strings.length)) {
@@ -54,8 +60,14 @@ function frame(locationId) {
     return {name: '<missing>'};
   }
   const mappingId = num(location.mappingId);
-  if (mappingId !== 0 && !mappings.has(mappingId)) {
+  const mapping = mappings.get(mappingId);
+  if (mappingId !== 0 && !mapping) {
     errors.push(`location ${location.id} refers to missing mapping ${mappingId}`);
+  }
+  if (mapping && BigInt(mapping.memoryLimit) !== 0n &&
+      (BigInt(location.address) < BigInt(mapping.memoryStart) ||
+       BigInt(location.address) >= BigInt(mapping.memoryLimit))) {
+    errors.push(`location ${location.id} at ${hex(location.address)} is outside mapping ${mappingId}`);
   }
   if (location.line.length !== 1) errors.push(`location ${location.id} has ${location.line.length} lines`);
   const line = location.line[0];
@@ -68,7 +80,9 @@ function frame(locationId) {
     name: str(fn.name),
     file: str(fn.filename),
     line: num(line.line),
-    mapping: mappingId !== 0 ? str(mappings.get(mappingId)?.filename ?? 0) : '',
+    mapping: mappingId !== 0 ? str(mapping?.filename ?? 0) : '',
+    mappingId,
+    address: hex(location.address),
   };
 }
 
@@ -96,7 +110,13 @@ console.log(JSON.stringify({
   durationNanos: String(profile.durationNanos),
   comments: profile.comment.map(str),
   mappings: profile.mapping.map((m) => ({
-    id: num(m.id), filename: str(m.filename), hasFunctions: Boolean(m.hasFunctions),
+    id: num(m.id),
+    filename: str(m.filename),
+    buildId: str(m.buildId),
+    memoryStart: hex(m.memoryStart),
+    memoryLimit: hex(m.memoryLimit),
+    fileOffset: hex(m.fileOffset),
+    hasFunctions: Boolean(m.hasFunctions),
   })),
   errors,
   samples,
