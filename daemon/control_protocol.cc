@@ -1,9 +1,12 @@
 #include "daemon/control_protocol.h"
 
 #include <cstring>
+#include <memory>
 #include <set>
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,8 +18,10 @@ namespace {
 // Debian's abseil has its own string_view.
 absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-constexpr char kProfileMagic[] = "PSPF1";  // the profile encoding, versioned
-constexpr char kTopMagic[] = "PSTP1";      // the top snapshot encoding, versioned
+// The profile encoding, versioned: 2 added native modules (path, build id,
+// segments) and each native frame's module and file offset.
+constexpr char kProfileMagic[] = "PSPF2";
+constexpr char kTopMagic[] = "PSTP1";  // the top snapshot encoding, versioned
 constexpr size_t kMaxTopCounterFields = 256;
 constexpr size_t kMaxRemotePids = 1024;
 
@@ -444,6 +449,28 @@ std::string EncodeProfile(const Profile& profile) {
       PutString(out, label.value);
     }
   }
+  // The modules frames refer to, once each; a frame names one by its index
+  // plus one (0: none).
+  absl::flat_hash_map<const NativeModule*, uint32_t> module_index;
+  std::vector<const NativeModule*> modules;
+  for (const ProfileStack& stack : profile.stacks()) {
+    for (const Frame& frame : stack.frames) {
+      if (frame.module == nullptr) continue;
+      auto [it, inserted] = module_index.try_emplace(frame.module.get(), modules.size() + 1);
+      if (inserted) modules.push_back(frame.module.get());
+    }
+  }
+  PutU32(out, static_cast<uint32_t>(modules.size()));
+  for (const NativeModule* module : modules) {
+    PutString(out, module->path);
+    PutString(out, module->build_id);
+    PutU32(out, static_cast<uint32_t>(module->code_segments.size()));
+    for (const NativeModule::Segment& segment : module->code_segments) {
+      PutU64(out, segment.vaddr);
+      PutU64(out, segment.size);
+      PutU64(out, segment.file_offset);
+    }
+  }
   PutU32(out, static_cast<uint32_t>(profile.stacks().size()));
   for (const ProfileStack& stack : profile.stacks()) {
     PutU64(out, stack.count);
@@ -451,6 +478,9 @@ std::string EncodeProfile(const Profile& profile) {
     for (const Frame& frame : stack.frames) {
       out.push_back(static_cast<char>(frame.kind));
       PutString(out, frame.name);
+      uint32_t module = frame.module != nullptr ? module_index.at(frame.module.get()) : 0;
+      PutU32(out, module);
+      if (module != 0) PutU64(out, frame.file_offset);
     }
   }
   return out;
@@ -459,7 +489,16 @@ std::string EncodeProfile(const Profile& profile) {
 absl::StatusOr<Profile> DecodeProfile(std::string_view bytes) {
   auto bad = [] { return absl::DataLossError("the daemon's profile is malformed"); };
   std::string_view magic(kProfileMagic);
-  if (bytes.substr(0, magic.size()) != magic) return bad();
+  if (bytes.substr(0, magic.size()) != magic) {
+    // "PSPF" and another version: a daemon of another pystrobe release.
+    if (bytes.substr(0, 4) == magic.substr(0, 4) && bytes.size() >= magic.size()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the daemon sent profile encoding ", A(bytes.substr(0, magic.size())),
+                       ", this pystrobe reads ", kProfileMagic,
+                       ": restart the daemon after upgrading pystrobe"));
+    }
+    return bad();
+  }
   Reader in(bytes.substr(magic.size()));
   Profile profile;
   uint32_t rate = 0, n = 0;
@@ -488,19 +527,43 @@ absl::StatusOr<Profile> DecodeProfile(std::string_view bytes) {
       labels.push_back(std::move(label));
     }
   }
+  // Path, build id and segment count: 12 bytes at least.
+  if (!in.Count(n, 12)) return bad();
+  std::vector<std::shared_ptr<const NativeModule>> modules;
+  modules.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    auto module = std::make_shared<NativeModule>();
+    uint32_t segments = 0;
+    if (!in.String(module->path) || !in.String(module->build_id) || !in.Count(segments, 24)) {
+      return bad();
+    }
+    module->code_segments.resize(segments);
+    for (NativeModule::Segment& segment : module->code_segments) {
+      if (!in.U64(segment.vaddr) || !in.U64(segment.size) || !in.U64(segment.file_offset)) {
+        return bad();
+      }
+    }
+    modules.push_back(std::move(module));
+  }
   if (!in.Count(n, 12)) return bad();
   for (uint32_t i = 0; i < n; ++i) {
     uint64_t count = 0;
     uint32_t frames = 0;
-    if (!in.U64(count) || !in.Count(frames, 5)) return bad();
+    // Kind, name length and module: 9 bytes at least.
+    if (!in.U64(count) || !in.Count(frames, 9)) return bad();
     std::vector<Frame> stack(frames);
     for (Frame& frame : stack) {
       uint8_t kind = 0;
+      uint32_t module = 0;
       if (!in.U8(kind) || kind > static_cast<uint8_t>(FrameKind::kMarker) ||
-          !in.String(frame.name)) {
+          !in.String(frame.name) || !in.U32(module) || module > modules.size()) {
         return bad();
       }
       frame.kind = static_cast<FrameKind>(kind);
+      if (module != 0) {
+        frame.module = modules[module - 1];
+        if (!in.U64(frame.file_offset)) return bad();
+      }
     }
     profile.Add(std::move(stack), count);
   }

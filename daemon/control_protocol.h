@@ -20,7 +20,8 @@
 // every value checked (see ParseRecordRequest). The profile travels as the
 // concatenation of the kProfileChunk payloads in the encoding of
 // EncodeProfile: the symbolized Profile itself (frames with their kinds,
-// counts, labels), so the client writes any format with the usual writers.
+// native frames with their modules and file offsets, counts, labels), so the
+// client writes any format with the usual writers.
 #ifndef PYSTROBE_DAEMON_CONTROL_PROTOCOL_H_
 #define PYSTROBE_DAEMON_CONTROL_PROTOCOL_H_
 

@@ -4,8 +4,10 @@
 // crash (run under the sanitizers when the build has them).
 #include "daemon/control_protocol.h"
 
+#include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -112,6 +114,46 @@ TEST(ControlProtocolTest, ProfilesRoundTripWithKindsCountsAndLabels) {
   EXPECT_EQ(back->stacks()[0].frames, profile.stacks()[0].frames);
   EXPECT_EQ(back->stacks()[0].count, 7u);
   EXPECT_EQ(back->total_count(), 10u);
+}
+
+// A profile recorded through the daemon keeps what pprof's mappings need.
+TEST(ControlProtocolTest, NativeFramesKeepTheirModulesAndOffsets) {
+  auto libc = std::make_shared<NativeModule>();
+  libc->path = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+  libc->build_id = "93ac61ec5a8eb1396f9fbd350e3169a558528a40";
+  libc->code_segments = {{.vaddr = 0x26000, .size = 0x1550fc, .file_offset = 0x26000}};
+  auto kernel = std::make_shared<NativeModule>();
+  kernel->path = "[kernel]";
+  Profile profile;
+  profile.Add({{"a (1)", FrameKind::kProcess},
+               {"qsort", FrameKind::kNative, libc, 0x40000},
+               {"libc.so.6+0x50000", FrameKind::kNative, libc, 0x50000},
+               {"[unknown]", FrameKind::kNative},
+               {"read_[k]", FrameKind::kKernel, kernel}},
+              2);
+  absl::StatusOr<Profile> back = DecodeProfile(EncodeProfile(profile));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->stacks().size(), 1u);
+  const auto& frames = back->stacks()[0].frames;
+  ASSERT_EQ(frames.size(), 5u);
+  ASSERT_NE(frames[1].module, nullptr);
+  EXPECT_EQ(*frames[1].module, *libc);
+  EXPECT_EQ(frames[1].file_offset, 0x40000u);
+  EXPECT_EQ(frames[2].module, frames[1].module) << "one record per module";
+  EXPECT_EQ(frames[2].file_offset, 0x50000u);
+  EXPECT_EQ(frames[3].module, nullptr);
+  ASSERT_NE(frames[4].module, nullptr);
+  EXPECT_EQ(frames[4].module->path, "[kernel]");
+}
+
+TEST(ControlProtocolTest, ProfileOfAnotherEncodingVersionSaysSo) {
+  Profile profile;
+  profile.Add({{"p (1)", FrameKind::kProcess}}, 1);
+  std::string encoded = EncodeProfile(profile);
+  encoded[4] = '1';  // "PSPF1": the encoding before modules
+  absl::StatusOr<Profile> back = DecodeProfile(encoded);
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(back.status().message(), HasSubstr("restart the daemon"));
 }
 
 TEST(ControlProtocolTest, RandomAndMutatedRequestsAreErrorsNotCrashes) {
@@ -239,7 +281,14 @@ TEST(ControlProtocolTest, TopSnapshotRoundTripsAndMutationsAreErrorsNotCrashes) 
 
 TEST(ControlProtocolTest, MutatedProfilesAreErrorsNotCrashes) {
   Profile profile;
-  profile.Add({{"p (1)", FrameKind::kProcess}, {"f", FrameKind::kNative}}, 5);
+  auto module = std::make_shared<NativeModule>();
+  module->path = "/lib/libf.so";
+  module->build_id = "abcd";
+  module->code_segments = {{.vaddr = 0x1000, .size = 0x2000, .file_offset = 0x1000}};
+  profile.Add({{"p (1)", FrameKind::kProcess},
+               {"f", FrameKind::kNative},
+               {"g", FrameKind::kNative, module, 0x1234}},
+              5);
   profile.process_labels[1] = {{"k", "v"}};
   std::string good = EncodeProfile(profile);
   std::mt19937_64 random(7);
