@@ -71,7 +71,8 @@ class NativeNameCache {
 
   size_t size() const { return size_; }
   uint64_t evictions() const { return evictions_; }
-  // Module records alive (held by a name here or a profile's frame).
+  // Entries of the module table: records a name or a profile frame holds,
+  // and expired ones not swept yet.
   size_t module_count() const { return modules_.size(); }
 
  private:

@@ -277,6 +277,34 @@ TEST(RecorderTest, NativeFramesCarryTheirModuleSharedByEveryProcess) {
   EXPECT_EQ(module->path, "/usr/lib/libfake.so.1");
 }
 
+// One file per address, as a host whose processes come and go with new
+// libraries: records nobody holds any more leave the module table.
+TEST(NativeNameCacheTest, ModuleTableForgetsRecordsNothingHolds) {
+  class FilePerAddress : public ProcessSymbols {
+   public:
+    std::string Symbolize(uint64_t addr) override { return Resolve(addr).name; }
+    NativeFrameSymbol Resolve(uint64_t addr) override {
+      path_ = absl::StrCat("/lib/lib", addr, ".so");
+      NativeCodeLocation location;
+      location.path = path_;
+      return {"f", location};
+    }
+
+   private:
+    std::string path_;
+  };
+  NativeNameCache cache;
+  ProcessImage image;
+  image.symbols = std::make_unique<FilePerAddress>();
+  std::shared_ptr<const NativeModule> kept = cache.Name(image, 0).module;
+  for (uint64_t address = 1; address < 1000; ++address) cache.Name(image, address);
+  EXPECT_EQ(cache.module_count(), 1000u) << "every record still held by its name";
+  cache.Forget(image.id);
+  for (uint64_t address = 1000; address < 1100; ++address) cache.Name(image, address);
+  EXPECT_LE(cache.module_count(), 2 * 101u + 16);
+  EXPECT_EQ(cache.Name(image, 0).module, kept) << "a record still held is found again";
+}
+
 TEST(RecorderTest, ProcessWithoutSymbolsStillCountsItsSamples) {
   FakeSymbolizer symbolizer;
   Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
