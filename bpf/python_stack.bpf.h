@@ -9,7 +9,8 @@
  * Every read of the target's memory can fail (the process may be exiting or
  * corrupt); a failed read ends the walk with the frames so far, counted.
  * Reads are batched: one read of the frame and one of the code object's
- * head per frame, with fields picked out of the copies.
+ * head per frame, with fields picked out of the copies; the second is saved
+ * when the same code object came earlier in the walk (recursion).
  *
  * The including program provides current_sample(): the per-CPU sample being
  * built (bpf_loop callbacks cannot be handed a map value).
@@ -43,6 +44,28 @@ struct {
 	__type(value, __u64);
 } python_thread_states SEC(".maps");
 
+/*
+ * Stamps of the code objects read during this walk, direct-mapped by
+ * address: a recursive function's frames share one code object, and a hit
+ * saves reading its head again, half of a frame's cost.
+ *
+ * A hit counts within one walk only. While the sampled thread is stopped
+ * under us, every code object its frames run is kept alive by those frames,
+ * so an address names one code object for the whole walk. Across walks it
+ * does not: a module's code is freed once its import has run, and the next
+ * code objects (with fresh globals dicts, at the same addresses too) take
+ * its place; a stamp cached across walks went stale for a quarter of a
+ * program's samples.
+ */
+#define PYTHON_STAMP_SLOTS 256
+
+struct python_stamp_slot {
+	__u64 code;
+	__u64 walk_id;
+	__u32 stamp;
+	__u32 _pad;
+};
+
 /* Everything one walk needs, per CPU: too big for the BPF stack. */
 struct python_walk {
 	struct pystrobe_python_process proc;
@@ -58,8 +81,11 @@ struct python_walk {
 	 * live in chunks of the thread's data stack. */
 	__u16 frame_copy_size;
 	__u16 code_copy_size;
+	__u64 walk_id; /* counts this CPU's walks: tells the stamp cache's walks apart */
 	__u8 frame_copy[PYTHON_COPY_SIZE];
 	__u8 code_copy[PYTHON_COPY_SIZE];
+	/* Left over from earlier walks too: walk_id tells them apart. */
+	struct python_stamp_slot stamps[PYTHON_STAMP_SLOTS];
 };
 
 struct {
@@ -179,15 +205,47 @@ static __always_inline bool top_frame(struct python_walk *walk, __u64 *frame)
 	return read_target_u64(walk->tstate, off->tstate_frame, frame);
 }
 
+enum code_lookup {
+	CODE_STAMPED,	 /* *stamp is the code object's */
+	CODE_NOT_CODE,	 /* 3.13's f_executable may hold something else: skip the frame */
+	CODE_UNREADABLE, /* the walk ends */
+};
+
+/* The stamp of the code object `code`: from this walk's cache, or read. */
+static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u64 code,
+						   __u32 *stamp)
+{
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	struct python_stamp_slot *slot = &walk->stamps[(code >> 4) & (PYTHON_STAMP_SLOTS - 1)];
+
+	if (slot->code == code && slot->walk_id == walk->walk_id) {
+		*stamp = slot->stamp;
+		return CODE_STAMPED;
+	}
+	if (bpf_probe_read_user(walk->code_copy, walk->code_copy_size & (PYTHON_COPY_SIZE - 1),
+				(void *)code))
+		return CODE_UNREADABLE;
+	if (copied_u64(walk->code_copy, off->object_type) != walk->proc.code_type_addr)
+		return CODE_NOT_CODE;
+	*stamp = pystrobe_python_code_stamp32(
+	    pystrobe_python_code_stamp(copied_u64(walk->code_copy, off->code_filename),
+				       copied_u64(walk->code_copy, off->code_name),
+				       copied_u32(walk->code_copy, off->code_firstlineno)));
+	slot->code = code;
+	slot->walk_id = walk->walk_id;
+	slot->stamp = *stamp;
+	return CODE_STAMPED;
+}
+
 /* One frame: copy it, skip shims and non-code frames, record the rest. */
 static long walk_frame_step(__u32 index, void *ctx)
 {
 	struct pystrobe_sample *sample = current_sample();
 	struct python_walk *walk = python_walk_state();
 	const struct pystrobe_python_offsets *off;
-	__u64 frame, code, instr, stamp;
+	__u64 frame, code, instr;
+	__u32 slot, stamp;
 	__s64 offset;
-	__u32 slot;
 
 	if (!walk || !sample)
 		return 1;
@@ -206,15 +264,15 @@ static long walk_frame_step(__u32 index, void *ctx)
 		return 0; /* a C-stack shim frame: nothing of the program's */
 
 	code = copied_u64(walk->frame_copy, off->frame_code);
-	if (code == 0 ||
-	    bpf_probe_read_user(walk->code_copy, walk->code_copy_size & (PYTHON_COPY_SIZE - 1),
-				(void *)code)) {
+	switch (code == 0 ? CODE_UNREADABLE : code_stamp(walk, code, &stamp)) {
+	case CODE_STAMPED:
+		break;
+	case CODE_NOT_CODE:
+		return 0;
+	default:
 		walk->status = PYSTROBE_PY_READ_FAILED;
 		return 1;
 	}
-	/* 3.13's f_executable may hold something other than code: skip it. */
-	if (copied_u64(walk->code_copy, off->object_type) != walk->proc.code_type_addr)
-		return 0;
 
 	switch (off->frame_model) {
 	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES:
@@ -230,14 +288,11 @@ static long walk_frame_step(__u32 index, void *ctx)
 	}
 	if (offset > 0x7fffffff || offset < -0x7fffffff)
 		offset = -1;
-	stamp = pystrobe_python_code_stamp(copied_u64(walk->code_copy, off->code_filename),
-					   copied_u64(walk->code_copy, off->code_name),
-					   copied_u32(walk->code_copy, off->code_firstlineno));
 
 	slot = walk->base + 2 * walk->frames;
 	sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = code;
 	sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
-	    (__u64)pystrobe_python_code_stamp32(stamp) | ((__u64)(__u32)(__s32)offset << 32);
+	    (__u64)stamp | ((__u64)(__u32)(__s32)offset << 32);
 	walk->frames++;
 	return walk->frames >= python_max_frames ? 1 : 0;
 }
@@ -277,6 +332,7 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_name, 8);
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_firstlineno, 4);
 
+	walk->walk_id++;
 	task = (struct task_struct *)bpf_get_current_task();
 	walk->pthread_self = BPF_CORE_READ(task, thread.fsbase);
 	find_thread_state(walk, (__u64)tgid << 32 | tid);

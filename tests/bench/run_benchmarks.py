@@ -132,13 +132,14 @@ class Record:
     ru_maxrss), the last VmHWM seen, pystrobe's CPU at the end of the sampling
     phase (so start-up / sampling / write-out can be told apart), its counters."""
 
-    def __init__(self, binary, args, duration=None, during=None, workdir=None):
+    def __init__(self, binary, args, duration=None, during=None, workdir=None, nice=0):
         self.output = os.path.join(workdir or tempfile.gettempdir(),
                                    f"pystrobe-bench-{os.getpid()}-{time.monotonic_ns()}.folded")
         cmd = [binary, "record", "-f", "folded", "-o", self.output] + args
         err = tempfile.TemporaryFile(mode="w+")
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
         self.pid = proc.pid
         self.hwm = None
         self.cpu_at_end_of_sampling = None
@@ -448,8 +449,12 @@ def throughput_rows(names, results, failures):
 def kernel_cost(binary, target_argvs, seconds, rate):
     """ns per run of sample_cpu while the targets (started here) spin, and the
     estimated ns per sample of a target: runs that did not hit a target are
-    charged at the filtered-out cost, measured separately."""
-    procs = [subprocess.Popen(a, stdout=subprocess.DEVNULL) for a in target_argvs]
+    charged at the filtered-out cost, measured separately. Targets and
+    recorder run at nice -20, so the targets own the CPUs even on a busy
+    machine: nearly every run is then on a target and the estimate leans
+    little on the filtered-out cost."""
+    top = lambda: os.nice(-20)
+    procs = [subprocess.Popen(a, stdout=subprocess.DEVNULL, preexec_fn=top) for a in target_argvs]
     time.sleep(0.5)
     readings = []
 
@@ -466,7 +471,7 @@ def kernel_cost(binary, target_argvs, seconds, rate):
     for p in procs:
         args += ["--pid", str(p.pid)]
     try:
-        rec = Record(binary, args, duration=seconds, during=during)
+        rec = Record(binary, args, duration=seconds, during=during, nice=-20)
     finally:
         for p in procs:
             p.kill()
