@@ -108,6 +108,7 @@ ProcessPlacement ReadProcessPlacement(uint32_t pid) {
   absl::StatusOr<ProcessContainerInfo> info = ReadProcessContainerInfo(static_cast<int32_t>(pid));
   if (!info.ok()) return {};
   ProcessPlacement placement;
+  placement.cgroup_path = info->cgroup_path;
   placement.container_id = info->container.id;
   if (info->pid_namespace.in_child_namespace()) {
     placement.pid_in_namespace = static_cast<uint32_t>(info->pid_namespace.ns_pid);
@@ -192,6 +193,7 @@ std::vector<prometheus::MetricFamily> ProcessMetrics::Families() const {
     auto labels = [&](std::string pid, std::string comm, const ProcessPlacement& placement) {
       Labels out = {{"pid", std::move(pid)},
                     {"comm", std::move(comm)},
+                    {"cgroup", placement.cgroup_path},
                     {"container_id", placement.container_id},
                     {"pid_in_namespace", placement.pid_in_namespace != 0
                                              ? absl::StrCat(placement.pid_in_namespace)

@@ -40,6 +40,7 @@ struct ProcessMetricsOptions {
 
 // Where a live process runs, for its labels.
 struct ProcessPlacement {
+  std::string cgroup_path;        // cgroup v2 path; "" when unknown
   std::string container_id;       // "" outside containers or when unknown
   uint32_t pid_in_namespace = 0;  // 0 when its PID namespace is the daemon's
 };

@@ -321,8 +321,9 @@ class DaemonTest(BpfTestCase):
                              config=f"targets:\n  all: false\n  cgroups: ['{relative}']\n")
         time.sleep(4.5)
         text = daemon.metrics()
+        # Its series carries the cgroup it runs in (a descendant of the target).
         self.assertIsNotNone(metric(text, "pystrobe_process_cpu_user_seconds_total",
-                                    pid=inside.pid), text[:3000])
+                                    pid=inside.pid, cgroup=relative + "/child"), text[:3000])
         self.assertIsNone(metric(text, "pystrobe_process_cpu_user_seconds_total",
                                  pid=outside.pid))
         self.assertGreater(metric(text, "pystrobe_samples_filtered_total"), 0)

@@ -170,10 +170,12 @@ TEST(ProcessMetricsTest, ExitedProcessKeepsItsSeriesForTheGracePeriodOnly) {
   EXPECT_EQ(metrics.tracked(), 0u);
 }
 
-TEST(ProcessMetricsTest, SeriesCarryTheContainerAndThePidInItsNamespace) {
+TEST(ProcessMetricsTest, SeriesCarryTheCgroupTheContainerAndThePidInItsNamespace) {
   ProcessMetrics metrics(
       {.max_series = 5, .exited_grace = absl::Minutes(2), .static_labels = {}}, [](uint32_t pid) {
-        return pid == 7 ? ProcessPlacement{.container_id = "c0ffee", .pid_in_namespace = 1}
+        return pid == 7 ? ProcessPlacement{.cgroup_path = "/system.slice/docker-c0ffee.scope",
+                                           .container_id = "c0ffee",
+                                           .pid_in_namespace = 1}
                         : ProcessPlacement();
       });
   metrics.Update({Process(7, 2'000'000'000), Process(8, 1'000'000'000)}, absl::Now());
@@ -189,12 +191,14 @@ TEST(ProcessMetricsTest, SeriesCarryTheContainerAndThePidInItsNamespace) {
     }
   }
   ASSERT_EQ(labels_by_pid.size(), 3u);  // 7, 8 and other
+  EXPECT_EQ(labels_by_pid["7"]["cgroup"], "/system.slice/docker-c0ffee.scope");
   EXPECT_EQ(labels_by_pid["7"]["container_id"], "c0ffee");
   EXPECT_EQ(labels_by_pid["7"]["pid_in_namespace"], "1");
   // In the daemon's own namespace the pid is the same: the label stays empty,
   // as container_id does outside containers.
   EXPECT_EQ(labels_by_pid["8"]["pid_in_namespace"], "");
   EXPECT_EQ(labels_by_pid["other"]["pid_in_namespace"], "");
+  EXPECT_EQ(labels_by_pid["other"]["cgroup"], "");
 }
 
 class FakeSymbols : public ProcessSymbols {
