@@ -1,33 +1,20 @@
 #include "daemon/service/on_demand_accounting.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/top_screen.h"
+#include "daemon/command_lifecycle.h"
 #include "daemon/cpu_clock_events.h"
 
 namespace pystrobe {
 namespace {
 
 constexpr size_t kCounterFields = sizeof(pystrobe_task_counters) / sizeof(uint64_t);
-
-// True while `pid` lives and is not a zombie.
-bool ProcessAlive(uint32_t pid) {
-  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat;
-  std::getline(stat_file, stat);
-  size_t name_end = stat.rfind(')');
-  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
-}
 
 // The oldest entry of `processes` (a reused pid is a newer one), or null.
 const ProcessCounters* Oldest(const std::vector<ProcessCounters>& processes) {
@@ -75,7 +62,7 @@ void OnDemandAccounting::Begin(std::shared_ptr<RecordJob> job, absl::Time now) {
 
 void OnDemandAccounting::BeginStat(std::shared_ptr<RecordJob> job, absl::Time now) {
   uint32_t pid = job->stat_request().pid;
-  if (!ProcessAlive(pid)) {
+  if (!ProcessIsAlive(pid)) {
     job->CompleteWithAnswer(absl::NotFoundError(absl::StrCat("no process with pid ", pid)));
     return;
   }
@@ -109,7 +96,7 @@ void OnDemandAccounting::BeginStat(std::shared_ptr<RecordJob> job, absl::Time no
 
 void OnDemandAccounting::BeginTop(std::shared_ptr<RecordJob> job, absl::Time now) {
   const TopRequest& request = job->top_request();
-  if (request.pid && !ProcessAlive(*request.pid)) {
+  if (request.pid && !ProcessIsAlive(*request.pid)) {
     job->CompleteWithAnswer(
         absl::NotFoundError(absl::StrCat("no process with pid ", *request.pid)));
     return;
@@ -239,7 +226,7 @@ void OnDemandAccounting::StopDue(absl::Time now) {
     if (stat->stopped) continue;
     uint32_t pid = stat->job->stat_request().pid;
     if (stat->job->stop_requested() || now - stat->start >= stat->job->stat_request().duration ||
-        stat->final_seen || !ProcessAlive(pid)) {
+        stat->final_seen || !ProcessIsAlive(pid)) {
       StopStat(*stat, now);
     }
   }
@@ -270,7 +257,7 @@ void OnDemandAccounting::AnswerStat(Stat& stat) {
           std::filesystem::path(caps_.gc_binary);
   report.syscalls = false;
   report.threads = stat.at_end.threads;
-  report.exited = stat.at_end.exited || !ProcessAlive(request.pid);
+  report.exited = stat.at_end.exited || !ProcessIsAlive(request.pid);
   report.drops = reader_->Drops();
   DecideStatVerdict(stat.tally.Of(request.pid), caps_.rate_hz, report);
 
