@@ -28,16 +28,6 @@ constexpr size_t kMaxResultBytes = size_t{256} << 20;
 std::atomic<int> client_stop{0};
 void OnClientStop(int signal) { client_stop.store(signal); }
 
-bool SendAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // Reads exactly `size` bytes; while waiting, sends kStop once when `stop` is
 // set. False on EOF or error.
 bool Receive(int fd, size_t size, std::string& out, const std::atomic<int>* stop, bool& stop_sent,
@@ -47,7 +37,7 @@ bool Receive(int fd, size_t size, std::string& out, const std::atomic<int>* stop
   while (got < size) {
     if (stop != nullptr && stop->load() != 0 && !stop_sent) {
       stop_sent = true;
-      SendAll(fd, EncodeFrame(ControlMessageType::kStop, ""));
+      SendFrame(fd, ControlMessageType::kStop, "");
     }
     pollfd p = {fd, POLLIN, 0};
     int ready = poll(&p, 1, 100);
@@ -118,7 +108,7 @@ absl::StatusOr<int> ConnectToDaemon(const std::string& path) {
 absl::StatusOr<Profile> RecordThroughDaemon(int fd, const RecordRequest& request,
                                             const std::function<void(const std::string&)>& info,
                                             const std::atomic<int>* stop) {
-  if (!SendAll(fd, EncodeFrame(ControlMessageType::kRecord, EncodeRecordRequest(request)))) {
+  if (!SendFrame(fd, ControlMessageType::kRecord, EncodeRecordRequest(request))) {
     return absl::UnavailableError("the daemon closed the connection");
   }
   std::string encoded;
@@ -157,7 +147,7 @@ absl::StatusOr<std::string> RequestThroughDaemon(
     int fd, ControlMessageType type, const std::string& payload,
     const std::function<void(const std::string&)>& info, const std::atomic<int>* stop,
     const std::function<void()>& waiting) {
-  if (!SendAll(fd, EncodeFrame(type, payload))) {
+  if (!SendFrame(fd, type, payload)) {
     return absl::UnavailableError("the daemon closed the connection");
   }
   std::string result;

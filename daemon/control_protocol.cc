@@ -1,5 +1,8 @@
 #include "daemon/control_protocol.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -171,6 +174,18 @@ std::string EncodeFrame(ControlMessageType type, std::string_view payload) {
   std::string out = EncodeHeader(header);
   out.append(payload);
   return out;
+}
+
+bool SendFrame(int fd, ControlMessageType type, std::string_view payload) {
+  const std::string frame = EncodeFrame(type, payload);
+  std::string_view rest = frame;
+  while (!rest.empty()) {
+    ssize_t n = send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    rest.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
 }
 
 std::string EncodeRecordRequest(const RecordRequest& r) {

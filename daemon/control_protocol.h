@@ -76,6 +76,9 @@ std::string EncodeHeader(const ControlHeader& header);
 absl::StatusOr<ControlHeader> ParseHeader(std::string_view bytes, uint32_t max_payload);
 // A whole frame: header and payload.
 std::string EncodeFrame(ControlMessageType type, std::string_view payload);
+// Writes a whole frame to the socket `fd` (retrying on EINTR, never raising
+// SIGPIPE). False when the peer is gone or the write failed.
+bool SendFrame(int fd, ControlMessageType type, std::string_view payload);
 
 // What a client asks `record` for.
 struct RecordRequest {

@@ -29,16 +29,6 @@ absl::Status Errno(const std::string& what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", strerror(errno)));
 }
 
-bool WriteAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // Reads exactly `size` bytes, waiting at most until `deadline_ms` of
 // poll time in all. False on EOF, error or timeout.
 bool ReadExactly(int fd, size_t size, std::string& out, int timeout_ms) {
@@ -61,7 +51,7 @@ bool ReadExactly(int fd, size_t size, std::string& out, int timeout_ms) {
 }
 
 void SendError(int fd, std::string_view message) {
-  WriteAll(fd, EncodeFrame(ControlMessageType::kError, message.substr(0, kMaxResponsePayload)));
+  SendFrame(fd, ControlMessageType::kError, message.substr(0, kMaxResponsePayload));
 }
 
 std::optional<gid_t> ControlGroupId() {
@@ -370,7 +360,7 @@ void ControlServer::Serve(int fd) {
   bool client_gone = false;
   while (!job->WaitDone(absl::Milliseconds(100))) {
     for (const std::string& line : job->TakeInfo()) {
-      if (!WriteAll(fd, EncodeFrame(ControlMessageType::kInfo, line))) client_gone = true;
+      if (!SendFrame(fd, ControlMessageType::kInfo, line)) client_gone = true;
     }
     pollfd p = {fd, POLLIN, 0};
     if (!client_gone && poll(&p, 1, 0) > 0) {
@@ -388,7 +378,7 @@ void ControlServer::Serve(int fd) {
   }
   if (client_gone) return finish(ControlOutcome::kAbandoned);
   for (const std::string& line : job->TakeInfo()) {
-    WriteAll(fd, EncodeFrame(ControlMessageType::kInfo, line));
+    SendFrame(fd, ControlMessageType::kInfo, line);
   }
   if (!job->result().ok()) {
     SendError(fd, std::string(job->result().status().message()));
@@ -403,10 +393,10 @@ void ControlServer::Serve(int fd) {
   bool ok = true;
   while (ok && !rest.empty()) {
     size_t n = std::min<size_t>(rest.size(), kMaxResponsePayload);
-    ok = WriteAll(fd, EncodeFrame(chunk_type, rest.substr(0, n)));
+    ok = SendFrame(fd, chunk_type, rest.substr(0, n));
     rest.remove_prefix(n);
   }
-  if (ok) ok = WriteAll(fd, EncodeFrame(ControlMessageType::kDone, ""));
+  if (ok) ok = SendFrame(fd, ControlMessageType::kDone, "");
   finish(ok ? ControlOutcome::kOk : ControlOutcome::kAbandoned);
 }
 
