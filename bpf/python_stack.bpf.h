@@ -8,12 +8,11 @@
  *
  * Every read of the target's memory can fail (the process may be exiting or
  * corrupt); a failed read ends the walk with the frames so far, counted.
- * Reads are batched: one read of the frame and one of the code object's
- * head per frame, with fields picked out of the copies; the second is saved
- * when the same code object came earlier in the walk (recursion).
- *
- * The including program provides current_sample(): the per-CPU sample being
- * built (bpf_loop callbacks cannot be handed a map value).
+ * A read costs about 30 ns however few bytes it takes, several times the
+ * rest of a frame's work, so reads are few and wide: a frame comes with the
+ * frames below it in one block (frame_in_block), and a code object's head
+ * is read once per walk however often it recurs (code_stamp), with fields
+ * picked out of the copies.
  */
 #ifndef PYSTROBE_BPF_PYTHON_STACK_BPF_H_
 #define PYSTROBE_BPF_PYTHON_STACK_BPF_H_
@@ -31,16 +30,21 @@ const volatile __u32 python_max_frames = 128;
 /* Bytes copied of a frame and of a code object; every offset the walk uses
  * must be below this minus 8 (checked per process). Powers of two. */
 #define PYTHON_COPY_SIZE 256
+/* Bytes of a thread's data stack read at once, and the page a read may not
+ * reach below (see frame_in_block). */
+#define PYTHON_FRAME_BLOCK 2048
+#define PYTHON_PAGE_SIZE 4096
 
 /*
  * The PyThreadState found for a thread last time, revalidated on every use.
- * Key: tgid << 32 | tid. Value: PyThreadState address in the target.
- * LRU, since threads end without telling us.
+ * Value: PyThreadState address in the target. Kept with the thread itself,
+ * which frees it when the thread ends, and found without hashing: a hash
+ * lookup here cost a tenth of a sample.
  */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, __u64);
 } python_thread_states SEC(".maps");
 
@@ -76,13 +80,19 @@ struct python_walk {
 	__u32 frames; /* Python frames written so far */
 	__u32 base;   /* index in sample->data of the first Python frame */
 	__u32 status; /* enum pystrobe_python_status */
-	/* Bytes to copy of a frame and of a code object: just past the last
-	 * field used. More could run off the end of a mapping: 3.11+ frames
-	 * live in chunks of the thread's data stack. */
+	/* Bytes to copy of a frame (a multiple of 8) and of a code object:
+	 * just past the last field used. */
 	__u16 frame_copy_size;
 	__u16 code_copy_size;
+	/* Bytes read below a frame with it: frame_copy_size, or up to
+	 * PYTHON_FRAME_BLOCK where frames sit side by side (3.11+). */
+	__u16 block_span;
 	__u64 walk_id; /* counts this CPU's walks: tells the stamp cache's walks apart */
-	__u8 frame_copy[PYTHON_COPY_SIZE];
+	/* Copy of [block_addr, block_addr + block_len) of the target: the
+	 * frame being walked and, with luck, the frames it was called from. */
+	__u64 block_addr;
+	__u32 block_len;
+	__u8 frame_block[PYTHON_FRAME_BLOCK];
 	__u8 code_copy[PYTHON_COPY_SIZE];
 	/* Left over from earlier walks too: walk_id tells them apart. */
 	struct python_stamp_slot stamps[PYTHON_STAMP_SLOTS];
@@ -155,13 +165,15 @@ static long find_thread_state_step(__u32 index, void *ctx)
 }
 
 /* Finds (or revalidates) the sampled thread's PyThreadState into walk->tstate. */
-static __always_inline void find_thread_state(struct python_walk *walk, __u64 key)
+static __always_inline void find_thread_state(struct python_walk *walk, struct task_struct *thread)
 {
-	__u64 *cached = bpf_map_lookup_elem(&python_thread_states, &key);
+	__u64 *cached =
+	    bpf_task_storage_get(&python_thread_states, thread, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	__u64 thread_id;
 
 	walk->tstate = 0;
-	if (cached && read_target_u64(*cached, walk->proc.offsets.tstate_thread_id, &thread_id) &&
+	if (cached && *cached != 0 &&
+	    read_target_u64(*cached, walk->proc.offsets.tstate_thread_id, &thread_id) &&
 	    thread_id == walk->pthread_self) {
 		walk->tstate = *cached;
 		return;
@@ -172,8 +184,8 @@ static __always_inline void find_thread_state(struct python_walk *walk, __u64 ke
 	    !read_target_u64(walk->interp, walk->proc.offsets.interp_tstate_head, &walk->cursor))
 		return;
 	bpf_loop(PYTHON_MAX_THREADS, find_thread_state_step, NULL, 0);
-	if (walk->tstate)
-		bpf_map_update_elem(&python_thread_states, &key, &walk->tstate, BPF_ANY);
+	if (walk->tstate && cached)
+		*cached = walk->tstate;
 }
 
 /* True when the thread state `tstate` holds the GIL right now. */
@@ -237,33 +249,83 @@ static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u
 	return CODE_STAMPED;
 }
 
-/* One frame: copy it, skip shims and non-code frames, record the rest. */
+/*
+ * The frame at `frame` in walk->frame_block, read in unless a read for an
+ * earlier frame brought it: returns its index in the block, or -1 when it
+ * cannot be read.
+ *
+ * Reads are what a frame costs (about 30 ns each, where the rest of a
+ * frame's work is a third of that), and 3.11+ pushes a thread's frames side
+ * by side onto its data stack, each above the one that called it. So a read
+ * takes the frame and up to block_span bytes below it, stopping at the
+ * frame's page: the pages below it in its chunk were written when the
+ * frames under it were pushed, but the page below a chunk may not be mapped
+ * and a faulting read costs twenty good ones.
+ */
+static __always_inline long frame_in_block(struct python_walk *walk, __u64 frame)
+{
+	__u64 end = frame + walk->frame_copy_size, start, page, size;
+
+	if (frame >= walk->block_addr && end <= walk->block_addr + walk->block_len)
+		return frame - walk->block_addr;
+	start = end - walk->block_span;
+	page = frame & ~(__u64)(PYTHON_PAGE_SIZE - 1);
+	if (start < page || start > frame)
+		start = page;
+	size = end - start;
+	if (size > PYTHON_FRAME_BLOCK)
+		return -1;
+	if (bpf_probe_read_user(walk->frame_block, size, (void *)start))
+		return -1;
+	walk->block_addr = start;
+	walk->block_len = size;
+	return frame - start;
+}
+
+/* A field of the frame at index `at` of the block; in bounds by
+ * construction, masked for the verifier. */
+static __always_inline __u64 block_u64(const struct python_walk *walk, __u64 at, __u32 offset)
+{
+	return *(const __u64 *)(walk->frame_block + ((at + offset) & (PYTHON_FRAME_BLOCK - 8)));
+}
+
+static __always_inline __u32 block_u32(const struct python_walk *walk, __u64 at, __u32 offset)
+{
+	return *(const __u32 *)(walk->frame_block + ((at + offset) & (PYTHON_FRAME_BLOCK - 4)));
+}
+
+/* What a step of the frame walk works on: bpf_loop hands its callback a
+ * pointer to the caller's stack, and the map values ride along in it. */
+struct python_walk_ctx {
+	struct python_walk *walk;
+	struct pystrobe_sample *sample;
+};
+
+/* One frame: find its copy, skip shims and non-code frames, record the rest. */
 static long walk_frame_step(__u32 index, void *ctx)
 {
-	struct pystrobe_sample *sample = current_sample();
-	struct python_walk *walk = python_walk_state();
-	const struct pystrobe_python_offsets *off;
-	__u64 frame, code, instr;
+	struct python_walk_ctx *walk_ctx = ctx;
+	struct python_walk *walk = walk_ctx->walk;
+	struct pystrobe_sample *sample = walk_ctx->sample;
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	__u64 frame = walk->cursor, code, instr;
 	__u32 slot, stamp;
-	__s64 offset;
+	__s64 offset, at;
 
-	if (!walk || !sample)
-		return 1;
-	off = &walk->proc.offsets;
-	frame = walk->cursor;
 	if (frame == 0)
 		return 1;
-	if (bpf_probe_read_user(walk->frame_copy, walk->frame_copy_size & (PYTHON_COPY_SIZE - 1),
-				(void *)frame)) {
+	at = frame_in_block(walk, frame);
+	if (at < 0) {
 		walk->status = PYSTROBE_PY_READ_FAILED;
 		return 1;
 	}
-	walk->cursor = copied_u64(walk->frame_copy, off->frame_previous);
+	walk->cursor = block_u64(walk, at, off->frame_previous);
 	if (off->frame_owner != PYSTROBE_PY_OFFSET_NONE &&
-	    walk->frame_copy[off->frame_owner & (PYTHON_COPY_SIZE - 1)] == off->frame_owner_cstack)
+	    walk->frame_block[(at + off->frame_owner) & (PYTHON_FRAME_BLOCK - 1)] ==
+		off->frame_owner_cstack)
 		return 0; /* a C-stack shim frame: nothing of the program's */
 
-	code = copied_u64(walk->frame_copy, off->frame_code);
+	code = block_u64(walk, at, off->frame_code);
 	switch (code == 0 ? CODE_UNREADABLE : code_stamp(walk, code, &stamp)) {
 	case CODE_STAMPED:
 		break;
@@ -276,13 +338,13 @@ static long walk_frame_step(__u32 index, void *ctx)
 
 	switch (off->frame_model) {
 	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES:
-		offset = (__s32)copied_u32(walk->frame_copy, off->frame_instr);
+		offset = (__s32)block_u32(walk, at, off->frame_instr);
 		break;
 	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS:
-		offset = (__s64)(__s32)copied_u32(walk->frame_copy, off->frame_instr) * 2;
+		offset = (__s64)(__s32)block_u32(walk, at, off->frame_instr) * 2;
 		break;
 	default:
-		instr = copied_u64(walk->frame_copy, off->frame_instr);
+		instr = block_u64(walk, at, off->frame_instr);
 		offset = (__s64)(instr - (code + off->code_code_adaptive));
 		break;
 	}
@@ -297,21 +359,21 @@ static long walk_frame_step(__u32 index, void *ctx)
 	return walk->frames >= python_max_frames ? 1 : 0;
 }
 
-/* Walks the sampled thread's Python stack into `sample`, after `base` words. */
+/* Walks the current thread's Python stack into `sample`, after `base`
+ * words; `proc` is its process's entry in python_processes. */
 static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __u32 base,
-					      __u32 tgid, __u32 tid)
+					      const struct pystrobe_python_process *proc)
 {
-	const struct pystrobe_python_process *proc;
-	struct task_struct *task;
+	struct task_struct *thread = bpf_get_current_task_btf();
 	struct python_walk *walk;
 	const struct pystrobe_python_offsets *off;
+	struct python_walk_ctx walk_ctx;
 	__u64 frame;
 
 	sample->python_frames = 0;
-	sample->python_status = PYSTROBE_PY_NOT_PYTHON;
-	proc = bpf_map_lookup_elem(&python_processes, &tgid);
+	sample->python_status = PYSTROBE_PY_READ_FAILED;
 	walk = python_walk_state();
-	if (!proc || !walk)
+	if (!walk)
 		return;
 	__builtin_memcpy(&walk->proc, proc, sizeof(walk->proc));
 	off = &walk->proc.offsets;
@@ -327,15 +389,19 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_code, 8);
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_instr, 8);
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_owner, 1);
+	walk->frame_copy_size = (walk->frame_copy_size + 7) & ~7;
+	/* Frame objects before 3.11 are each on the heap: read them one by one. */
+	walk->block_span = off->frame_model >= PYSTROBE_PY_FRAMES_CFRAME ? PYTHON_FRAME_BLOCK
+									 : walk->frame_copy_size;
+	walk->block_len = 0;
 	walk->code_copy_size = copy_size_covering(0, off->object_type, 8);
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_filename, 8);
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_name, 8);
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_firstlineno, 4);
 
 	walk->walk_id++;
-	task = (struct task_struct *)bpf_get_current_task();
-	walk->pthread_self = BPF_CORE_READ(task, thread.fsbase);
-	find_thread_state(walk, (__u64)tgid << 32 | tid);
+	walk->pthread_self = thread->thread.fsbase;
+	find_thread_state(walk, thread);
 	if (walk->tstate == 0) {
 		sample->python_status = PYSTROBE_PY_NO_THREAD_STATE;
 		return;
@@ -351,7 +417,9 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 		return;
 	}
 	walk->cursor = frame;
-	bpf_loop(python_max_frames, walk_frame_step, NULL, 0);
+	walk_ctx.walk = walk;
+	walk_ctx.sample = sample;
+	bpf_loop(python_max_frames, walk_frame_step, &walk_ctx, 0);
 	if (walk->status == PYSTROBE_PY_WALKED && walk->cursor != 0)
 		sample->flags |= PYSTROBE_SAMPLE_PY_TRUNCATED;
 	sample->python_frames = walk->frames;

@@ -90,8 +90,29 @@ static __always_inline struct pystrobe_sample *current_sample(void)
  */
 #define EVENTS_WAKEUP_BYTES (1 << 20)
 
+/*
+ * Records sent per CPU since the ring buffer's fill was last looked at. The
+ * look reads the reader's position, a cache line another CPU wrote, and cost
+ * a twentieth of a sample; every 16th record is often enough, with 7 MiB of
+ * the ring left above EVENTS_WAKEUP_BYTES.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} records_since_fill_check SEC(".maps");
+
+#define EVENTS_FILL_CHECK_EVERY 16
+
 static __always_inline __u64 sample_output_flags(void)
 {
+	__u32 zero = 0, *records = bpf_map_lookup_elem(&records_since_fill_check, &zero);
+
+	if (records && ++*records < EVENTS_FILL_CHECK_EVERY)
+		return BPF_RB_NO_WAKEUP;
+	if (records)
+		*records = 0;
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > EVENTS_WAKEUP_BYTES
 		   ? BPF_RB_FORCE_WAKEUP
 		   : BPF_RB_NO_WAKEUP;
@@ -147,6 +168,8 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 					 bool kernel_mode)
 {
 	__u32 tgid = pid_tgid >> 32;
+	const struct pystrobe_python_process *python =
+	    bpf_map_lookup_elem(&python_processes, &tgid);
 	long kernel_bytes, user_bytes;
 	__u32 native_frames;
 	__u64 size;
@@ -178,7 +201,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		kernel_bytes = PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64);
 	sample->kernel_frames = kernel_bytes / sizeof(__u64);
 
-	if (!python_native_stacks && bpf_map_lookup_elem(&python_processes, &tgid)) {
+	if (!python_native_stacks && python) {
 		/* A CPython process's Python stack replaces its interpreter's
 		 * frames; without --native only the native leaf is shown (as
 		 * [native] when outside the interpreter), so only it is read. */
@@ -204,7 +227,10 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	sample->user_frames = user_bytes / sizeof(__u64);
 
 	native_frames = sample->kernel_frames + sample->user_frames;
-	walk_python_stack(sample, native_frames, tgid, (__u32)pid_tgid);
+	sample->python_frames = 0;
+	sample->python_status = PYSTROBE_PY_NOT_PYTHON;
+	if (python)
+		walk_python_stack(sample, native_frames, python);
 	switch (sample->python_status) {
 	case PYSTROBE_PY_WALKED:
 		count_sample(PYSTROBE_COUNT_PYTHON_WALKED);
@@ -232,7 +258,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
 	struct pystrobe_sample *sample;
-	__u64 size;
+	__u64 size, flags;
 
 	count_sample(PYSTROBE_COUNT_TAKEN);
 	if (tgid == 0) {
@@ -251,7 +277,11 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	 * the 8-byte ip is also a context access the verifier accepts, unlike
 	 * the 2-byte cs. */
 	size = fill_sample(ctx, sample, pid_tgid, (__s64)ctx->regs.ip < 0);
-	if (bpf_ringbuf_output(&events, sample, size, first_sample_flags(tgid))) {
+	/* A process the daemon has found to run CPython is known to it: only
+	 * others may be fresh. */
+	flags = sample->python_status == PYSTROBE_PY_NOT_PYTHON ? first_sample_flags(tgid)
+								: sample_output_flags();
+	if (bpf_ringbuf_output(&events, sample, size, flags)) {
 		count_drop(PYSTROBE_DROP_RINGBUF_FULL);
 		return 0;
 	}

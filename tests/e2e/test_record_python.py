@@ -236,6 +236,27 @@ class DeepRecursionTest(PythonRecordTest):
         self.for_each_python(check)
 
 
+class SuspendedFramesTest(PythonRecordTest):
+
+    def test_generator_and_coroutine_frames_keep_their_callers(self):
+        chains = {
+            "inner_gen": ["<module>", "main", "run_generators", "outer_gen", "inner_gen"],
+            "inner_coro": ["<module>", "main", "run_coroutines", "outer_coro", "inner_coro"],
+        }
+
+        def check(python):
+            recording = self.record_python(python, "suspended_frames.py", ["--seconds", "3"])
+            mine = stacks_of_pid(recording.stacks, json_line(recording.stdout)["pid"])
+            for function, chain in chains.items():
+                seen = {s: c for s, c in mine.items() if has_function(s, function)}
+                self.assertGreater(total(seen), 100, f"{function} barely seen:\n{summarize(mine)}")
+                self.assertWellShaped(seen, function)
+                for stack in seen:
+                    names = [PY_FRAME.match(f).group("name") for f in python_part(stack)[1]]
+                    self.assertEqual(names[:len(chain)], chain, ";".join(stack))
+        self.for_each_python(check)
+
+
 class LineCostTest(PythonRecordTest):
 
     def test_two_lines_of_four_to_one_cost(self):
