@@ -387,9 +387,9 @@ def throughput_configs(binary, wd, threads, py38, peers):
     return c
 
 
-def bench_throughput(binary, wd, threads, seconds, rounds, py38, peers):
+def bench_throughput(binary, wd, threads, seconds, rounds, py38, peers, only=None):
     configs = throughput_configs(binary, wd, threads, py38, peers)
-    names = list(configs)
+    names = [n for n in configs if only is None or n in only]
     results = {n: [] for n in names}
     failures = {}
     for r in range(rounds):
@@ -730,7 +730,8 @@ def main():
         raise SystemExit(f"{PY} (Debian's python3.11) is the workload interpreter and is missing")
     doc = args.doc or (None if args.quick else os.path.join(REPO, "docs", "benchmarks.md"))
     q = args.quick
-    P = dict(tp_seconds=1.0 if q else 2.0, tp_rounds=2 if q else 5, k_seconds=4 if q else 8,
+    P = dict(tp_seconds=1.0 if q else 2.0, tp_rounds=2 if q else 5, tp_target_rounds=3 if q else 20,
+             k_seconds=4 if q else 8,
              own_seconds=8 if q else 30, sym_seconds=4 if q else 8, scale_procs=100 if q else 500,
              scale_seconds=6 if q else 20, storm_seconds=4 if q else 10, acc_seconds=4 if q else 10)
     peers = check_peers()
@@ -766,12 +767,25 @@ def main():
                 say(f"bpftrace: {results['_bpftrace_stacks'][0]} distinct stacks printed; its stderr: "
                     f"`{results['_bpftrace_err'][0]}`")
                 say()
+            # The target is judged on its own longer series: unprofiled, its A/A twin and
+            # pystrobe at 99 Hz alone, rotated, so that a median resolves the 1% asked;
+            # the table above, with every peer, has too few rounds for that.
+            judged = ["unprofiled (A)", "unprofiled (A', A/A)", "pystrobe 99 Hz"]
+            names, results, failures = bench_throughput(args.bin, wd, threads, P["tp_seconds"],
+                                                        P["tp_target_rounds"], py38, peers,
+                                                        only=judged)
+            rows, ratios = throughput_rows(names, results, failures)
+            say(f"For the target: the same, {P['tp_target_rounds']} rounds of these three alone.")
+            say()
+            table(["run", "throughput vs unprofiled (median)", "range over rounds",
+                   "per-CPU-s vs unprofiled", "rounds", "note"], rows)
             aa = ratios.get("unprofiled (A', A/A)")
             r99 = ratios.get("pystrobe 99 Hz")
             if r99 is not None and aa is not None:
                 # Judged per CPU second of the program: the wall ratio's A/A spread on this
                 # shared machine is wider than the 1% the target asks to resolve.
-                targets.append(("throughput at 99 Hz, %d thread(s), per CPU second" % threads,
+                targets.append(("throughput at 99 Hz, %d thread(s), per CPU second, %d rounds" %
+                                (threads, P["tp_target_rounds"]),
                                 verdict(r99[1] >= 0.99, f"{100 * r99[1]:.1f}% (A/A {100 * aa[1]:.1f}%; "
                                         f"wall {100 * r99[0]:.1f}%, wall A/A {100 * aa[0]:.1f}%)",
                                         ">= 99%", f"{99 - 100 * r99[1]:.1f} points")))
