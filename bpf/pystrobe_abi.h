@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 4
+#define PYSTROBE_ABI_VERSION 5
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -164,7 +164,10 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_PYTHON_WALKED = 5,
 	/* Off-CPU intervals sent (record --off-cpu / --idle). */
 	PYSTROBE_COUNT_OFFCPU_SENT = 6,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 7,
+	/* Processes known to run CPython from their exec, by their executable
+	 * (map python_binaries). */
+	PYSTROBE_COUNT_PYTHON_AT_EXEC = 7,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 8,
 };
 
 /* ==== CPython frame walking (issue 3) ===================================
@@ -292,6 +295,31 @@ struct pystrobe_python_process {
 
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 112, "ABI: pystrobe_python_offsets");
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 128, "ABI: pystrobe_python_process");
+
+/*
+ * An executable file with CPython linked in, as the kernel names it: the
+ * device of its filesystem (the kernel's encoding, major << 20 | minor) and
+ * its inode number. Key of map python_binaries.
+ */
+struct pystrobe_python_binary_key {
+	__u64 dev;
+	__u64 inode;
+};
+
+/*
+ * What makes a pystrobe_python_process for any process that execs the
+ * binary: its addresses as distances from the process's start of code
+ * (mm->start_code, /proc/PID/stat field 26), which the binary fixes, PIE
+ * or not. Filled by the daemon when it first finds CPython in the binary.
+ */
+struct pystrobe_python_binary {
+	__u64 runtime_offset;	/* &_PyRuntime - start_code */
+	__u64 code_type_offset; /* &PyCode_Type - start_code */
+	struct pystrobe_python_offsets offsets;
+};
+
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary_key) == 16, "ABI: python_binary_key");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary) == 128, "ABI: pystrobe_python_binary");
 
 /*
  * The stamp the walker records per code object. Interned names are shared

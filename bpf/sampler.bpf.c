@@ -386,6 +386,45 @@ static __always_inline void send_process_event(__u32 kind, __u32 tgid)
 	bpf_ringbuf_submit(event, 0);
 }
 
+/*
+ * Executables in which the daemon found CPython (not a libpython the loader
+ * maps after exec), by file: a process that execs one is walked from its
+ * first sample, instead of from when the daemon gets round to it, which a
+ * short script may not live to see. Written by the daemon.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct pystrobe_python_binary_key);
+	__type(value, struct pystrobe_python_binary);
+} python_binaries SEC(".maps");
+
+/* Makes the current process, which has just exec'd, a CPython process to
+ * walk if its executable is in python_binaries. */
+static __always_inline void recognize_python_binary(__u32 tgid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pystrobe_python_binary_key key = {};
+	const struct pystrobe_python_binary *binary;
+	struct pystrobe_python_process process;
+	struct mm_struct *mm = task->mm;
+	struct inode *inode;
+
+	if (!mm || !mm->exe_file)
+		return;
+	inode = mm->exe_file->f_inode;
+	key.dev = inode->i_sb->s_dev;
+	key.inode = inode->i_ino;
+	binary = bpf_map_lookup_elem(&python_binaries, &key);
+	if (!binary)
+		return;
+	process.runtime_addr = mm->start_code + binary->runtime_offset;
+	process.code_type_addr = mm->start_code + binary->code_type_offset;
+	__builtin_memcpy(&process.offsets, &binary->offsets, sizeof(process.offsets));
+	if (bpf_map_update_elem(&python_processes, &tgid, &process, BPF_ANY) == 0)
+		count_sample(PYSTROBE_COUNT_PYTHON_AT_EXEC);
+}
+
 SEC("raw_tp/sched_process_exec")
 int handle_exec(void *ctx)
 {
@@ -395,6 +434,7 @@ int handle_exec(void *ctx)
 	/* The new image is not the interpreter the daemon saw, if any. */
 	bpf_map_delete_elem(&python_processes, &tgid);
 	if (is_target(tgid)) {
+		recognize_python_binary(tgid);
 		bpf_map_update_elem(&fresh_processes, &tgid, &one, BPF_ANY);
 		send_process_event(PYSTROBE_EVENT_EXEC, tgid);
 	}

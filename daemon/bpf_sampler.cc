@@ -143,6 +143,16 @@ absl::Status BpfSampler::AddPythonProcess(uint32_t pid, const pystrobe_python_pr
   return absl::OkStatus();
 }
 
+absl::Status BpfSampler::AddPythonBinary(const pystrobe_python_binary_key& key,
+                                         const pystrobe_python_binary& binary) {
+  if (bpf_map__update_elem(skeleton_->maps.python_binaries, &key, sizeof(key), &binary,
+                           sizeof(binary), BPF_ANY) != 0) {
+    return LibbpfError(-errno, absl::StrCat("hand the CPython layout of executable ", key.dev, ":",
+                                            key.inode, " to the kernel"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
   handler_ = std::move(handler);
   ring_buffer_ = ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfSampler::HandleRecord,
@@ -239,6 +249,7 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.python_read_failed = drops[PYSTROBE_DROP_PYTHON_READ];
   counters.python_no_thread_state = drops[PYSTROBE_DROP_PYTHON_NO_THREAD_STATE];
   counters.offcpu_sent = samples[PYSTROBE_COUNT_OFFCPU_SENT];
+  counters.python_at_exec = samples[PYSTROBE_COUNT_PYTHON_AT_EXEC];
   counters.offcpu_storage_failed = drops[PYSTROBE_DROP_OFFCPU_STORAGE];
   return counters;
 }

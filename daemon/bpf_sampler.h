@@ -56,6 +56,7 @@ struct SamplerCounters {
   uint64_t python_truncated = 0;        // walks that hit the depth limit
   uint64_t python_read_failed = 0;      // walks ended by a failed read
   uint64_t python_no_thread_state = 0;  // CPython threads without a thread state
+  uint64_t python_at_exec = 0;          // processes known as CPython from their exec
   uint64_t offcpu_sent = 0;             // off-CPU intervals sent
   uint64_t offcpu_storage_failed = 0;   // off-CPU stacks that could not be kept
 };
@@ -83,6 +84,10 @@ class BpfSampler {
   absl::Status RemoveTargetCgroup(uint64_t cgroup_id);
   // Lets the kernel walk the Python frames of process `pid`. After Load().
   absl::Status AddPythonProcess(uint32_t pid, const pystrobe_python_process& process);
+  // Lets the kernel walk every process that later execs `key`'s file from
+  // its first sample. After Load().
+  absl::Status AddPythonBinary(const pystrobe_python_binary_key& key,
+                               const pystrobe_python_binary& binary);
   // Starts sampling: opens a cpu-clock event at `rate_hz` on each online CPU
   // and attaches the programs. Records go to `handler` during Poll().
   absl::Status Attach(int rate_hz, RecordHandler handler);

@@ -1,6 +1,12 @@
 #include "daemon/kernel_python_discovery.h"
 
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/symbolizer/proc_maps.h"
 
 namespace pystrobe {
 
@@ -18,7 +24,32 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::Discover(u
       !status.ok()) {
     return status;
   }
+  RememberBinary(pid, (*python)->interpreter());
   return python;
+}
+
+void KernelPythonDiscovery::RememberBinary(uint32_t pid, const PythonInterpreter& interpreter) {
+  // A libpython is mapped by the dynamic loader after exec, where the kernel
+  // cannot wait for it: only an interpreter linked into the executable.
+  char exe[4096];
+  ssize_t length = readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), exe, sizeof(exe) - 1);
+  if (length <= 0 || interpreter.binary_path != std::string(exe, length)) return;
+  absl::StatusOr<ImageIdentity> identity = ReadImageIdentity(pid);
+  if (!identity.ok() || identity->start_code == 0) return;  // gone, or not ours to read
+  // The kernel's encoding of a device number, as in struct super_block.
+  pystrobe_python_binary_key key = {
+      .dev = (static_cast<uint64_t>(major(identity->exe_dev)) << 20) | minor(identity->exe_dev),
+      .inode = identity->exe_inode};
+  if (!binaries_.insert({key.dev, key.inode}).second) return;
+  const pystrobe_python_process process = interpreter.ToBpf();
+  const pystrobe_python_binary binary = {
+      .runtime_offset = process.runtime_addr - identity->start_code,
+      .code_type_offset = process.code_type_addr - identity->start_code,
+      .offsets = process.offsets};
+  if (absl::Status status = sampler_->AddPythonBinary(key, binary); !status.ok()) {
+    fprintf(stderr, "pystrobe: warning: %s; later runs of %s are found as before\n",
+            std::string(status.message()).c_str(), interpreter.binary_path.c_str());
+  }
 }
 
 }  // namespace pystrobe

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "daemon/bpf_sampler.h"
@@ -21,7 +22,13 @@ class KernelPythonDiscovery : public PythonDiscovery {
   absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t pid) override;
 
  private:
+  // Hands the kernel the binary of `pid`'s interpreter, when CPython is in
+  // its main executable, so later execs of it are walked from the start.
+  void RememberBinary(uint32_t pid, const PythonInterpreter& interpreter);
+
   BpfSampler* sampler_;
+  // Executables already handed to the kernel (pystrobe_python_binary_key).
+  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> binaries_;
   // Unsupported versions already warned about: one warning per version.
   absl::flat_hash_set<std::string> warned_;
 };

@@ -67,6 +67,9 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
           static_cast<double>(s.filtered));
   counter("pystrobe_python_samples_total", "Samples with a walk of CPython frames.",
           static_cast<double>(s.python_walked));
+  counter("pystrobe_python_processes_at_exec_total",
+          "Processes walked as CPython from their exec: their executable was known.",
+          static_cast<double>(s.python_at_exec));
   counter("pystrobe_offcpu_intervals_total", "Off-CPU intervals sent with their stacks.",
           static_cast<double>(s.offcpu_sent));
 

@@ -117,14 +117,15 @@ absl::StatusOr<ImageIdentity> ReadImageIdentity(uint32_t pid) {
   absl::StatusOr<std::string> stat_text = ReadProcFile(pid, "stat");
   if (!stat_text.ok()) return stat_text.status();
   // The command name may contain spaces and parentheses; fields resume after
-  // the last ')'. starttime is field 22, the 20th after it.
+  // the last ')'. starttime is field 22, the 20th after it; startcode 26.
   size_t paren = stat_text->rfind(')');
   std::vector<absl::string_view> fields;
   if (paren != std::string::npos) {
     fields =
         absl::StrSplit(absl::string_view(*stat_text).substr(paren + 1), ' ', absl::SkipEmpty());
   }
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &identity.start_time)) {
+  if (fields.size() < 24 || !absl::SimpleAtoi(fields[19], &identity.start_time) ||
+      !absl::SimpleAtoi(fields[23], &identity.start_code)) {
     return absl::InternalError(absl::StrCat("process ", pid, ": unexpected /proc/pid/stat"));
   }
   return identity;

@@ -37,6 +37,7 @@ struct ImageIdentity {
   uint64_t start_time = 0;  // /proc/PID/stat field 22, in clock ticks since boot.
   uint64_t exe_dev = 0;
   uint64_t exe_inode = 0;
+  uint64_t start_code = 0;  // field 26: where the executable's code was loaded.
   bool operator==(const ImageIdentity&) const = default;
 };
 

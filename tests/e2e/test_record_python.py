@@ -257,6 +257,36 @@ class SuspendedFramesTest(PythonRecordTest):
         self.for_each_python(check)
 
 
+class KnownInterpreterTest(PythonRecordTest):
+
+    def test_later_runs_of_a_linked_in_interpreter_are_known_from_their_exec(self):
+        # Debian's python3.11 has CPython linked into the executable (pyenv's
+        # load libpython after exec): once its first run is found, the kernel
+        # knows every later run of that file as CPython from its exec, before
+        # userspace has looked at it.
+        runs = 5
+
+        def check(python):
+            loop = (f"for i in $(seq {runs}); do {python.executable} "
+                    f"{python_workload('deep_recursion.py')} --seconds 0.4 || exit 1; done")
+            recording = record(["-r", RATE, "--subprocesses", "--", "/bin/sh", "-c", loop],
+                               self.tmp, name="known-at-exec")
+            self.assertRecorded(recording)
+            known = re.search(r"(\d+) processes known from their exec", recording.stderr)
+            self.assertIsNotNone(known, recording.stderr)
+            self.assertGreaterEqual(int(known.group(1)), runs - 1, recording.stderr)
+            self.assertIn(" 0 walks cut by failed reads", recording.stderr)
+            pids = [json.loads(line)["pid"] for line in recording.stdout.splitlines()
+                    if line.startswith("{")]
+            self.assertEqual(len(pids), runs, recording.stdout)
+            for pid in pids[1:]:
+                mine = stacks_of_pid(recording.stacks, pid)
+                leaves = {s: c for s, c in mine.items() if has_function(s, "hot_leaf")}
+                self.assertGreater(total(leaves), 15, f"run {pid}:\n{summarize(mine)}")
+                self.assertWellShaped(leaves, "hot_leaf")
+        self.for_each_python(check, [p for p in installed_pythons() if p.label == "debian 3.11"])
+
+
 class LineCostTest(PythonRecordTest):
 
     def test_two_lines_of_four_to_one_cost(self):
