@@ -35,7 +35,9 @@ void KernelPythonDiscovery::RememberBinary(uint32_t pid, const PythonInterpreter
   ssize_t length = readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), exe, sizeof(exe) - 1);
   if (length <= 0 || interpreter.binary_path != std::string(exe, length)) return;
   absl::StatusOr<ImageIdentity> identity = ReadImageIdentity(pid);
-  if (!identity.ok() || identity->start_code == 0) return;  // gone, or not ours to read
+  // /proc/PID/stat shows startcode as 0 for a process without memory and as
+  // 1 to a reader that may not trace it.
+  if (!identity.ok() || identity->start_code <= 1) return;
   // The kernel's encoding of a device number, as in struct super_block.
   pystrobe_python_binary_key key = {
       .dev = (static_cast<uint64_t>(major(identity->exe_dev)) << 20) | minor(identity->exe_dev),
