@@ -1,11 +1,9 @@
 #include "daemon/kernel_python_discovery.h"
 
 #include <sys/sysmacros.h>
-#include <unistd.h>
 
 #include <cstdio>
 
-#include "absl/strings/str_cat.h"
 #include "daemon/symbolizer/proc_maps.h"
 
 namespace pystrobe {
@@ -31,9 +29,7 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::Discover(u
 void KernelPythonDiscovery::RememberBinary(uint32_t pid, const PythonInterpreter& interpreter) {
   // A libpython is mapped by the dynamic loader after exec, where the kernel
   // cannot wait for it: only an interpreter linked into the executable.
-  char exe[4096];
-  ssize_t length = readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), exe, sizeof(exe) - 1);
-  if (length <= 0 || interpreter.binary_path != std::string(exe, length)) return;
+  if (!interpreter.in_executable) return;
   absl::StatusOr<ImageIdentity> identity = ReadImageIdentity(pid);
   // /proc/PID/stat shows startcode as 0 for a process without memory and as
   // 1 to a reader that may not trace it.

@@ -202,6 +202,7 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
     absl::flat_hash_map<std::string, ElfSymbol> found = file->FindSymbols(kWanted);
     if (found.contains(kRuntimeSymbol)) {
       interpreter.binary_path = mapping.path;
+      interpreter.in_executable = mapping.path == exe;
       elf = std::move(*file);
       symbols = std::move(found);
       break;

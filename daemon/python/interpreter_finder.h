@@ -21,6 +21,7 @@ struct PythonInterpreter {
   pid_t pid = 0;
   PythonVersion version;
   std::string binary_path;            // the ELF holding _PyRuntime, as /proc/PID/maps names it
+  bool in_executable = false;         // binary_path is the process's executable, not a libpython
   uint64_t load_bias = 0;             // runtime address minus link-time address in binary_path
   uint64_t runtime_address = 0;       // &_PyRuntime
   uint64_t code_type_address = 0;     // &PyCode_Type
