@@ -21,12 +21,12 @@
 #include "daemon/sd_notify.h"
 #include "daemon/service/container_labels.h"
 #include "daemon/service/control_server.h"
+#include "daemon/service/metrics_server.h"
 #include "daemon/service/metrics_snapshot.h"
 #include "daemon/service/profile_directory.h"
 #include "daemon/service/profiling_session.h"
 #include "daemon/service/push_sink.h"
 #include "daemon/service/self_metrics.h"
-#include "prometheus/exposer.h"
 
 namespace pystrobe {
 namespace {
@@ -146,25 +146,6 @@ absl::StatusOr<DaemonArgs> ParseDaemonArgs(const std::vector<std::string>& args)
   return parsed;
 }
 
-// civetweb's spelling of HOST:PORT: ":9464" (every address) is "9464".
-std::string CivetListenAddress(const std::string& listen) {
-  if (absl::StartsWith(listen, ":")) return listen.substr(1);
-  return listen;
-}
-
-// Serves /metrics from `snapshot` on `listen`.
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartExposer(
-    const std::string& listen, const std::shared_ptr<MetricsSnapshot>& snapshot) {
-  try {
-    auto exposer = std::make_unique<prometheus::Exposer>(CivetListenAddress(listen), 2);
-    exposer->RegisterCollectable(snapshot);
-    return exposer;
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("serve Prometheus metrics on ", listen, ": ", e.what()));
-  }
-}
-
 // The daemon between sessions: what outlives a reload.
 class Daemon {
  public:
@@ -182,7 +163,7 @@ class Daemon {
   DaemonArgs args_;
   DaemonConfig config_;
   std::shared_ptr<MetricsSnapshot> snapshot_ = std::make_shared<MetricsSnapshot>();
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<ProfileDirectory> profile_dir_;
   PushSink push_sink_;
   std::unique_ptr<ContainerLabels> labels_;
@@ -217,16 +198,16 @@ void Daemon::Reload() {
   }
   DaemonConfig next = *loaded;
   if (next.exporters.prometheus.listen != config_.exporters.prometheus.listen) {
-    exposer_.reset();  // free the old port first: the new one may be the same
-    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
-        StartExposer(next.exporters.prometheus.listen, snapshot_);
-    if (!exposer.ok()) {
-      Log(absl::StrCat("SIGHUP: ", exposer.status().message(), "; keeping ",
+    metrics_server_.reset();  // free the old port first: the new one may be the same
+    absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+        MetricsServer::Start(next.exporters.prometheus.listen, snapshot_);
+    if (!server.ok()) {
+      Log(absl::StrCat("SIGHUP: ", server.status().message(), "; keeping ",
                        config_.exporters.prometheus.listen));
       next.exporters.prometheus.listen = config_.exporters.prometheus.listen;
-      exposer = StartExposer(next.exporters.prometheus.listen, snapshot_);
+      server = MetricsServer::Start(next.exporters.prometheus.listen, snapshot_);
     }
-    if (exposer.ok()) exposer_ = std::move(*exposer);
+    if (server.ok()) metrics_server_ = std::move(*server);
   }
   if (next.exporters.profile_dir != config_.exporters.profile_dir) {
     auto dir =
@@ -311,13 +292,13 @@ int Daemon::Run() {
     Log(std::string(s.message()));
     return kExitFailure;
   }
-  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
-      StartExposer(config_.exporters.prometheus.listen, snapshot_);
-  if (!exposer.ok()) {
-    Log(std::string(exposer.status().message()));
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start(config_.exporters.prometheus.listen, snapshot_);
+  if (!server.ok()) {
+    Log(std::string(server.status().message()));
     return kExitFailure;
   }
-  exposer_ = std::move(*exposer);
+  metrics_server_ = std::move(*server);
   absl::StatusOr<std::unique_ptr<CgroupResolver>> resolver = CgroupResolver::Create({});
   if (!resolver.ok()) {
     Log(absl::StrCat("warning: no cgroup labels: ", resolver.status().message()));
