@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 5
+#define PYSTROBE_ABI_VERSION 6
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -35,6 +35,9 @@ enum pystrobe_event_kind {
 	/* A thread's stack as it went off CPU, sent when it came back: a
 	 * pystrobe_sample with offcpu_ns and offcpu_reason set. */
 	PYSTROBE_EVENT_OFFCPU = 4,
+	/* Copies of a code object's memory, sent before the first sample of a
+	 * young process that meets it: struct pystrobe_python_code_event. */
+	PYSTROBE_EVENT_PYTHON_CODE = 5,
 };
 
 /* Why a thread left the CPU, from prev_state at sched_switch (and, for
@@ -145,7 +148,10 @@ enum pystrobe_drop_reason {
 	PYSTROBE_DROP_PYTHON_NO_THREAD_STATE = 5,
 	/* An off-CPU stack could not be kept until the thread came back. */
 	PYSTROBE_DROP_OFFCPU_STORAGE = 6,
-	PYSTROBE_DROP_REASON_COUNT = 7,
+	/* A code object's copy could not be sent (ring buffer full); userspace
+	 * reads the object itself if its process still lives. */
+	PYSTROBE_DROP_PYTHON_CODE = 7,
+	PYSTROBE_DROP_REASON_COUNT = 8,
 };
 
 /* Indices of the per-CPU activity counters (map `sample_counters`). */
@@ -167,7 +173,9 @@ enum pystrobe_sample_counter {
 	/* Processes known to run CPython from their exec, by their executable
 	 * (map python_binaries). */
 	PYSTROBE_COUNT_PYTHON_AT_EXEC = 7,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 8,
+	/* Code objects sent as copies with the samples of young processes. */
+	PYSTROBE_COUNT_PYTHON_CODES_SENT = 8,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 9,
 };
 
 /* ==== CPython frame walking (issue 3) ===================================
@@ -281,6 +289,15 @@ struct pystrobe_python_offsets {
 	/* struct _gil_runtime_state: cond, then mutex (88 bytes with glibc on
 	 * x86_64); a thread in a futex wait on them is waiting for the GIL. */
 	__u32 gil_cond;
+	/* PyASCIIObject / PyCompactUnicodeObject (str) */
+	__u32 unicode_length;	    /* length, in code points */
+	__u32 unicode_state;	    /* the state bit field (32 bits) */
+	__u32 unicode_ascii_data;   /* sizeof(PyASCIIObject): data of a compact ASCII str */
+	__u32 unicode_compact_data; /* sizeof(PyCompactUnicodeObject): data of other compact ones */
+	__u8 unicode_kind_shift;    /* bit position of state.kind (3 bits: bytes per character) */
+	__u8 unicode_compact_shift; /* bit position of state.compact */
+	__u8 unicode_ascii_shift;   /* bit position of state.ascii */
+	__u8 _pad[5];
 };
 
 /*
@@ -293,8 +310,8 @@ struct pystrobe_python_process {
 	struct pystrobe_python_offsets offsets;
 };
 
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 112, "ABI: pystrobe_python_offsets");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 128, "ABI: pystrobe_python_process");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 136, "ABI: pystrobe_python_offsets");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 152, "ABI: pystrobe_python_process");
 
 /*
  * An executable file with CPython linked in, as the kernel names it: the
@@ -319,7 +336,7 @@ struct pystrobe_python_binary {
 };
 
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary_key) == 16, "ABI: python_binary_key");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary) == 128, "ABI: pystrobe_python_binary");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary) == 152, "ABI: pystrobe_python_binary");
 
 /*
  * The stamp the walker records per code object. Interned names are shared
@@ -342,6 +359,44 @@ static inline __u32 pystrobe_python_code_stamp32(__u64 stamp)
 {
 	return (__u32)(stamp ^ (stamp >> 32));
 }
+/*
+ * A code object as the kernel copied it out of a young process, sent before
+ * the first sample of that process that meets it (PYSTROBE_EVENT_PYTHON_CODE).
+ * Userspace names a frame from the target's memory, read when the sample
+ * arrives; a short-lived process may have exited by then. The copy holds the
+ * memory that reading would take, region by region, so the name comes out
+ * the same. A region that could not be copied whole is left out, and
+ * userspace reads the object from the process instead, if it still lives.
+ *
+ * Regions, in this order when present: the code object's head (its fields up
+ * to the last one read), co_code's head (3.8-3.10: its size), co_qualname or
+ * co_name, co_filename, the line table. Only offsetof(data) + the bytes used
+ * are sent.
+ */
+#define PYSTROBE_CODE_REGIONS 5
+#define PYSTROBE_CODE_DATA_BYTES 16384
+/* The most a region may take; a bigger object is left to userspace. A region
+ * starts in the first half of data. */
+#define PYSTROBE_CODE_REGION_MAX 8191
+
+struct pystrobe_memory_region {
+	__u64 address; /* in the target */
+	__u32 size;    /* bytes copied */
+	__u32 offset;  /* where they start in data */
+};
+
+struct pystrobe_python_code_event {
+	__u32 kind; /* PYSTROBE_EVENT_PYTHON_CODE */
+	__u32 pid;  /* thread group id, as the host sees it */
+	__u64 code; /* the code object's address */
+	__u32 stamp; /* as the samples' frames carry it */
+	__u32 regions_used;
+	struct pystrobe_memory_region regions[PYSTROBE_CODE_REGIONS];
+	__u8 data[PYSTROBE_CODE_DATA_BYTES];
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_code_event) ==
+			24 + 16 * PYSTROBE_CODE_REGIONS + PYSTROBE_CODE_DATA_BYTES,
+		    "pystrobe_python_code_event layout changed: bump PYSTROBE_ABI_VERSION");
 /* ==== end of CPython frame walking ======================================= */
 
 /* ==== Accounting (issue 4) =============================================

@@ -159,6 +159,8 @@ static __always_inline void count_sample(__u32 counter)
 		*value += 1;
 }
 
+#include "python_code_copy.bpf.h"
+
 /*
  * Fills `sample` with what the current thread is doing: ids, name, the
  * kernel stack (when `kernel_mode`), the user stack and, for a CPython
@@ -229,8 +231,10 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	native_frames = sample->kernel_frames + sample->user_frames;
 	sample->python_frames = 0;
 	sample->python_status = PYSTROBE_PY_NOT_PYTHON;
-	if (python)
+	if (python) {
 		walk_python_stack(sample, native_frames, python);
+		send_new_code_copies(sample, native_frames, python);
+	}
 	switch (sample->python_status) {
 	case PYSTROBE_PY_WALKED:
 		count_sample(PYSTROBE_COUNT_PYTHON_WALKED);

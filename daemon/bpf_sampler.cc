@@ -251,6 +251,8 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.offcpu_sent = samples[PYSTROBE_COUNT_OFFCPU_SENT];
   counters.python_at_exec = samples[PYSTROBE_COUNT_PYTHON_AT_EXEC];
   counters.offcpu_storage_failed = drops[PYSTROBE_DROP_OFFCPU_STORAGE];
+  counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
+  counters.python_codes_lost = drops[PYSTROBE_DROP_PYTHON_CODE];
   return counters;
 }
 

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "daemon/python/code_copies.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python_process.h"
 
@@ -19,14 +21,16 @@ using PythonCodeId = uint32_t;
 
 class PythonCodeTable {
  public:
-  // The id of the code object `process` (image `image`) had at `address`
-  // when the kernel stamped it `stamp`; read from the process the first time.
-  PythonCodeId Intern(uint32_t image, PythonProcess& process, uint64_t address, uint32_t stamp) {
+  // The id of the code object `process` (image `image`, pid `pid`) had at
+  // `address` when the kernel stamped it `stamp`. Read the first time: from
+  // the kernel's copy in `copies` when it sent one, else from the process.
+  PythonCodeId Intern(uint32_t image, uint32_t pid, PythonProcess& process, uint64_t address,
+                      uint32_t stamp, PythonCodeCopies& copies) {
     auto [it, inserted] = ids_.try_emplace(std::make_tuple(image, address, stamp), next_id_);
     if (inserted) {
       ++next_id_;
       absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code =
-          process.ReadCode(address, stamp);
+          Read(pid, process, address, stamp, copies);
       if (code.ok()) {
         codes_.emplace(it->second, std::move(*code));
       } else {
@@ -45,6 +49,8 @@ class PythonCodeTable {
   }
   // Distinct code objects that could not be read.
   size_t read_errors() const { return read_errors_; }
+  // Distinct code objects named from the kernel's copies.
+  size_t read_from_copies() const { return read_from_copies_; }
   size_t size() const { return codes_.size(); }
   uint64_t evictions() const { return evictions_; }
 
@@ -66,10 +72,27 @@ class PythonCodeTable {
   }
 
  private:
+  absl::StatusOr<std::shared_ptr<const PythonCodeObject>> Read(uint32_t pid, PythonProcess& process,
+                                                               uint64_t address, uint32_t stamp,
+                                                               PythonCodeCopies& copies) {
+    // A copy that cannot name the object (a part left out) leaves it to the
+    // process, if it still lives.
+    if (std::optional<CopiedMemory> copy = copies.Take(pid, address, stamp)) {
+      absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code =
+          process.ReadCodeFrom(*copy, address, stamp);
+      if (code.ok()) {
+        ++read_from_copies_;
+        return code;
+      }
+    }
+    return process.ReadCode(address, stamp);
+  }
+
   absl::flat_hash_map<std::tuple<uint32_t, uint64_t, uint32_t>, PythonCodeId> ids_;
   absl::flat_hash_map<PythonCodeId, std::shared_ptr<const PythonCodeObject>> codes_;
   PythonCodeId next_id_ = 0;
   size_t read_errors_ = 0;
+  size_t read_from_copies_ = 0;
   uint64_t evictions_ = 0;
 };
 

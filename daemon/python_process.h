@@ -41,6 +41,13 @@ class PythonProcess {
     return code_reader_.Read(address, stamp);
   }
 
+  // The same, from the kernel's copy of the code object's memory.
+  absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCodeFrom(const ProcessMemory& copy,
+                                                                       uint64_t address,
+                                                                       uint32_t stamp) const {
+    return CodeObjectReader(copy, interpreter_).Read(address, stamp);
+  }
+
  private:
   PythonInterpreter interpreter_;
   std::unique_ptr<ProcessMemory> memory_;

@@ -72,13 +72,14 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
     fprintf(stderr,
             "pystrobe: Python: %zu processes, %llu samples walked, %llu truncated, "
             "%llu walks cut by failed reads, %llu threads without a thread state, "
-            "%zu code objects unreadable, %llu processes known from their exec\n",
+            "%zu code objects unreadable, %zu named from the kernel's copies, "
+            "%llu processes known from their exec\n",
             recorder.processes().python_processes(),
             static_cast<unsigned long long>(kernel.python_walked),
             static_cast<unsigned long long>(kernel.python_truncated),
             static_cast<unsigned long long>(kernel.python_read_failed),
             static_cast<unsigned long long>(kernel.python_no_thread_state),
-            recorder.python_codes().read_errors(),
+            recorder.python_codes().read_errors(), recorder.python_codes().read_from_copies(),
             static_cast<unsigned long long>(kernel.python_at_exec));
   }
   if (kernel.offcpu_sent > 0 || kernel.offcpu_storage_failed > 0) {

@@ -46,6 +46,13 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
       } else {
         processes_.OnExit(event.pid);
       }
+      python_code_copies_.ForgetProcess(event.pid);
+      return;
+    }
+    case PYSTROBE_EVENT_PYTHON_CODE: {
+      absl::StatusOr<PythonCodeCopy> copy = ParsePythonCodeCopy(record);
+      if (!copy.ok()) break;
+      python_code_copies_.Add(std::move(*copy));
       return;
     }
   }
@@ -103,7 +110,8 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
       pystrobe_python_frame frame;
       std::memcpy(&frame, frames + i * sizeof(frame), sizeof(frame));
       stack.python_frames.push_back(
-          {python_codes_.Intern(stack.image, *python, frame.code, frame.stamp),
+          {python_codes_.Intern(stack.image, header.pid, *python, frame.code, frame.stamp,
+                                python_code_copies_),
            frame.instr_offset});
     }
     stack.python_truncated = (header.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;

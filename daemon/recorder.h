@@ -9,6 +9,7 @@
 
 #include "daemon/native_name_cache.h"
 #include "daemon/process_table.h"
+#include "daemon/python/code_copies.h"
 #include "daemon/stack_aggregator.h"
 
 namespace pystrobe {
@@ -47,6 +48,8 @@ class Recorder {
   // Nanoseconds off CPU per stack (its leaf-most frame is why).
   const StackAggregator& offcpu_stacks() const { return offcpu_stacks_; }
   const PythonCodeTable& python_codes() const { return python_codes_; }
+  // Code objects the kernel copied out of young processes, not yet used.
+  const PythonCodeCopies& python_code_copies() const { return python_code_copies_; }
   NativeNameCache& native_names() { return native_names_; }
   uint64_t samples() const { return stacks_.total(); }
 
@@ -74,6 +77,7 @@ class Recorder {
   StackAggregator stacks_;
   StackAggregator offcpu_stacks_;
   PythonCodeTable python_codes_;
+  PythonCodeCopies python_code_copies_;
   NativeNameCache native_names_;
   RecorderOptions options_;
   uint64_t malformed_records_ = 0;

@@ -45,7 +45,7 @@ absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
   const PythonLayout& layout = interpreter_.layout;
   if (address == 0) return absl::DataLossError(absl::StrCat(std::string(what), " is NULL"));
   uint8_t header[128];
-  const size_t header_size = layout.unicode_state + 4;
+  const size_t header_size = layout.abi.unicode_state + 4;
   if (header_size > sizeof(header)) return absl::InternalError("unicode layout too large");
   if (absl::Status status = memory_.Read(address, header, header_size); !status.ok()) {
     return status;
@@ -53,11 +53,11 @@ absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
   if (Load<uint64_t>(header + layout.abi.object_type) != interpreter_.unicode_type_address) {
     return absl::DataLossError(absl::StrFormat("%s at 0x%x is not a str", what, address));
   }
-  const int64_t length = Load<int64_t>(header + layout.unicode_length);
-  const uint32_t state = Load<uint32_t>(header + layout.unicode_state);
-  const uint32_t kind = (state >> layout.unicode_kind_shift) & 7;
-  const bool compact = (state >> layout.unicode_compact_shift) & 1;
-  const bool ascii = (state >> layout.unicode_ascii_shift) & 1;
+  const int64_t length = Load<int64_t>(header + layout.abi.unicode_length);
+  const uint32_t state = Load<uint32_t>(header + layout.abi.unicode_state);
+  const uint32_t kind = (state >> layout.abi.unicode_kind_shift) & 7;
+  const bool compact = (state >> layout.abi.unicode_compact_shift) & 1;
+  const bool ascii = (state >> layout.abi.unicode_ascii_shift) & 1;
   if (length < 0 || static_cast<uint64_t>(length) > kMaxNameBytes) {
     return absl::DataLossError(
         absl::StrFormat("%s at 0x%x has implausible length %d", what, address, length));
@@ -66,7 +66,8 @@ absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
     return absl::DataLossError(
         absl::StrFormat("%s at 0x%x has an unexpected str state 0x%x", what, address, state));
   }
-  const uint64_t data = address + (ascii ? layout.unicode_ascii_data : layout.unicode_compact_data);
+  const uint64_t data =
+      address + (ascii ? layout.abi.unicode_ascii_data : layout.abi.unicode_compact_data);
   std::vector<uint8_t> raw(static_cast<size_t>(length) * kind);
   if (absl::Status status = memory_.Read(data, raw.data(), raw.size()); !status.ok()) {
     return status;

@@ -81,13 +81,13 @@ PythonLayout LayoutFromRow(const LayoutRow& row) {
   o.var_object_size = 16;
   o.bytes_data = 32;
   o.gil_cond = kGilCondOffset;
-  layout.unicode_length = 16;
-  layout.unicode_state = 32;
-  layout.unicode_ascii_data = row.unicode_ascii_data;
-  layout.unicode_compact_data = row.unicode_compact_data;
-  layout.unicode_kind_shift = 2;
-  layout.unicode_compact_shift = 5;
-  layout.unicode_ascii_shift = 6;
+  o.unicode_length = 16;
+  o.unicode_state = 32;
+  o.unicode_ascii_data = row.unicode_ascii_data;
+  o.unicode_compact_data = row.unicode_compact_data;
+  o.unicode_kind_shift = 2;
+  o.unicode_compact_shift = 5;
+  o.unicode_ascii_shift = 6;
   return layout;
 }
 
@@ -250,9 +250,9 @@ absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8
       {&o.object_type, d.pyobject.ob_type, "ob_type"},
       {&o.var_object_size, d.bytes_object.ob_size, "bytes ob_size"},
       {&o.bytes_data, d.bytes_object.ob_sval, "ob_sval"},
-      {&layout.unicode_length, d.unicode_object.length, "unicode length"},
-      {&layout.unicode_state, d.unicode_object.state, "unicode state"},
-      {&layout.unicode_ascii_data, d.unicode_object.asciiobject_size, "asciiobject_size"},
+      {&o.unicode_length, d.unicode_object.length, "unicode length"},
+      {&o.unicode_state, d.unicode_object.state, "unicode state"},
+      {&o.unicode_ascii_data, d.unicode_object.asciiobject_size, "asciiobject_size"},
   };
   for (const Field& field : fields) {
     absl::StatusOr<uint32_t> value = SmallOffset(field.value, field.name);
@@ -260,7 +260,7 @@ absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8
     *field.target = *value;
   }
   // PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+).
-  layout.unicode_compact_data = layout.unicode_ascii_data + 16;
+  o.unicode_compact_data = o.unicode_ascii_data + 16;
   // _Py_DebugOffsets says nothing of the GIL's condition variable; its place
   // is the same in every supported version.
   o.gil_cond = kGilCondOffset;
@@ -299,13 +299,13 @@ std::vector<std::pair<std::string_view, uint64_t>> PythonLayoutFields(const Pyth
       {"var_object_size", o.var_object_size},
       {"bytes_data", o.bytes_data},
       {"gil_cond", o.gil_cond},
-      {"unicode_length", layout.unicode_length},
-      {"unicode_state", layout.unicode_state},
-      {"unicode_ascii_data", layout.unicode_ascii_data},
-      {"unicode_compact_data", layout.unicode_compact_data},
-      {"unicode_kind_shift", layout.unicode_kind_shift},
-      {"unicode_compact_shift", layout.unicode_compact_shift},
-      {"unicode_ascii_shift", layout.unicode_ascii_shift},
+      {"unicode_length", o.unicode_length},
+      {"unicode_state", o.unicode_state},
+      {"unicode_ascii_data", o.unicode_ascii_data},
+      {"unicode_compact_data", o.unicode_compact_data},
+      {"unicode_kind_shift", o.unicode_kind_shift},
+      {"unicode_compact_shift", o.unicode_compact_shift},
+      {"unicode_ascii_shift", o.unicode_ascii_shift},
   };
 }
 

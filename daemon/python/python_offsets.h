@@ -27,18 +27,11 @@ struct PythonVersion {
 // Builds a PythonVersion from a PY_VERSION_HEX value (0x030B07F0 is 3.11.7).
 PythonVersion PythonVersionFromHex(uint64_t hex);
 
-// Everything pystrobe needs to read one interpreter version's memory: the part
-// the kernel walker gets (`abi`) and what only userspace reads (str objects).
+// Everything pystrobe needs to read one interpreter version's memory. The
+// kernel gets all of it: it walks frames, and copies the code objects (str
+// objects included) of short-lived processes.
 struct PythonLayout {
   pystrobe_python_offsets abi = {};
-  // PyASCIIObject / PyCompactUnicodeObject.
-  uint32_t unicode_length = 0;
-  uint32_t unicode_state = 0;
-  uint32_t unicode_ascii_data = 0;    // sizeof(PyASCIIObject): data of compact ASCII strings
-  uint32_t unicode_compact_data = 0;  // sizeof(PyCompactUnicodeObject): data of other compact ones
-  uint8_t unicode_kind_shift = 0;     // bit position of state.kind (3 bits)
-  uint8_t unicode_compact_shift = 0;  // bit position of state.compact
-  uint8_t unicode_ascii_shift = 0;    // bit position of state.ascii
 };
 
 // True for the versions pystrobe has verified tables for (3.8 to 3.13).

@@ -235,6 +235,8 @@ void ProfilingSession::FillHealth(DaemonHealth& health) {
   health.native_name_evictions = recorder_->native_names().evictions();
   health.python_code_evictions = recorder.python_codes().evictions();
   health.python_code_read_errors = recorder.python_codes().read_errors();
+  health.python_codes_from_copies = recorder.python_codes().read_from_copies();
+  health.python_code_copies_dropped = recorder.python_code_copies().dropped();
   health.images_evicted = recorder.processes().images_evicted();
   health.native_names = recorder_->native_names().size();
   health.python_codes = recorder.python_codes().size();

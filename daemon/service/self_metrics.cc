@@ -70,6 +70,13 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   counter("pystrobe_python_processes_at_exec_total",
           "Processes walked as CPython from their exec: their executable was known.",
           static_cast<double>(s.python_at_exec));
+  counter("pystrobe_python_code_copies_total",
+          "Code objects the kernel copied out of young CPython processes, to name their frames "
+          "after they exit.",
+          static_cast<double>(s.python_codes_sent));
+  counter("pystrobe_python_codes_named_from_copies_total",
+          "Code objects named from the kernel's copies rather than read from their process.",
+          static_cast<double>(health.python_codes_from_copies));
   counter("pystrobe_offcpu_intervals_total", "Off-CPU intervals sent with their stacks.",
           static_cast<double>(s.offcpu_sent));
 
@@ -94,6 +101,8 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   drop("window_stack_limit", health.samples_over_stack_limit);
   drop("tracked_process_limit", health.samples_of_refused_processes);
   drop("python_code_unreadable", health.python_code_read_errors);
+  drop("python_code_copy_lost", s.python_codes_lost);
+  drop("python_code_copy_overflow", health.python_code_copies_dropped);
   drop("push_queue_full", health.push.dropped_queue_full);
   drop("push_shutdown", health.push.dropped_shutdown);
   drop("push_rejected", health.push.rejected);

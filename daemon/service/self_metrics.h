@@ -50,7 +50,9 @@ struct DaemonHealth {
   uint64_t python_code_evictions = 0;
   uint64_t images_evicted = 0;
   uint64_t python_code_read_errors = 0;
-  uint64_t memory_pressure_cuts = 0;  // windows cut early to stay within limits.memory
+  uint64_t python_codes_from_copies = 0;    // named from the kernel's copies
+  uint64_t python_code_copies_dropped = 0;  // copies userspace had no room for
+  uint64_t memory_pressure_cuts = 0;        // windows cut early to stay within limits.memory
   size_t native_names = 0;
   size_t python_codes = 0;
   size_t process_images = 0;

@@ -191,6 +191,8 @@ class Record:
                       r"unreadable", self.stderr)
         (self.py_procs, self.py_walked, self.py_trunc, self.py_readfail, self.py_nots,
          self.py_codefail) = map(int, m.groups()) if m else (0,) * 6
+        m = re.search(r"(\d+) named from the kernel's copies", self.stderr)
+        self.py_from_copies = int(m.group(1)) if m else 0
         with open(self.output) as f:
             self.folded = [(line.rsplit(" ", 1)[0], int(line.rsplit(" ", 1)[1]))
                            for line in f if line.strip()]
@@ -213,7 +215,8 @@ class Record:
     def counters(self):
         return (f"lost {self.lost}, events lost {self.events_lost}, failed k/u {self.kfail}/{self.ufail}, "
                 f"py truncated {self.py_trunc}, py read-cut {self.py_readfail}, "
-                f"no-tstate {self.py_nots}, code unreadable {self.py_codefail}")
+                f"no-tstate {self.py_nots}, code unreadable {self.py_codefail}, "
+                f"named from kernel copies {self.py_from_copies}")
 
 
 # ---------------------------------------------------------------------------
@@ -532,6 +535,10 @@ def python_frames_of(stack):
     return [f for f in stack.split(";")[1:] if re.search(r" \([^()]*:\d+\)$", f)]
 
 
+# How a profile shows a Python frame whose code object could not be read.
+UNNAMED_PYTHON_FRAME = "[unknown python frame]"
+
+
 def root_pid(stack):
     m = re.match(r"[^;]* \((\d+)\)(;|$)", stack)
     return int(m.group(1)) if m else None
@@ -621,7 +628,8 @@ def bench_storm(binary, rate_per_s, seconds, max_inflight=64):
     rec = Record(binary, ["--all", "-r", "99", "-d", str(seconds + 3)], duration=seconds + 3,
                  during=spawner)
     n = rec.during
-    per = {pid: [0, 0, 0] for pid in launched}  # samples, with Python frames, with burn_ frame
+    # samples, with Python frames, with the burn_ frame, with a Python frame left unnamed
+    per = {pid: [0, 0, 0, 0] for pid in launched}
     for stack, cnt in rec.folded:
         pid = root_pid(stack)
         if pid in per:
@@ -631,14 +639,16 @@ def bench_storm(binary, rate_per_s, seconds, max_inflight=64):
                 per[pid][1] += cnt
             if f"burn_{launched[pid]}" in stack:
                 per[pid][2] += cnt
+            if UNNAMED_PYTHON_FRAME in stack:
+                per[pid][3] += cnt
     got = sum(1 for v in per.values() if v[0])
     got_py = sum(1 for v in per.values() if v[1])
     got_burn = sum(1 for v in per.values() if v[2])
     samples = sum(v[0] for v in per.values())
     samples_py = sum(v[1] for v in per.values())
-    # samples of storm processes that landed on python3.11's eval loop without frames
+    samples_unnamed = sum(v[3] for v in per.values())
     return rec, dict(launched=n, rate=n / lag[0] if lag else 0, got=got, got_py=got_py, got_burn=got_burn,
-                     samples=samples, samples_py=samples_py)
+                     samples=samples, samples_py=samples_py, samples_unnamed=samples_unnamed)
 
 
 # ---------------------------------------------------------------------------
@@ -922,20 +932,26 @@ def main():
             ["processes launched (asked 200/s)", f"{st['launched']} at {st['rate']:.0f}/s achieved"],
             ["with >= 1 sample / with Python frames / with their burn_ frame",
              f"{st['got']} / {st['got_py']} / {st['got_burn']}"],
-            ["samples of storm processes / with Python frames", f"{st['samples']} / {st['samples_py']}"],
+            ["samples of storm processes / with Python frames / with a Python frame left unnamed",
+             f"{st['samples']} / {st['samples_py']} / {st['samples_unnamed']}"],
             ["counters", rec.counters()],
             ["pystrobe CPU: sampling phase / whole run", f"{100 * steady:.2f}% of one core / {rec.cpu_s:.2f} s"
              if steady is not None else f"- / {rec.cpu_s:.2f} s"],
             ["pystrobe peak RSS", f"{rec.maxrss_kib / 1024:.1f} MiB"],
         ]
         table(["storm: python3.11 -c (burn ~20 ms thread CPU), record --all -r 99", "figure"], rows)
+        # A sample is kept whole when it arrives and every Python frame in it
+        # is named. Whether a process shows its burn_ frame at all is chance:
+        # at 99 Hz a 20 ms burn gets two samples on average, none in one run
+        # of seven, so that count is reported but not judged.
         dropped = rec.lost + rec.events_lost
         targets.append(("no sample of a new process dropped (storm)",
-                        verdict(dropped == 0 and st["got_burn"] == st["got"],
+                        verdict(dropped == 0 and st["samples_unnamed"] == 0,
                                 f"lost {rec.lost} samples, {rec.events_lost} process events; "
-                                f"{st['got_burn']}/{st['got']} sampled processes named in Python",
-                                "0 lost, all with Python frames",
-                                f"{dropped} lost, {st['got'] - st['got_burn']} processes without Python frames")))
+                                f"{st['samples_unnamed']} of {st['samples_py']} samples with Python "
+                                f"frames had one left unnamed",
+                                "0 lost, every Python frame named",
+                                f"{dropped} lost, {st['samples_unnamed']} samples with unnamed frames")))
 
     if "6" in args.only:
         say(f"## 6. Accuracy: func_a/func_b/func_c = 50/30/20 by thread CPU time, {P['acc_seconds']} s "

@@ -257,6 +257,29 @@ class SuspendedFramesTest(PythonRecordTest):
         self.for_each_python(check)
 
 
+class ExitedProcessTest(PythonRecordTest):
+
+    def test_frames_of_a_process_gone_before_the_recorder_looked_are_named(self):
+        # The workload stops the recorder, runs burn_unseen() and exits; the
+        # recorder resumes once the process's memory is gone. Only the copies
+        # the kernel made of its code objects while sampling it can name it.
+        def check(python):
+            recording = self.record_python(python, "exits_unseen.py", ["--seconds", "0.3"])
+            mine = stacks_of_pid(recording.stacks, json_line(recording.stdout)["pid"])
+            unseen = {s: c for s, c in mine.items() if has_function(s, "burn_unseen")}
+            self.assertGreater(total(unseen), 60, f"burn_unseen barely seen:\n{summarize(mine)}")
+            self.assertWellShaped(unseen, "burn_unseen")
+            for stack in unseen:
+                self.assertNotIn("[unknown python frame]", stack)
+                names = [PY_FRAME.match(f).group("name") for f in python_part(stack)[1]]
+                self.assertEqual(names[:4], ["<module>", "main", "burn_unseen", "burn"],
+                                 ";".join(stack))
+            copies = re.search(r"(\d+) named from the kernel's copies", recording.stderr)
+            self.assertIsNotNone(copies, recording.stderr)
+            self.assertGreater(int(copies.group(1)), 0, recording.stderr)
+        self.for_each_python(check)
+
+
 class KnownInterpreterTest(PythonRecordTest):
 
     def test_later_runs_of_a_linked_in_interpreter_are_known_from_their_exec(self):

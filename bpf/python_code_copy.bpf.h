@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Copies of code objects for userspace, sent with the samples of young
+ * CPython processes (see pystrobe_python_code_event in pystrobe_abi.h).
+ *
+ * Userspace names a frame by reading its code object when the sample
+ * arrives. A script that lives for tens of milliseconds on a busy machine
+ * has often exited by then, and its frames would stay unnamed. So for a
+ * process in its first seconds, each code object its samples meet is copied
+ * here, while the sampled thread is stopped on it, and sent once.
+ *
+ * Older processes pay nothing: userspace has long found them and reads
+ * their code objects itself.
+ */
+#ifndef PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
+#define PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
+
+#include "pystrobe_abi.h"
+#include "python_process.bpf.h"
+
+/* A process is young, and has its code objects sent, for this long after it
+ * started: userspace finds a new process at its first sample, within tens of
+ * milliseconds unless the machine is swamped. */
+#define PYTHON_YOUNG_NS (2ull * 1000 * 1000 * 1000)
+/* Code objects copied per sample at most, to bound a sample's cost; a deep
+ * new stack is sent over its first few samples. */
+#define PYTHON_CODES_PER_SAMPLE 16
+/* First reads of a name or file name, and of a line table: enough for most,
+ * where a read of a whole page would cost more. */
+#define PYTHON_STR_GUESS 256
+#define PYTHON_LINE_TABLE_GUESS 1024
+
+/*
+ * Code objects already sent. Key: (tgid, stamp, address). LRU: entries of
+ * exited processes age out, and a code object evicted early is only sent
+ * again.
+ */
+struct python_code_key {
+	__u32 tgid;
+	__u32 stamp;
+	__u64 code;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct python_code_key);
+	__type(value, __u8);
+} python_codes_sent SEC(".maps");
+
+/* The event being built, per CPU: too big for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pystrobe_python_code_event);
+} python_code_scratch SEC(".maps");
+
+/* A field of a region copied at `at` in event->data (8-aligned offsets). */
+static __always_inline __u64 event_u64(const struct pystrobe_python_code_event *event, __u32 at)
+{
+	return *(const __u64 *)(event->data + (at & (PYSTROBE_CODE_DATA_BYTES - 8)));
+}
+
+static __always_inline __u32 event_u32(const struct pystrobe_python_code_event *event, __u32 at)
+{
+	return *(const __u32 *)(event->data + (at & (PYSTROBE_CODE_DATA_BYTES - 4)));
+}
+
+/* Copies `size` bytes at `address` to event->data at `*used`, as region
+ * `index`; on success the region is recorded and *used moves on, aligned. */
+static __always_inline bool copy_region(struct pystrobe_python_code_event *event, __u32 index,
+					__u32 *used, __u64 address, __u32 size)
+{
+	__u32 at = *used;
+
+	if (at >= PYSTROBE_CODE_DATA_BYTES / 2 || size == 0 || size > PYSTROBE_CODE_REGION_MAX ||
+	    index >= PYSTROBE_CODE_REGIONS)
+		return false;
+	/* Masked as well, for the verifier, which may not connect the checks
+	 * to the registers passed; the barrier keeps clang from dropping masks
+	 * it can prove change nothing. */
+	asm volatile("" : "+r"(at), "+r"(size));
+	if (bpf_probe_read_user(event->data + (at & (PYSTROBE_CODE_DATA_BYTES / 2 - 1)),
+				size & (PYSTROBE_CODE_DATA_BYTES / 2 - 1), (void *)address))
+		return false;
+	event->regions[index].address = address;
+	event->regions[index].size = size;
+	event->regions[index].offset = at;
+	event->regions_used = index + 1;
+	*used = (at + size + 7) & ~7u;
+	return true;
+}
+
+/* The bytes a str or bytes object takes, from its head copied at `at`;
+ * 0 when the head makes no sense (userspace says why when it reads it). */
+static __always_inline __u32 object_size(const struct pystrobe_python_code_event *event, __u32 at,
+					 const struct pystrobe_python_offsets *off, bool is_str)
+{
+	__u64 length;
+	__u32 state, kind;
+
+	if (!is_str) {
+		length = event_u64(event, at + off->var_object_size);
+		return length > PYSTROBE_CODE_REGION_MAX ? 0 : off->bytes_data + length;
+	}
+	length = event_u64(event, at + off->unicode_length);
+	state = event_u32(event, at + off->unicode_state);
+	kind = (state >> off->unicode_kind_shift) & 7;
+	if (length > PYSTROBE_CODE_REGION_MAX || (kind != 1 && kind != 2 && kind != 4))
+		return 0;
+	return ((state >> off->unicode_ascii_shift) & 1 ? off->unicode_ascii_data
+							: off->unicode_compact_data) +
+	       length * kind;
+}
+
+/*
+ * Copies the str or bytes object at `address` as region `index`. One read
+ * usually does: a guess of `guess` bytes, cut at the end of the object's
+ * page (the next page may not be mapped, and a faulting read costs twenty
+ * good ones); an object the guess fell short of is read again, whole.
+ */
+static __always_inline bool copy_object(struct pystrobe_python_code_event *event, __u32 index,
+					__u32 *used, __u64 address, __u32 guess,
+					const struct pystrobe_python_offsets *off, bool is_str)
+{
+	__u32 at = *used, in_page, first, size;
+	__u32 head = is_str ? off->unicode_state + 4 : off->var_object_size + 8;
+
+	if (address == 0 || index >= PYSTROBE_CODE_REGIONS)
+		return false;
+	in_page = PYTHON_PAGE_SIZE - (address & (PYTHON_PAGE_SIZE - 1));
+	first = in_page < guess ? in_page : guess;
+	/* The object's own head may go on into the next page. */
+	if (first < head)
+		first = head;
+	if (!copy_region(event, index, used, address, first))
+		return false;
+	size = object_size(event, at, off, is_str);
+	/* The first read was a guess: region `index` is redone to the size. */
+	event->regions_used = index;
+	*used = at;
+	if (size == 0 || size > PYSTROBE_CODE_REGION_MAX)
+		return false;
+	if (size <= first) {
+		event->regions[index].size = size;
+		event->regions_used = index + 1;
+		*used = (at + size + 7) & ~7u;
+		return true;
+	}
+	return copy_region(event, index, used, address, size);
+}
+
+/* Bytes of a code object's head userspace reads: up to its last field. */
+static __always_inline __u32 code_head_size(const struct pystrobe_python_offsets *off)
+{
+	__u32 size = off->code_firstlineno + 4;
+
+	size = copy_size_covering(size, off->var_object_size, 8);
+	size = copy_size_covering(size, off->code_filename, 8);
+	size = copy_size_covering(size, off->code_name, 8);
+	size = copy_size_covering(size, off->code_qualname, 8);
+	size = copy_size_covering(size, off->code_linetable, 8);
+	size = copy_size_covering(size, off->code_code, 8);
+	return size;
+}
+
+/* Copies the code object `code` of process `tgid` and sends it; false when
+ * it could not be copied or sent. */
+static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
+					   const struct pystrobe_python_process *proc)
+{
+	const struct pystrobe_python_offsets *off = &proc->offsets;
+	struct pystrobe_python_code_event *event;
+	__u32 zero = 0, used = 0, region = 0, head = code_head_size(off);
+	__u64 name_field, size;
+
+	event = bpf_map_lookup_elem(&python_code_scratch, &zero);
+	if (!event || head > PYTHON_COPY_SIZE)
+		return false;
+	event->kind = PYSTROBE_EVENT_PYTHON_CODE;
+	event->pid = tgid;
+	event->code = code;
+	event->stamp = stamp;
+	event->regions_used = 0;
+	if (!copy_region(event, region++, &used, code, head) ||
+	    event_u64(event, off->object_type) != proc->code_type_addr)
+		return false;
+	/* Each part that cannot be copied is left to userspace to read. */
+	if (off->code_code != PYSTROBE_PY_OFFSET_NONE &&
+	    copy_region(event, region, &used, event_u64(event, off->code_code),
+			off->var_object_size + 8))
+		region++;
+	name_field = off->code_qualname != PYSTROBE_PY_OFFSET_NONE ? off->code_qualname
+								   : off->code_name;
+	if (copy_object(event, region, &used, event_u64(event, name_field), PYTHON_STR_GUESS, off,
+			true))
+		region++;
+	if (copy_object(event, region, &used, event_u64(event, off->code_filename),
+			PYTHON_STR_GUESS, off, true))
+		region++;
+	copy_object(event, region, &used, event_u64(event, off->code_linetable),
+		    PYTHON_LINE_TABLE_GUESS, off, false);
+
+	size = __builtin_offsetof(struct pystrobe_python_code_event, data) + used;
+	asm volatile("" : "+r"(size));
+	if (size > sizeof(*event))
+		size = sizeof(*event);
+	if (bpf_ringbuf_output(&events, event, size, BPF_RB_NO_WAKEUP)) {
+		count_drop(PYSTROBE_DROP_PYTHON_CODE);
+		return false;
+	}
+	count_sample(PYSTROBE_COUNT_PYTHON_CODES_SENT);
+	return true;
+}
+
+/* What a step of the loop over a sample's frames works on. */
+struct code_copy_ctx {
+	const struct pystrobe_sample *sample;
+	const struct pystrobe_python_process *proc;
+	__u32 base; /* index in sample->data of the first Python frame */
+	__u32 sent;
+};
+
+static long send_code_copy_step(__u32 index, void *ctx)
+{
+	struct code_copy_ctx *copy_ctx = ctx;
+	const struct pystrobe_sample *sample = copy_ctx->sample;
+	__u32 slot = copy_ctx->base + 2 * index;
+	struct python_code_key key = {
+	    .tgid = sample->pid,
+	    .stamp = (__u32)sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
+	    .code = sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
+	};
+	__u8 one = 1;
+
+	if (bpf_map_lookup_elem(&python_codes_sent, &key))
+		return 0;
+	if (!send_code_copy(key.tgid, key.code, key.stamp, copy_ctx->proc))
+		return 0;
+	bpf_map_update_elem(&python_codes_sent, &key, &one, BPF_ANY);
+	return ++copy_ctx->sent >= PYTHON_CODES_PER_SAMPLE ? 1 : 0;
+}
+
+/*
+ * For a young process, sends a copy of each code object of `sample`'s
+ * Python frames (which start at word `base`) not sent before. Must run
+ * before the sample is sent, so userspace has the copies when it names it.
+ */
+static __always_inline void send_new_code_copies(const struct pystrobe_sample *sample, __u32 base,
+						 const struct pystrobe_python_process *proc)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct code_copy_ctx copy_ctx = {.sample = sample, .proc = proc, .base = base};
+
+	if (sample->python_frames == 0 ||
+	    sample->time_ns - task->group_leader->start_time >= PYTHON_YOUNG_NS)
+		return;
+	bpf_loop(sample->python_frames, send_code_copy_step, &copy_ctx, 0);
+}
+
+#endif /* PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_ */
