@@ -148,7 +148,7 @@ enum pystrobe_drop_reason {
 	PYSTROBE_DROP_PYTHON_NO_THREAD_STATE = 5,
 	/* An off-CPU stack could not be kept until the thread came back. */
 	PYSTROBE_DROP_OFFCPU_STORAGE = 6,
-	/* A code object's copy could not be sent (ring buffer full); userspace
+	/* A code object's copy was not sent (the ring buffer too full); userspace
 	 * reads the object itself if its process still lives. */
 	PYSTROBE_DROP_PYTHON_CODE = 7,
 	PYSTROBE_DROP_REASON_COUNT = 8,

@@ -9,8 +9,8 @@
  * process in its first seconds, each code object its samples meet is copied
  * here, while the sampled thread is stopped on it, and sent once.
  *
- * Older processes pay nothing: userspace has long found them and reads
- * their code objects itself.
+ * Older processes pay one comparison: userspace has long found them and
+ * reads their code objects itself.
  */
 #ifndef PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
 #define PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
@@ -24,11 +24,14 @@
 #define PYTHON_YOUNG_NS (2ull * 1000 * 1000 * 1000)
 /* Code objects copied per sample at most, to bound a sample's cost; a deep
  * new stack is sent over its first few samples. */
-#define PYTHON_CODES_PER_SAMPLE 16
+#define PYTHON_CODES_PER_SAMPLE 32
 /* First reads of a name or file name, and of a line table: enough for most,
  * where a read of a whole page would cost more. */
 #define PYTHON_STR_GUESS 256
 #define PYTHON_LINE_TABLE_GUESS 1024
+/* Copies wait while the ring buffer holds more than this unread: the rest
+ * of it is the samples' (a process's own objects could otherwise flood it). */
+#define PYTHON_CODE_RING_LIMIT (2 << 20)
 
 /*
  * Code objects already sent. Key: (tgid, stamp, address). LRU: entries of
@@ -220,6 +223,7 @@ struct code_copy_ctx {
 	const struct pystrobe_python_process *proc;
 	__u32 base; /* index in sample->data of the first Python frame */
 	__u32 sent;
+	struct python_code_key last; /* the frame before: recursion repeats it */
 };
 
 static long send_code_copy_step(__u32 index, void *ctx)
@@ -234,8 +238,15 @@ static long send_code_copy_step(__u32 index, void *ctx)
 	};
 	__u8 one = 1;
 
+	if (key.code == copy_ctx->last.code && key.stamp == copy_ctx->last.stamp)
+		return 0;
+	copy_ctx->last = key;
 	if (bpf_map_lookup_elem(&python_codes_sent, &key))
 		return 0;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > PYTHON_CODE_RING_LIMIT) {
+		count_drop(PYSTROBE_DROP_PYTHON_CODE);
+		return 1;
+	}
 	if (!send_code_copy(key.tgid, key.code, key.stamp, copy_ctx->proc))
 		return 0;
 	bpf_map_update_elem(&python_codes_sent, &key, &one, BPF_ANY);
