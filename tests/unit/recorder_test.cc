@@ -331,5 +331,29 @@ TEST(RecorderTest, MalformedRecordsAreCountedNotTrusted) {
   EXPECT_EQ(recorder.samples(), 0u);
 }
 
+TEST(RecorderTest, CodeCopiesAreKeptUntilTheirProcessEndsAndBadOnesCounted) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  pystrobe_python_code_event event = {};
+  event.kind = PYSTROBE_EVENT_PYTHON_CODE;
+  event.pid = 7;
+  event.code = 0x1000;
+  event.stamp = 3;
+  event.regions_used = 1;
+  event.regions[0] = {.address = 0x1000, .size = 8, .offset = 0};
+  const size_t size = offsetof(pystrobe_python_code_event, data) + 8;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&event);
+  recorder.HandleRecord(std::vector<uint8_t>(bytes, bytes + size));
+  EXPECT_EQ(recorder.python_code_copies().size(), 1u);
+
+  // A region claiming bytes the record does not hold is refused.
+  recorder.HandleRecord(std::vector<uint8_t>(bytes, bytes + size - 1));
+  EXPECT_EQ(recorder.malformed_records(), 1u);
+  EXPECT_EQ(recorder.python_code_copies().size(), 1u);
+
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 7, "x"));
+  EXPECT_EQ(recorder.python_code_copies().size(), 0u) << "its samples are all in by its exit";
+}
+
 }  // namespace
 }  // namespace pystrobe
