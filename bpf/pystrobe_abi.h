@@ -359,6 +359,21 @@ static inline __u32 pystrobe_python_code_stamp32(__u64 stamp)
 {
 	return (__u32)(stamp ^ (stamp >> 32));
 }
+
+/* Bytes of a code object's head that naming it reads: every field up to the
+ * last one. Userspace reads this much, and the kernel copies this much. */
+static inline __u32 pystrobe_python_code_head_size(const struct pystrobe_python_offsets *o)
+{
+	__u32 fields[] = {o->code_filename, o->code_name, o->code_qualname, o->code_linetable,
+			  o->code_code, o->var_object_size};
+	__u32 size = o->code_firstlineno + 4;
+
+	for (unsigned int i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if (fields[i] != PYSTROBE_PY_OFFSET_NONE && fields[i] + 8 > size)
+			size = fields[i] + 8;
+	}
+	return size;
+}
 /*
  * A code object as the kernel copied it out of a young process, sent before
  * the first sample of that process that meets it (PYSTROBE_EVENT_PYTHON_CODE).

@@ -154,20 +154,6 @@ static __always_inline bool copy_object(struct pystrobe_python_code_event *event
 	return copy_region(event, index, used, address, size);
 }
 
-/* Bytes of a code object's head userspace reads: up to its last field. */
-static __always_inline __u32 code_head_size(const struct pystrobe_python_offsets *off)
-{
-	__u32 size = off->code_firstlineno + 4;
-
-	size = copy_size_covering(size, off->var_object_size, 8);
-	size = copy_size_covering(size, off->code_filename, 8);
-	size = copy_size_covering(size, off->code_name, 8);
-	size = copy_size_covering(size, off->code_qualname, 8);
-	size = copy_size_covering(size, off->code_linetable, 8);
-	size = copy_size_covering(size, off->code_code, 8);
-	return size;
-}
-
 /* Copies the code object `code` of process `tgid` and sends it; false when
  * it could not be copied or sent. */
 static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
@@ -175,7 +161,7 @@ static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
 {
 	const struct pystrobe_python_offsets *off = &proc->offsets;
 	struct pystrobe_python_code_event *event;
-	__u32 zero = 0, used = 0, region = 0, head = code_head_size(off);
+	__u32 zero = 0, used = 0, region = 0, head = pystrobe_python_code_head_size(off);
 	__u64 name_field, size;
 
 	event = bpf_map_lookup_elem(&python_code_scratch, &zero);

@@ -1,6 +1,5 @@
 #include "daemon/python/code_object_reader.h"
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -124,12 +123,8 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFr
     uint64_t address) const {
   const pystrobe_python_offsets& o = interpreter_.layout.abi;
   if (address == 0) return absl::DataLossError("code object address is NULL");
-  // Every field we need lies below co_code_adaptive / co_linetable + 8.
   uint8_t header[256];
-  uint32_t header_size = o.code_linetable + 8;
-  for (uint32_t field : {o.code_filename, o.code_name, o.code_qualname, o.code_code}) {
-    if (field != PYSTROBE_PY_OFFSET_NONE) header_size = std::max(header_size, field + 8);
-  }
+  const uint32_t header_size = pystrobe_python_code_head_size(&o);
   if (header_size > sizeof(header)) return absl::InternalError("code object layout too large");
   if (absl::Status status = memory_.Read(address, header, header_size); !status.ok()) {
     return status;
