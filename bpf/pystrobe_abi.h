@@ -364,8 +364,8 @@ static inline __u32 pystrobe_python_code_stamp32(__u64 stamp)
  * last one. Userspace reads this much, and the kernel copies this much. */
 static inline __u32 pystrobe_python_code_head_size(const struct pystrobe_python_offsets *o)
 {
-	__u32 fields[] = {o->code_filename, o->code_name, o->code_qualname, o->code_linetable,
-			  o->code_code, o->var_object_size};
+	__u32 fields[] = {o->code_filename,  o->code_name, o->code_qualname,
+			  o->code_linetable, o->code_code, o->var_object_size};
 	__u32 size = o->code_firstlineno + 4;
 
 	for (unsigned int i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
@@ -401,9 +401,9 @@ struct pystrobe_memory_region {
 };
 
 struct pystrobe_python_code_event {
-	__u32 kind; /* PYSTROBE_EVENT_PYTHON_CODE */
-	__u32 pid;  /* thread group id, as the host sees it */
-	__u64 code; /* the code object's address */
+	__u32 kind;  /* PYSTROBE_EVENT_PYTHON_CODE */
+	__u32 pid;   /* thread group id, as the host sees it */
+	__u64 code;  /* the code object's address */
 	__u32 stamp; /* as the samples' frames carry it */
 	__u32 regions_used;
 	struct pystrobe_memory_region regions[PYSTROBE_CODE_REGIONS];

@@ -180,8 +180,8 @@ static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
 	    copy_region(event, region, &used, event_u64(event, off->code_code),
 			off->var_object_size + 8))
 		region++;
-	name_field = off->code_qualname != PYSTROBE_PY_OFFSET_NONE ? off->code_qualname
-								   : off->code_name;
+	name_field =
+	    off->code_qualname != PYSTROBE_PY_OFFSET_NONE ? off->code_qualname : off->code_name;
 	if (copy_object(event, region, &used, event_u64(event, name_field), PYTHON_STR_GUESS, off,
 			true))
 		region++;
