@@ -2,7 +2,7 @@
 // requests and the profile encoding round-trip, and the request parser
 // survives thousands of random and mutated buffers with an error, never a
 // crash (run under the sanitizers when the build has them).
-#include "daemon/control_protocol.h"
+#include "daemon/control/control_protocol.h"
 
 #include <memory>
 #include <random>

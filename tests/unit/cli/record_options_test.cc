@@ -1,4 +1,4 @@
-#include "daemon/record_options.h"
+#include "daemon/cli/record_options.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "daemon/cpu_clock_events.h"
+#include "daemon/loader/cpu_clock_events.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,4 +1,4 @@
-#include "daemon/capabilities.h"
+#include "daemon/loader/capabilities.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -2,7 +2,6 @@
 // counter differences, the verdict rules, the stat report and top's screen.
 #include <string>
 
-#include "daemon/accounting/accounting_options.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/top_screen.h"
@@ -241,56 +240,6 @@ TEST(RenderTopScreen, ShowsBlockIoGilWaitAndGcPerRow) {
   EXPECT_THAT(text, HasSubstr("2.1M"));
   EXPECT_THAT(text, HasSubstr(" 50.0  12.5 "));
   EXPECT_THAT(text, HasSubstr("GIL wait 50.0%, GC 12.5%"));
-}
-
-TEST(ParseStatOptions, NeedsACommandOrAPidWithADuration) {
-  EXPECT_FALSE(ParseStatOptions({}).ok());
-  EXPECT_FALSE(ParseStatOptions({"--pid", "12"}).ok());
-  absl::StatusOr<StatOptions> pid = ParseStatOptions({"--pid", "12", "-d", "2", "--json"});
-  ASSERT_TRUE(pid.ok());
-  EXPECT_EQ(*pid->pid, 12u);
-  EXPECT_TRUE(pid->json);
-  EXPECT_FALSE(pid->syscalls);
-  EXPECT_TRUE(ParseStatOptions({"--syscalls", "--", "true"})->syscalls);
-  EXPECT_TRUE(pid->offcpu_stacks);
-  EXPECT_FALSE(ParseStatOptions({"--no-offcpu-stacks", "--", "true"})->offcpu_stacks);
-  absl::StatusOr<StatOptions> cmd = ParseStatOptions({"--", "python3", "-c", "1"});
-  ASSERT_TRUE(cmd.ok());
-  EXPECT_EQ(cmd->command.size(), 3u);
-}
-
-TEST(ParseTopOptions, AcceptsTheFourSortKeysOnly) {
-  EXPECT_EQ(ParseTopOptions({"--sort", "faults"})->sort, TopSort::kFaults);
-  EXPECT_EQ(ParseTopOptions({"-s", "offcpu"})->sort, TopSort::kOffCpu);
-  EXPECT_FALSE(ParseTopOptions({"--sort", "mem"}).ok());
-  EXPECT_TRUE(ParseTopOptions({"--once"})->once);
-}
-
-TEST(AccountingOptions, StatAndTopTakeTheSharedFlagsAlike) {
-  absl::StatusOr<StatOptions> stat =
-      ParseStatOptions({"-p", "12", "-d", "1", "--rate", "97", "-v"});
-  ASSERT_TRUE(stat.ok()) << stat.status();
-  absl::StatusOr<TopOptions> top = ParseTopOptions({"--pid", "12", "-r", "97", "--verbose"});
-  ASSERT_TRUE(top.ok()) << top.status();
-  EXPECT_EQ(*stat->pid, 12u);
-  EXPECT_EQ(*top->pid, 12u);
-  EXPECT_EQ(stat->rate_hz, 97);
-  EXPECT_EQ(top->rate_hz, 97);
-  EXPECT_TRUE(stat->verbose);
-  EXPECT_TRUE(top->verbose);
-  EXPECT_FALSE(ParseStatOptions({"--pid", "x", "-d", "1"}).ok());
-  EXPECT_FALSE(ParseTopOptions({"--rate", "0"}).ok());
-  EXPECT_FALSE(ParseTopOptions({"--pid"}).ok());
-  // --help wins over what follows it, even a bad flag.
-  EXPECT_TRUE(ParseStatOptions({"--help", "--bogus"})->help);
-  EXPECT_TRUE(ParseTopOptions({"-h", "--bogus"})->help);
-}
-
-TEST(AccountingOptions, StatAndTopHelpNameTheDaemonFlags) {
-  for (const char* usage : {StatUsage(), TopUsage()}) {
-    EXPECT_THAT(usage, HasSubstr("--socket PATH"));
-    EXPECT_THAT(usage, HasSubstr("--no-daemon"));
-  }
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "daemon/python/line_table.h"
-#include "tests/unit/python_test_support.h"
+#include "tests/unit/python/python_test_support.h"
 
 namespace pystrobe {
 namespace {

@@ -1,6 +1,6 @@
 // Finding the kernel tid in glibc's struct pthread: with fake memory, and on
 // this very process (whose threads' pthread_t and tids we know).
-#include "daemon/pthread_tid.h"
+#include "daemon/python/pthread_tid.h"
 
 #include <pthread.h>
 #include <sys/syscall.h>

@@ -20,7 +20,7 @@
 #include "daemon/symbolizer/proc_maps.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/elf_tools.h"
+#include "tests/unit/symbolizer/elf_tools.h"
 
 namespace pystrobe {
 namespace {

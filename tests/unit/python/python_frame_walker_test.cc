@@ -23,7 +23,7 @@
 #include "daemon/python/frame_walker.h"
 #include "daemon/python/interpreter_finder.h"
 #include "daemon/python/process_memory.h"
-#include "tests/unit/python_test_support.h"
+#include "tests/unit/python/python_test_support.h"
 
 namespace pystrobe {
 namespace {

@@ -1,6 +1,6 @@
 // The path from ring buffer records to a symbolized profile, with a fake
 // native symbolizer standing in for BCC.
-#include "daemon/recorder.h"
+#include "daemon/recording/recorder.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,10 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/profile_builder.h"
+#include "daemon/recording/profile_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pystrobe_abi.h"
+#include "bpf/pystrobe_abi.h"
 
 namespace pystrobe {
 namespace {

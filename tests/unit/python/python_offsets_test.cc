@@ -8,7 +8,7 @@
 #include <string>
 
 #include "daemon/python/python_offsets.h"
-#include "tests/unit/python_test_support.h"
+#include "tests/unit/python/python_test_support.h"
 
 namespace pystrobe {
 namespace {

@@ -16,8 +16,8 @@
 #include "daemon/symbolizer/proc_maps.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/elf_tools.h"
-#include "tests/unit/symbolizer_target_process.h"
+#include "tests/unit/symbolizer/elf_tools.h"
+#include "tests/unit/symbolizer/symbolizer_target_process.h"
 
 namespace pystrobe {
 namespace {

@@ -1,6 +1,6 @@
 // The renderings of `pystrobe dump`: JSON escaping, the JSON object, the text
 // form and /proc stat parsing.
-#include "daemon/dump_report.h"
+#include "daemon/cli/dump_report.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // systemd's notification protocol against a real AF_UNIX datagram socket,
 // bound at a path and in the abstract namespace, as systemd binds it.
-#include "daemon/sd_notify.h"
+#include "daemon/service/sd_notify.h"
 
 #include <stdlib.h>
 #include <sys/socket.h>

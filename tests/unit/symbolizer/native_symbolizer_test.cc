@@ -29,7 +29,7 @@
 #include "daemon/symbolizer/shared_module_symbolizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/symbolizer_target_process.h"
+#include "tests/unit/symbolizer/symbolizer_target_process.h"
 
 namespace pystrobe {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/libbpf_errors.h"
+#include "daemon/loader/libbpf_errors.h"
 
 #include <cerrno>
 
