@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "daemon/daemon_command.h"
-#include "daemon/dump_command.h"
-#include "daemon/record_command.h"
-#include "daemon/stat_command.h"
-#include "daemon/top_command.h"
+#include "daemon/cli/daemon_command.h"
+#include "daemon/cli/dump_command.h"
+#include "daemon/cli/record_command.h"
+#include "daemon/cli/stat_command.h"
+#include "daemon/cli/top_command.h"
 
 namespace {
 

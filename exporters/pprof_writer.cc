@@ -24,7 +24,7 @@ namespace {
 namespace pb = ::perftools::profiles;
 
 // The roots record --off-cpu puts above the process frame
-// (daemon/record_command.cc).
+// (daemon/cli/record_command.cc).
 constexpr std::string_view kOnCpuRoot = "[on-cpu]";
 constexpr std::string_view kOffCpuRoot = "[off-cpu]";
 // The one mapping every kernel frame belongs to.

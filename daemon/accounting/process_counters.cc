@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/libbpf_errors.h"
+#include "daemon/loader/libbpf_errors.h"
 
 namespace pystrobe {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/bpf_sampler.h"
-#include "pystrobe_abi.h"
+#include "bpf/pystrobe_abi.h"
+#include "daemon/loader/bpf_sampler.h"
 
 namespace pystrobe {
 

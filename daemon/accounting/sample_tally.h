@@ -9,7 +9,7 @@
 #include <span>
 
 #include "absl/container/flat_hash_map.h"
-#include "pystrobe_abi.h"
+#include "bpf/pystrobe_abi.h"
 
 namespace pystrobe {
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/cpu_clock_events.h"
+#include "daemon/loader/cpu_clock_events.h"
 
 namespace pystrobe {
 namespace {

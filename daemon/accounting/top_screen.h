@@ -4,14 +4,31 @@
 #define PYSTROBE_DAEMON_ACCOUNTING_TOP_SCREEN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "daemon/accounting/accounting_options.h"
 #include "daemon/accounting/process_counters.h"
 #include "exporters/profile.h"
 
 namespace pystrobe {
+
+enum class TopSort { kCpu, kIo, kFaults, kOffCpu };
+
+// The sort a key typed in top selects (c, i, f, o), or none.
+inline std::optional<TopSort> TopSortForKey(char key) {
+  switch (key) {
+    case 'c':
+      return TopSort::kCpu;
+    case 'i':
+      return TopSort::kIo;
+    case 'f':
+      return TopSort::kFaults;
+    case 'o':
+      return TopSort::kOffCpu;
+  }
+  return std::nullopt;
+}
 
 struct TopRow {
   uint32_t pid = 0;

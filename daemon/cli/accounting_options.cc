@@ -1,4 +1,4 @@
-#include "daemon/accounting/accounting_options.h"
+#include "daemon/cli/accounting_options.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -1,6 +1,6 @@
 // The command lines of `pystrobe stat` and `pystrobe top`, parsed.
-#ifndef PYSTROBE_DAEMON_ACCOUNTING_ACCOUNTING_OPTIONS_H_
-#define PYSTROBE_DAEMON_ACCOUNTING_ACCOUNTING_OPTIONS_H_
+#ifndef PYSTROBE_DAEMON_CLI_ACCOUNTING_OPTIONS_H_
+#define PYSTROBE_DAEMON_CLI_ACCOUNTING_OPTIONS_H_
 
 #include <cstdint>
 #include <optional>
@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/accounting/top_screen.h"
 
 namespace pystrobe {
 
@@ -31,23 +32,6 @@ struct StatOptions {
 absl::StatusOr<StatOptions> ParseStatOptions(const std::vector<std::string>& args);
 const char* StatUsage();
 
-enum class TopSort { kCpu, kIo, kFaults, kOffCpu };
-
-// The sort a key typed in top selects (c, i, f, o), or none.
-inline std::optional<TopSort> TopSortForKey(char key) {
-  switch (key) {
-    case 'c':
-      return TopSort::kCpu;
-    case 'i':
-      return TopSort::kIo;
-    case 'f':
-      return TopSort::kFaults;
-    case 'o':
-      return TopSort::kOffCpu;
-  }
-  return std::nullopt;
-}
-
 struct TopOptions {
   std::optional<uint32_t> pid;  // per thread of one process; else every process
   TopSort sort = TopSort::kCpu;
@@ -64,4 +48,4 @@ const char* TopUsage();
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_ACCOUNTING_ACCOUNTING_OPTIONS_H_
+#endif  // PYSTROBE_DAEMON_CLI_ACCOUNTING_OPTIONS_H_

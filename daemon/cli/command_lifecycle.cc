@@ -1,4 +1,4 @@
-#include "daemon/command_lifecycle.h"
+#include "daemon/cli/command_lifecycle.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,17 +31,6 @@ void StopSignals::Install() {
 bool StopSignals::Requested() { return stop_signal.load() != 0; }
 
 void StopSignals::Request(int signal) { stop_signal.store(signal); }
-
-bool ProcessIsAlive(uint32_t pid) {
-  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat;
-  std::getline(stat_file, stat);
-  // The state follows the command name, which is in parentheses and may
-  // itself hold spaces and parentheses.
-  size_t name_end = stat.rfind(')');
-  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
-}
 
 void StopCommand(LaunchedCommand& command, absl::Duration grace) {
   if (command.TryReap()) return;

@@ -1,12 +1,13 @@
 // What the commands that run until a signal or a target's end share:
 // `record`, `stat` and `top`.
-#ifndef PYSTROBE_DAEMON_COMMAND_LIFECYCLE_H_
-#define PYSTROBE_DAEMON_COMMAND_LIFECYCLE_H_
+#ifndef PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_
+#define PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_
 
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "daemon/target_launcher.h"
+#include "daemon/cli/target_launcher.h"
+#include "daemon/recording/process_table.h"
 
 namespace pystrobe {
 
@@ -20,14 +21,10 @@ class StopSignals {
   static void Request(int signal);
 };
 
-// True while `pid` is a live process: not gone, and not a zombie whose exit
-// its parent has yet to collect.
-bool ProcessIsAlive(uint32_t pid);
-
 // Ends a command we started that outlived the recording: SIGTERM, then
 // SIGKILL after `grace`.
 void StopCommand(LaunchedCommand& command, absl::Duration grace = absl::Seconds(2));
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_COMMAND_LIFECYCLE_H_
+#endif  // PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_

@@ -1,4 +1,4 @@
-#include "daemon/control_client.h"
+#include "daemon/cli/control_client.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/record_command.h"
+#include "daemon/cli/record_command.h"
 
 namespace pystrobe {
 namespace {

@@ -1,9 +1,9 @@
-// The client side of the daemon's control socket (daemon/control_protocol.h):
+// The client side of the daemon's control socket (daemon/control/control_protocol.h):
 // `pystrobe record` asks a running daemon for the profile instead of loading
 // its own copy of the BPF programs, and falls back to loading them when no
 // daemon answers.
-#ifndef PYSTROBE_DAEMON_CONTROL_CLIENT_H_
-#define PYSTROBE_DAEMON_CONTROL_CLIENT_H_
+#ifndef PYSTROBE_DAEMON_CLI_CONTROL_CLIENT_H_
+#define PYSTROBE_DAEMON_CLI_CONTROL_CLIENT_H_
 
 #include <atomic>
 #include <functional>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/control_protocol.h"
-#include "daemon/record_options.h"
+#include "daemon/cli/record_options.h"
+#include "daemon/control/control_protocol.h"
 #include "exporters/profile.h"
 #include "exporters/profile_writer.h"
 
@@ -59,4 +59,4 @@ std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_CONTROL_CLIENT_H_
+#endif  // PYSTROBE_DAEMON_CLI_CONTROL_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "daemon/daemon_command.h"
+#include "daemon/cli/daemon_command.h"
 
 #include <signal.h>
 
@@ -15,10 +15,9 @@
 #include "absl/time/clock.h"
 #include "config/check_config.h"
 #include "config/config_loader.h"
-#include "daemon/capabilities.h"
-#include "daemon/libbpf_errors.h"
-#include "daemon/record_command.h"
-#include "daemon/sd_notify.h"
+#include "daemon/cli/record_command.h"
+#include "daemon/loader/capabilities.h"
+#include "daemon/loader/libbpf_errors.h"
 #include "daemon/service/container_labels.h"
 #include "daemon/service/control_server.h"
 #include "daemon/service/metrics_server.h"
@@ -26,6 +25,7 @@
 #include "daemon/service/profile_directory.h"
 #include "daemon/service/profiling_session.h"
 #include "daemon/service/push_sink.h"
+#include "daemon/service/sd_notify.h"
 #include "daemon/service/self_metrics.h"
 
 namespace pystrobe {

@@ -2,8 +2,8 @@
 // configured targets) in windows written to the profile directory, serves
 // Prometheus metrics, reloads its configuration on SIGHUP, and on SIGTERM
 // writes the window in progress and exits.
-#ifndef PYSTROBE_DAEMON_DAEMON_COMMAND_H_
-#define PYSTROBE_DAEMON_DAEMON_COMMAND_H_
+#ifndef PYSTROBE_DAEMON_CLI_DAEMON_COMMAND_H_
+#define PYSTROBE_DAEMON_CLI_DAEMON_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -14,4 +14,4 @@ int RunDaemonCommand(const std::vector<std::string>& args);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_DAEMON_COMMAND_H_
+#endif  // PYSTROBE_DAEMON_CLI_DAEMON_COMMAND_H_

@@ -1,4 +1,4 @@
-#include "daemon/dump_command.h"
+#include "daemon/cli/dump_command.h"
 
 #include <signal.h>
 
@@ -15,13 +15,13 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "daemon/dump_report.h"
-#include "daemon/pthread_tid.h"
+#include "daemon/cli/dump_report.h"
+#include "daemon/cli/record_command.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"
 #include "daemon/python/interpreter_finder.h"
 #include "daemon/python/process_memory.h"
-#include "daemon/record_command.h"
+#include "daemon/python/pthread_tid.h"
 
 namespace pystrobe {
 namespace {

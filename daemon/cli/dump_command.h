@@ -1,7 +1,7 @@
 // `pystrobe dump --pid PID [--json]`: the Python stack of every thread of a
 // running CPython process, read from its memory without stopping it.
-#ifndef PYSTROBE_DAEMON_DUMP_COMMAND_H_
-#define PYSTROBE_DAEMON_DUMP_COMMAND_H_
+#ifndef PYSTROBE_DAEMON_CLI_DUMP_COMMAND_H_
+#define PYSTROBE_DAEMON_CLI_DUMP_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -19,4 +19,4 @@ const char* DumpUsage();
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_DUMP_COMMAND_H_
+#endif  // PYSTROBE_DAEMON_CLI_DUMP_COMMAND_H_

@@ -1,4 +1,4 @@
-#include "daemon/dump_report.h"
+#include "daemon/cli/dump_report.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -1,8 +1,8 @@
 // What `pystrobe dump` found in one process, and its two renderings: text for
 // people (innermost frame first, as py-spy dump prints it) and one JSON object
 // for scripts.
-#ifndef PYSTROBE_DAEMON_DUMP_REPORT_H_
-#define PYSTROBE_DAEMON_DUMP_REPORT_H_
+#ifndef PYSTROBE_DAEMON_CLI_DUMP_REPORT_H_
+#define PYSTROBE_DAEMON_CLI_DUMP_REPORT_H_
 
 #include <sys/types.h>
 
@@ -69,4 +69,4 @@ std::string FormatDumpText(const DumpReport& report);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_DUMP_REPORT_H_
+#endif  // PYSTROBE_DAEMON_CLI_DUMP_REPORT_H_

@@ -1,7 +1,7 @@
 // Single key presses on a terminal stdin, for `pystrobe top` (local or
 // through the daemon).
-#ifndef PYSTROBE_DAEMON_ACCOUNTING_RAW_KEYS_H_
-#define PYSTROBE_DAEMON_ACCOUNTING_RAW_KEYS_H_
+#ifndef PYSTROBE_DAEMON_CLI_RAW_KEYS_H_
+#define PYSTROBE_DAEMON_CLI_RAW_KEYS_H_
 
 #include <poll.h>
 #include <termios.h>
@@ -42,4 +42,4 @@ class RawKeys {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_ACCOUNTING_RAW_KEYS_H_
+#endif  // PYSTROBE_DAEMON_CLI_RAW_KEYS_H_

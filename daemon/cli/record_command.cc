@@ -1,5 +1,4 @@
-#include "daemon/record_command.h"
-#include "absl/strings/string_view.h"
+#include "daemon/cli/record_command.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,20 +14,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
-#include "daemon/bpf_sampler.h"
-#include "daemon/capabilities.h"
-#include "daemon/command_lifecycle.h"
-#include "daemon/control_client.h"
-#include "daemon/kernel_python_discovery.h"
-#include "daemon/libbpf_errors.h"
-#include "daemon/process_labels.h"
-#include "daemon/profile_builder.h"
-#include "daemon/record_options.h"
-#include "daemon/recorder.h"
+#include "daemon/cli/command_lifecycle.h"
+#include "daemon/cli/control_client.h"
+#include "daemon/cli/record_options.h"
+#include "daemon/cli/target_launcher.h"
+#include "daemon/loader/bpf_sampler.h"
+#include "daemon/loader/capabilities.h"
+#include "daemon/loader/libbpf_errors.h"
+#include "daemon/recording/kernel_python_discovery.h"
+#include "daemon/recording/process_labels.h"
+#include "daemon/recording/profile_builder.h"
+#include "daemon/recording/recorder.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
-#include "daemon/target_launcher.h"
 #include "exporters/profile_writer.h"
 
 namespace pystrobe {

@@ -1,8 +1,8 @@
 // `pystrobe record`: samples a command, some processes or the whole system
 // and writes the profile when the target exits, the duration ends, or on
 // SIGINT/SIGTERM.
-#ifndef PYSTROBE_DAEMON_RECORD_COMMAND_H_
-#define PYSTROBE_DAEMON_RECORD_COMMAND_H_
+#ifndef PYSTROBE_DAEMON_CLI_RECORD_COMMAND_H_
+#define PYSTROBE_DAEMON_CLI_RECORD_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -20,4 +20,4 @@ int RunRecordCommand(const std::vector<std::string>& args);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_RECORD_COMMAND_H_
+#endif  // PYSTROBE_DAEMON_CLI_RECORD_COMMAND_H_

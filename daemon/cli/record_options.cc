@@ -1,11 +1,11 @@
-#include "daemon/record_options.h"
-#include "absl/strings/string_view.h"
+#include "daemon/cli/record_options.h"
 
 #include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace pystrobe {
 namespace {

@@ -1,6 +1,6 @@
 // The command line of `pystrobe record`, parsed and validated.
-#ifndef PYSTROBE_DAEMON_RECORD_OPTIONS_H_
-#define PYSTROBE_DAEMON_RECORD_OPTIONS_H_
+#ifndef PYSTROBE_DAEMON_CLI_RECORD_OPTIONS_H_
+#define PYSTROBE_DAEMON_CLI_RECORD_OPTIONS_H_
 
 #include <cstdint>
 #include <optional>
@@ -59,4 +59,4 @@ std::string DefaultOutputPath(const RecordOptions& options, absl::Time now,
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_RECORD_OPTIONS_H_
+#endif  // PYSTROBE_DAEMON_CLI_RECORD_OPTIONS_H_

@@ -1,4 +1,4 @@
-#include "daemon/accounting/remote_accounting.h"
+#include "daemon/cli/remote_accounting.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -11,10 +11,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "bpf/pystrobe_abi.h"
 #include "daemon/accounting/process_counters.h"
-#include "daemon/accounting/raw_keys.h"
-#include "daemon/record_command.h"
-#include "pystrobe_abi.h"
+#include "daemon/cli/raw_keys.h"
+#include "daemon/cli/record_command.h"
 
 namespace pystrobe {
 namespace {

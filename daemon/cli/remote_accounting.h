@@ -1,16 +1,16 @@
 // `pystrobe stat --pid` and `pystrobe top` through a running daemon's
-// control socket (daemon/control_protocol.h): the daemon measures with the
+// control socket (daemon/control/control_protocol.h): the daemon measures with the
 // accounting and sampler it already runs; these print what it answers.
-#ifndef PYSTROBE_DAEMON_ACCOUNTING_REMOTE_ACCOUNTING_H_
-#define PYSTROBE_DAEMON_ACCOUNTING_REMOTE_ACCOUNTING_H_
+#ifndef PYSTROBE_DAEMON_CLI_REMOTE_ACCOUNTING_H_
+#define PYSTROBE_DAEMON_CLI_REMOTE_ACCOUNTING_H_
 
 #include <optional>
 #include <vector>
 
-#include "daemon/accounting/accounting_options.h"
 #include "daemon/accounting/top_screen.h"
-#include "daemon/control_client.h"
-#include "daemon/control_protocol.h"
+#include "daemon/cli/accounting_options.h"
+#include "daemon/cli/control_client.h"
+#include "daemon/control/control_protocol.h"
 
 namespace pystrobe {
 
@@ -29,4 +29,4 @@ std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_ACCOUNTING_REMOTE_ACCOUNTING_H_
+#endif  // PYSTROBE_DAEMON_CLI_REMOTE_ACCOUNTING_H_

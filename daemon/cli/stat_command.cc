@@ -1,4 +1,4 @@
-#include "daemon/stat_command.h"
+#include "daemon/cli/stat_command.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,25 +18,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "daemon/accounting/accounting_options.h"
 #include "daemon/accounting/process_counters.h"
-#include "daemon/accounting/remote_accounting.h"
 #include "daemon/accounting/sample_tally.h"
 #include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/verdict.h"
-#include "daemon/bpf_sampler.h"
-#include "daemon/capabilities.h"
-#include "daemon/command_lifecycle.h"
-#include "daemon/cpu_clock_events.h"
-#include "daemon/kernel_python_discovery.h"
-#include "daemon/libbpf_errors.h"
-#include "daemon/profile_builder.h"
-#include "daemon/record_command.h"
-#include "daemon/recorder.h"
+#include "daemon/cli/accounting_options.h"
+#include "daemon/cli/command_lifecycle.h"
+#include "daemon/cli/record_command.h"
+#include "daemon/cli/remote_accounting.h"
+#include "daemon/cli/target_launcher.h"
+#include "daemon/loader/bpf_sampler.h"
+#include "daemon/loader/capabilities.h"
+#include "daemon/loader/cpu_clock_events.h"
+#include "daemon/loader/libbpf_errors.h"
+#include "daemon/recording/kernel_python_discovery.h"
+#include "daemon/recording/profile_builder.h"
+#include "daemon/recording/recorder.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
-#include "daemon/target_launcher.h"
 
 namespace pystrobe {
 namespace {

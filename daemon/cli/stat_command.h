@@ -1,8 +1,8 @@
 // `pystrobe stat`: runs a command (or watches a pid for a while) with the
 // accounting programs and the sampler attached, then prints the counters, a
 // verdict with its evidence, and the stacks behind the bounding resource.
-#ifndef PYSTROBE_DAEMON_STAT_COMMAND_H_
-#define PYSTROBE_DAEMON_STAT_COMMAND_H_
+#ifndef PYSTROBE_DAEMON_CLI_STAT_COMMAND_H_
+#define PYSTROBE_DAEMON_CLI_STAT_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -14,4 +14,4 @@ int RunStatCommand(const std::vector<std::string>& args);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_STAT_COMMAND_H_
+#endif  // PYSTROBE_DAEMON_CLI_STAT_COMMAND_H_

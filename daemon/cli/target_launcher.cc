@@ -1,4 +1,4 @@
-#include "daemon/target_launcher.h"
+#include "daemon/cli/target_launcher.h"
 
 #include <fcntl.h>
 #include <signal.h>

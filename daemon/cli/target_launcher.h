@@ -1,8 +1,8 @@
 // Starts the command of `pystrobe record -- CMD ARGS...` held at the door:
 // the child exists (so its pid can go into the kernel filter) but runs
 // nothing of CMD until Release(), so not one of its samples is missed.
-#ifndef PYSTROBE_DAEMON_TARGET_LAUNCHER_H_
-#define PYSTROBE_DAEMON_TARGET_LAUNCHER_H_
+#ifndef PYSTROBE_DAEMON_CLI_TARGET_LAUNCHER_H_
+#define PYSTROBE_DAEMON_CLI_TARGET_LAUNCHER_H_
 
 #include <sys/types.h>
 
@@ -51,4 +51,4 @@ class LaunchedCommand {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_TARGET_LAUNCHER_H_
+#endif  // PYSTROBE_DAEMON_CLI_TARGET_LAUNCHER_H_

@@ -1,4 +1,4 @@
-#include "daemon/top_command.h"
+#include "daemon/cli/top_command.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -14,20 +14,20 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/accounting/accounting_options.h"
 #include "daemon/accounting/process_counters.h"
-#include "daemon/accounting/raw_keys.h"
-#include "daemon/accounting/remote_accounting.h"
 #include "daemon/accounting/top_screen.h"
-#include "daemon/bpf_sampler.h"
-#include "daemon/capabilities.h"
-#include "daemon/command_lifecycle.h"
-#include "daemon/cpu_clock_events.h"
-#include "daemon/kernel_python_discovery.h"
-#include "daemon/libbpf_errors.h"
-#include "daemon/profile_builder.h"
-#include "daemon/record_command.h"
-#include "daemon/recorder.h"
+#include "daemon/cli/accounting_options.h"
+#include "daemon/cli/command_lifecycle.h"
+#include "daemon/cli/raw_keys.h"
+#include "daemon/cli/record_command.h"
+#include "daemon/cli/remote_accounting.h"
+#include "daemon/loader/bpf_sampler.h"
+#include "daemon/loader/capabilities.h"
+#include "daemon/loader/cpu_clock_events.h"
+#include "daemon/loader/libbpf_errors.h"
+#include "daemon/recording/kernel_python_discovery.h"
+#include "daemon/recording/profile_builder.h"
+#include "daemon/recording/recorder.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
 
 namespace pystrobe {

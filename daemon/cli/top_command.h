@@ -1,8 +1,8 @@
 // `pystrobe top`: a live, per-second view of every process (or of every
 // thread of one process) from the accounting counters, with the hottest
 // Python functions from the sampler.
-#ifndef PYSTROBE_DAEMON_TOP_COMMAND_H_
-#define PYSTROBE_DAEMON_TOP_COMMAND_H_
+#ifndef PYSTROBE_DAEMON_CLI_TOP_COMMAND_H_
+#define PYSTROBE_DAEMON_CLI_TOP_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -14,4 +14,4 @@ int RunTopCommand(const std::vector<std::string>& args);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_TOP_COMMAND_H_
+#endif  // PYSTROBE_DAEMON_CLI_TOP_COMMAND_H_

@@ -1,4 +1,4 @@
-#include "daemon/control_protocol.h"
+#include "daemon/control/control_protocol.h"
 
 #include <sys/socket.h>
 

@@ -22,8 +22,8 @@
 // EncodeProfile: the symbolized Profile itself (frames with their kinds,
 // native frames with their modules and file offsets, counts, labels), so the
 // client writes any format with the usual writers.
-#ifndef PYSTROBE_DAEMON_CONTROL_PROTOCOL_H_
-#define PYSTROBE_DAEMON_CONTROL_PROTOCOL_H_
+#ifndef PYSTROBE_DAEMON_CONTROL_CONTROL_PROTOCOL_H_
+#define PYSTROBE_DAEMON_CONTROL_CONTROL_PROTOCOL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -182,4 +182,4 @@ absl::StatusOr<Profile> DecodeProfile(std::string_view bytes);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_CONTROL_PROTOCOL_H_
+#endif  // PYSTROBE_DAEMON_CONTROL_CONTROL_PROTOCOL_H_

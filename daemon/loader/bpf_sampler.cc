@@ -1,4 +1,4 @@
-#include "daemon/bpf_sampler.h"
+#include "daemon/loader/bpf_sampler.h"
 
 #include <bpf/bpf.h>
 #include <time.h>
@@ -9,8 +9,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/libbpf_errors.h"
-#include "pystrobe_abi.h"
+#include "bpf/pystrobe_abi.h"
+#include "daemon/loader/libbpf_errors.h"
 #include "pystrobe_sampler.skel.h"
 
 namespace pystrobe {

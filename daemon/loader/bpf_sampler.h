@@ -1,8 +1,8 @@
 // The sampler's BPF object, from its embedded skeleton to attached programs:
 // Open, Configure, Load, Attach, then Poll until done. One instance per
 // recording; destroying it detaches everything.
-#ifndef PYSTROBE_DAEMON_BPF_SAMPLER_H_
-#define PYSTROBE_DAEMON_BPF_SAMPLER_H_
+#ifndef PYSTROBE_DAEMON_LOADER_BPF_SAMPLER_H_
+#define PYSTROBE_DAEMON_LOADER_BPF_SAMPLER_H_
 
 #include <bpf/libbpf.h>
 
@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/cpu_clock_events.h"
-#include "pystrobe_abi.h"
+#include "bpf/pystrobe_abi.h"
+#include "daemon/loader/cpu_clock_events.h"
 
 struct pystrobe_sampler;  // the generated skeleton
 
@@ -157,4 +157,4 @@ class BpfSampler {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_BPF_SAMPLER_H_
+#endif  // PYSTROBE_DAEMON_LOADER_BPF_SAMPLER_H_

@@ -1,4 +1,4 @@
-#include "daemon/capabilities.h"
+#include "daemon/loader/capabilities.h"
 
 #include <linux/capability.h>
 #include <sys/syscall.h>

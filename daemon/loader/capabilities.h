@@ -1,7 +1,7 @@
 // Checks that the process holds the capabilities profiling needs, so a
 // missing one is reported by name before anything is loaded.
-#ifndef PYSTROBE_DAEMON_CAPABILITIES_H_
-#define PYSTROBE_DAEMON_CAPABILITIES_H_
+#ifndef PYSTROBE_DAEMON_LOADER_CAPABILITIES_H_
+#define PYSTROBE_DAEMON_LOADER_CAPABILITIES_H_
 
 #include <cstdint>
 
@@ -31,4 +31,4 @@ absl::Status CheckProfilingCapabilities(const CapabilitySet& caps);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_CAPABILITIES_H_
+#endif  // PYSTROBE_DAEMON_LOADER_CAPABILITIES_H_

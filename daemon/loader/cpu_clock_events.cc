@@ -1,5 +1,4 @@
-#include "daemon/cpu_clock_events.h"
-#include "absl/strings/string_view.h"
+#include "daemon/loader/cpu_clock_events.h"
 
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -14,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
 namespace pystrobe {

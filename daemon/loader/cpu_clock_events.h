@@ -1,7 +1,7 @@
 // One software cpu-clock perf event per online CPU: the clock that drives
 // the sampler. Hardware counters are not assumed (many VMs have none).
-#ifndef PYSTROBE_DAEMON_CPU_CLOCK_EVENTS_H_
-#define PYSTROBE_DAEMON_CPU_CLOCK_EVENTS_H_
+#ifndef PYSTROBE_DAEMON_LOADER_CPU_CLOCK_EVENTS_H_
+#define PYSTROBE_DAEMON_LOADER_CPU_CLOCK_EVENTS_H_
 
 #include <string_view>
 #include <vector>
@@ -45,4 +45,4 @@ class CpuClockEvents {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_CPU_CLOCK_EVENTS_H_
+#endif  // PYSTROBE_DAEMON_LOADER_CPU_CLOCK_EVENTS_H_

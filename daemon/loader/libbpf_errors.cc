@@ -1,5 +1,4 @@
-#include "daemon/libbpf_errors.h"
-#include "absl/strings/string_view.h"
+#include "daemon/loader/libbpf_errors.h"
 
 #include <bpf/libbpf.h>
 
@@ -13,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 

@@ -1,7 +1,7 @@
 // Turns libbpf's negative errno returns and its log into absl::Status values
 // with context, once, at the boundary.
-#ifndef PYSTROBE_DAEMON_LIBBPF_ERRORS_H_
-#define PYSTROBE_DAEMON_LIBBPF_ERRORS_H_
+#ifndef PYSTROBE_DAEMON_LOADER_LIBBPF_ERRORS_H_
+#define PYSTROBE_DAEMON_LOADER_LIBBPF_ERRORS_H_
 
 #include <string>
 #include <string_view>
@@ -29,4 +29,4 @@ class LibbpfLog {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_LIBBPF_ERRORS_H_
+#endif  // PYSTROBE_DAEMON_LOADER_LIBBPF_ERRORS_H_

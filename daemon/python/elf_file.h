@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "absl/strings/string_view.h"
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace pystrobe {

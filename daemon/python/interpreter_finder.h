@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/python/python_offsets.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/pthread_tid.h"
+#include "daemon/python/pthread_tid.h"
 
 #include <dirent.h>
 

@@ -10,8 +10,8 @@
 // every other thread's struct holds a distinct tid of /proc/PID/task (or 0:
 // the kernel clears the tid of a thread that exited). The lowest standing
 // offset wins.
-#ifndef PYSTROBE_DAEMON_PTHREAD_TID_H_
-#define PYSTROBE_DAEMON_PTHREAD_TID_H_
+#ifndef PYSTROBE_DAEMON_PYTHON_PTHREAD_TID_H_
+#define PYSTROBE_DAEMON_PYTHON_PTHREAD_TID_H_
 
 #include <sys/types.h>
 
@@ -41,4 +41,4 @@ absl::flat_hash_set<pid_t> ReadTaskTids(pid_t pid);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_PTHREAD_TID_H_
+#endif  // PYSTROBE_DAEMON_PYTHON_PTHREAD_TID_H_

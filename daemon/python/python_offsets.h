@@ -38,7 +38,7 @@ struct PythonLayout {
 bool IsSupportedPythonVersion(const PythonVersion& version);
 
 // The layout of `version` from pystrobe's own tables, which
-// tests/unit/python_offsets_test.cc checks against each version's headers.
+// tests/unit/python/python_offsets_test.cc checks against each version's headers.
 // Unimplemented, naming the version, for versions outside 3.8 to 3.13.
 absl::StatusOr<PythonLayout> PythonLayoutForVersion(const PythonVersion& version);
 

@@ -1,4 +1,4 @@
-#include "daemon/kernel_python_discovery.h"
+#include "daemon/recording/kernel_python_discovery.h"
 
 #include <sys/sysmacros.h>
 

@@ -1,7 +1,7 @@
 // Finds CPython in newly sampled processes and hands each one's layout to the
 // kernel walker, so its next samples carry Python frames.
-#ifndef PYSTROBE_DAEMON_KERNEL_PYTHON_DISCOVERY_H_
-#define PYSTROBE_DAEMON_KERNEL_PYTHON_DISCOVERY_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_KERNEL_PYTHON_DISCOVERY_H_
+#define PYSTROBE_DAEMON_RECORDING_KERNEL_PYTHON_DISCOVERY_H_
 
 #include <cstdint>
 #include <memory>
@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "daemon/bpf_sampler.h"
-#include "daemon/process_table.h"
+#include "daemon/loader/bpf_sampler.h"
+#include "daemon/recording/process_table.h"
 
 namespace pystrobe {
 
@@ -35,4 +35,4 @@ class KernelPythonDiscovery : public PythonDiscovery {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_KERNEL_PYTHON_DISCOVERY_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_KERNEL_PYTHON_DISCOVERY_H_

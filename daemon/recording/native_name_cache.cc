@@ -1,4 +1,4 @@
-#include "daemon/native_name_cache.h"
+#include "daemon/recording/native_name_cache.h"
 
 #include <memory>
 #include <string>

@@ -3,8 +3,8 @@
 // as it exits, which keeps memory bounded by the live processes. What file
 // the code lies in (path, build id, file offset) is taken at the same time,
 // for the same reason.
-#ifndef PYSTROBE_DAEMON_NATIVE_NAME_CACHE_H_
-#define PYSTROBE_DAEMON_NATIVE_NAME_CACHE_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_NATIVE_NAME_CACHE_H_
+#define PYSTROBE_DAEMON_RECORDING_NATIVE_NAME_CACHE_H_
 
 #include <cstdint>
 #include <memory>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "daemon/process_table.h"
+#include "daemon/recording/process_table.h"
 #include "exporters/profile.h"
 
 namespace pystrobe {
@@ -93,4 +93,4 @@ class NativeNameCache {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_NATIVE_NAME_CACHE_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_NATIVE_NAME_CACHE_H_

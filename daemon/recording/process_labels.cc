@@ -1,4 +1,4 @@
-#include "daemon/process_labels.h"
+#include "daemon/recording/process_labels.h"
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"

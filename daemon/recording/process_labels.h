@@ -2,15 +2,15 @@
 // Profile::process_labels (the pprof writer puts them on every sample of the
 // process, next to its pid): which CPython it runs, and, when it lives in a
 // PID namespace below ours (a container), its pid there.
-#ifndef PYSTROBE_DAEMON_PROCESS_LABELS_H_
-#define PYSTROBE_DAEMON_PROCESS_LABELS_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_PROCESS_LABELS_H_
+#define PYSTROBE_DAEMON_RECORDING_PROCESS_LABELS_H_
 
 #include <functional>
 #include <initializer_list>
 #include <vector>
 
-#include "daemon/process_table.h"
-#include "daemon/stack_aggregator.h"
+#include "daemon/recording/process_table.h"
+#include "daemon/recording/stack_aggregator.h"
 #include "exporters/profile.h"
 
 namespace pystrobe {
@@ -33,4 +33,4 @@ void AddProcessLabels(
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_PROCESS_LABELS_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_PROCESS_LABELS_H_

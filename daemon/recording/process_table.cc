@@ -1,15 +1,30 @@
-#include "daemon/process_table.h"
-#include "absl/strings/string_view.h"
+#include "daemon/recording/process_table.h"
 
+#include <signal.h>
+
+#include <cerrno>
 #include <fstream>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "daemon/containers/pid_namespace.h"
 
 namespace pystrobe {
+
+bool ProcessIsAlive(uint32_t pid) {
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  std::getline(stat_file, stat);
+  // The state follows the command name, which is in parentheses and may
+  // itself hold spaces and parentheses.
+  size_t name_end = stat.rfind(')');
+  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
+}
+
 std::string ProcessTable::ReadProcComm(uint32_t pid) {
   std::ifstream file(absl::StrCat("/proc/", pid, "/comm"));
   std::string comm;

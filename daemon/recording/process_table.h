@@ -2,8 +2,8 @@
 // execs): its name, its threads' names, and the snapshot that names its
 // native frames. Images are never reused: a pid that execs or is recycled
 // gets a new image, so old stacks keep their old symbols.
-#ifndef PYSTROBE_DAEMON_PROCESS_TABLE_H_
-#define PYSTROBE_DAEMON_PROCESS_TABLE_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_PROCESS_TABLE_H_
+#define PYSTROBE_DAEMON_RECORDING_PROCESS_TABLE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -18,10 +18,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/python_process.h"
+#include "daemon/recording/python_process.h"
 #include "daemon/symbolizer/native_symbolizer.h"
 
 namespace pystrobe {
+
+// True while `pid` is a live process: not gone, and not a zombie whose exit
+// its parent has yet to collect.
+bool ProcessIsAlive(uint32_t pid);
 
 using ImageId = uint32_t;
 
@@ -140,4 +144,4 @@ class ProcessTable {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_PROCESS_TABLE_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_PROCESS_TABLE_H_

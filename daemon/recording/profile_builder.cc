@@ -1,4 +1,4 @@
-#include "daemon/profile_builder.h"
+#include "daemon/recording/profile_builder.h"
 
 #include <cmath>
 #include <memory>
@@ -8,8 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bpf/pystrobe_abi.h"
 #include "daemon/symbolizer/elf_identity.h"
-#include "pystrobe_abi.h"
 
 namespace pystrobe {
 namespace {

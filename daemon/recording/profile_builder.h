@@ -1,8 +1,8 @@
 // Turns aggregated raw stacks into a symbolized Profile: a process frame, an
 // optional thread frame, then native frames from the outermost caller down to
 // the kernel frames where the sample was taken.
-#ifndef PYSTROBE_DAEMON_PROFILE_BUILDER_H_
-#define PYSTROBE_DAEMON_PROFILE_BUILDER_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_PROFILE_BUILDER_H_
+#define PYSTROBE_DAEMON_RECORDING_PROFILE_BUILDER_H_
 
 #include <cstdint>
 #include <memory>
@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "daemon/native_name_cache.h"
-#include "daemon/process_table.h"
-#include "daemon/stack_aggregator.h"
+#include "daemon/recording/native_name_cache.h"
+#include "daemon/recording/process_table.h"
+#include "daemon/recording/stack_aggregator.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "exporters/profile.h"
 
@@ -77,4 +77,4 @@ class ProfileBuilder {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_PROFILE_BUILDER_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_PROFILE_BUILDER_H_

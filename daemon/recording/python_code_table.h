@@ -1,8 +1,8 @@
 // Code objects of the sampled Python frames, read as their samples arrive
 // (the process may be gone by the time the profile is written) and interned
 // so stacks can refer to them by a small id.
-#ifndef PYSTROBE_DAEMON_PYTHON_CODE_TABLE_H_
-#define PYSTROBE_DAEMON_PYTHON_CODE_TABLE_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_PYTHON_CODE_TABLE_H_
+#define PYSTROBE_DAEMON_RECORDING_PYTHON_CODE_TABLE_H_
 
 #include <cstdint>
 #include <memory>
@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "daemon/python/code_copies.h"
 #include "daemon/python/code_object_reader.h"
-#include "daemon/python_process.h"
+#include "daemon/recording/python_process.h"
 
 namespace pystrobe {
 
@@ -98,4 +98,4 @@ class PythonCodeTable {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_PYTHON_CODE_TABLE_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_PYTHON_CODE_TABLE_H_

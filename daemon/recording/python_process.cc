@@ -1,4 +1,4 @@
-#include "daemon/python_process.h"
+#include "daemon/recording/python_process.h"
 
 #include <unistd.h>
 

@@ -1,8 +1,8 @@
 // One CPython process image as the recorder sees it: its interpreter, a
 // reader of its code objects, and where the interpreter's own code lives
 // (to tell eval-loop frames from extension frames).
-#ifndef PYSTROBE_DAEMON_PYTHON_PROCESS_H_
-#define PYSTROBE_DAEMON_PYTHON_PROCESS_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_PYTHON_PROCESS_H_
+#define PYSTROBE_DAEMON_RECORDING_PYTHON_PROCESS_H_
 
 #include <cstdint>
 #include <memory>
@@ -63,4 +63,4 @@ std::string ShortenPythonFilename(absl::string_view path, absl::string_view cwd)
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_PYTHON_PROCESS_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_PYTHON_PROCESS_H_

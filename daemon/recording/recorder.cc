@@ -1,16 +1,15 @@
-#include "daemon/recorder.h"
-#include "absl/strings/string_view.h"
+#include "daemon/recording/recorder.h"
 
 #include <algorithm>
-#include <optional>
-#include <vector>
-
 #include <cstddef>
 #include <cstring>
+#include <optional>
 #include <string_view>
-#include "absl/container/flat_hash_set.h"
+#include <vector>
 
-#include "pystrobe_abi.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
+#include "bpf/pystrobe_abi.h"
 
 namespace pystrobe {
 namespace {

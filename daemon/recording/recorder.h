@@ -1,16 +1,16 @@
 // Consumes the sampler's ring buffer records: validates each one, keeps the
 // process table current, and counts samples per raw stack.
-#ifndef PYSTROBE_DAEMON_RECORDER_H_
-#define PYSTROBE_DAEMON_RECORDER_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_RECORDER_H_
+#define PYSTROBE_DAEMON_RECORDING_RECORDER_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
-#include "daemon/native_name_cache.h"
-#include "daemon/process_table.h"
 #include "daemon/python/code_copies.h"
-#include "daemon/stack_aggregator.h"
+#include "daemon/recording/native_name_cache.h"
+#include "daemon/recording/process_table.h"
+#include "daemon/recording/stack_aggregator.h"
 
 namespace pystrobe {
 
@@ -88,4 +88,4 @@ class Recorder {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_RECORDER_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_RECORDER_H_

@@ -1,7 +1,7 @@
 // Counts samples per distinct raw stack (addresses, not names), so the cost
 // of symbolization is paid once per distinct address, not once per sample.
-#ifndef PYSTROBE_DAEMON_STACK_AGGREGATOR_H_
-#define PYSTROBE_DAEMON_STACK_AGGREGATOR_H_
+#ifndef PYSTROBE_DAEMON_RECORDING_STACK_AGGREGATOR_H_
+#define PYSTROBE_DAEMON_RECORDING_STACK_AGGREGATOR_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "daemon/process_table.h"
-#include "daemon/python_code_table.h"
+#include "daemon/recording/process_table.h"
+#include "daemon/recording/python_code_table.h"
 
 namespace pystrobe {
 
@@ -66,4 +66,4 @@ class StackAggregator {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_STACK_AGGREGATOR_H_
+#endif  // PYSTROBE_DAEMON_RECORDING_STACK_AGGREGATOR_H_

@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/control_protocol.h"
+#include "daemon/control/control_protocol.h"
 
 namespace pystrobe {
 namespace {

@@ -1,4 +1,4 @@
-// The daemon's control socket (daemon/control_protocol.h): a Unix stream
+// The daemon's control socket (daemon/control/control_protocol.h): a Unix stream
 // socket, mode 0660 and group `pystrobe` when that group exists (else 0600,
 // root only), where `pystrobe record` asks the running daemon for a profile.
 // Every connection is checked with SO_PEERCRED: uid 0, or a member of group

@@ -8,8 +8,8 @@
 #include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/top_screen.h"
-#include "daemon/command_lifecycle.h"
-#include "daemon/cpu_clock_events.h"
+#include "daemon/loader/cpu_clock_events.h"
+#include "daemon/recording/process_table.h"
 
 namespace pystrobe {
 namespace {

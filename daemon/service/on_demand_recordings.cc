@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/process_labels.h"
-#include "daemon/profile_builder.h"
+#include "daemon/recording/process_labels.h"
+#include "daemon/recording/profile_builder.h"
 
 namespace pystrobe {
 namespace {

@@ -19,8 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/control_protocol.h"
-#include "daemon/recorder.h"
+#include "daemon/control/control_protocol.h"
+#include "daemon/recording/recorder.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "exporters/profile.h"
 

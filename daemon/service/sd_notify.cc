@@ -1,4 +1,4 @@
-#include "daemon/sd_notify.h"
+#include "daemon/service/sd_notify.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

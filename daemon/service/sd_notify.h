@@ -8,8 +8,8 @@
 // at half of WatchdogInterval() from the thread whose progress matters (the
 // window loop), NotifyReloading()/NotifyReady() around a SIGHUP reload, and
 // NotifyStopping() when SIGTERM arrives.
-#ifndef PYSTROBE_DAEMON_SD_NOTIFY_H_
-#define PYSTROBE_DAEMON_SD_NOTIFY_H_
+#ifndef PYSTROBE_DAEMON_SERVICE_SD_NOTIFY_H_
+#define PYSTROBE_DAEMON_SERVICE_SD_NOTIFY_H_
 
 #include <optional>
 #include <string_view>
@@ -43,4 +43,4 @@ std::optional<absl::Duration> WatchdogInterval();
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_SD_NOTIFY_H_
+#endif  // PYSTROBE_DAEMON_SERVICE_SD_NOTIFY_H_

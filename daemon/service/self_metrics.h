@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "daemon/accounting/process_counters.h"
-#include "daemon/bpf_sampler.h"
+#include "daemon/loader/bpf_sampler.h"
 #include "daemon/service/control_server.h"
 #include "prometheus/metric_family.h"
 

@@ -15,8 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "config/config.h"
-#include "daemon/bpf_sampler.h"
 #include "daemon/containers/cgroup_resolver.h"
+#include "daemon/loader/bpf_sampler.h"
 
 namespace pystrobe {
 

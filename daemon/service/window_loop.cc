@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/process_labels.h"
-#include "daemon/profile_builder.h"
+#include "daemon/recording/process_labels.h"
+#include "daemon/recording/profile_builder.h"
 
 namespace pystrobe {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/recorder.h"
+#include "daemon/recording/recorder.h"
 #include "daemon/service/container_labels.h"
 #include "daemon/service/window_sink.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"

@@ -1,11 +1,11 @@
 #include "daemon/symbolizer/bcc_native_symbolizer.h"
 
 #include <cxxabi.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <elf.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>

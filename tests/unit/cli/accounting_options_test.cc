@@ -2,10 +2,13 @@
 // the flags they share with each other and with the daemon client.
 #include "daemon/cli/accounting_options.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace pystrobe {
 namespace {
+
+using ::testing::HasSubstr;
 
 TEST(ParseStatOptions, NeedsACommandOrAPidWithADuration) {
   EXPECT_FALSE(ParseStatOptions({}).ok());

@@ -1,4 +1,4 @@
-// The control socket protocol (daemon/control_protocol): frames, record
+// The control socket protocol (daemon/control/control_protocol): frames, record
 // requests and the profile encoding round-trip, and the request parser
 // survives thousands of random and mutated buffers with an error, never a
 // crash (run under the sanitizers when the build has them).

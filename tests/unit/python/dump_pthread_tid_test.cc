@@ -1,12 +1,9 @@
 // Finding the kernel tid in glibc's struct pthread: with fake memory, and on
 // this very process (whose threads' pthread_t and tids we know).
-#include "daemon/python/pthread_tid.h"
-
+#include <gtest/gtest.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
@@ -15,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/python/pthread_tid.h"
 
 namespace pystrobe {
 namespace {

@@ -3,11 +3,10 @@
 // the userspace walker (the same steps as the kernel walker) must find every
 // thread with the expected functions and lines, and the GIL holder.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <map>

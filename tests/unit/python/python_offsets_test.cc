@@ -1,13 +1,14 @@
 // The offsets tables against the real headers of every installed CPython:
 // tests/workloads/python/print_offsets.c is compiled against each version's
 // own headers and must print exactly what PythonLayoutForVersion claims.
+#include "daemon/python/python_offsets.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <sstream>
 #include <string>
 
-#include "daemon/python/python_offsets.h"
 #include "tests/unit/python/python_test_support.h"
 
 namespace pystrobe {

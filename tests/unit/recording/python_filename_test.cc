@@ -1,5 +1,4 @@
 #include "daemon/recording/python_process.h"
-
 #include "gtest/gtest.h"
 
 namespace pystrobe {

@@ -12,10 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bpf/pystrobe_abi.h"
 #include "daemon/recording/profile_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "bpf/pystrobe_abi.h"
 
 namespace pystrobe {
 namespace {

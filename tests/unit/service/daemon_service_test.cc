@@ -10,13 +10,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "bpf/pystrobe_abi.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/recorder.h"
 #include "daemon/service/process_metrics.h"
 #include "daemon/service/profile_directory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "bpf/pystrobe_abi.h"
 
 namespace pystrobe {
 namespace {

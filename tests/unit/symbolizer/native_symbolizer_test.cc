@@ -2,6 +2,8 @@
 // BccNativeSymbolizer) against real processes: the workloads in
 // tests/workloads/symbolizer print addresses of their own functions and of
 // libc, and the test checks the names that come back, also after exit.
+#include "daemon/symbolizer/native_symbolizer.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -25,7 +27,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "daemon/symbolizer/bcc_native_symbolizer.h"
-#include "daemon/symbolizer/native_symbolizer.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,5 +1,5 @@
 """Prints the line tables of real code objects and the lines the interpreter
-itself assigns to every instruction, for tests/unit/python_line_table_test.cc.
+itself assigns to every instruction, for tests/unit/python/python_line_table_test.cc.
 
 Output, per code object (offsets are bytes from the first instruction, one
 entry per 2-byte code unit, -1 where the interpreter has no line):

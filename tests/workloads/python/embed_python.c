@@ -1,5 +1,5 @@
 /*
- * A C program that embeds libpython, for tests/unit/python_frame_walker_test.cc:
+ * A C program that embeds libpython, for tests/unit/python/python_frame_walker_test.cc:
  * discovery must find the interpreter in a process whose executable is not
  * python. Runs Python code that reports and then waits in embedded_wait().
  */

@@ -1,7 +1,7 @@
 /*
  * Prints, as "name=value" lines, the CPython struct offsets that pystrobe's
  * tables (daemon/python/python_offsets.cc) claim for this interpreter version.
- * Compiled by tests/unit/python_offsets_test.cc against each installed
+ * Compiled by tests/unit/python/python_offsets_test.cc against each installed
  * version's own headers (with -DPy_BUILD_CORE), so the tables are checked
  * against the real layouts, not against our reading of them. Not product code.
  */

@@ -1,5 +1,5 @@
 """A multi-threaded program that waits in known places, for
-tests/unit/python_frame_walker_test.cc.
+tests/unit/python/python_frame_walker_test.cc.
 
 Once every thread is at (or about to reach) its waiting line, prints one line
 per thread and then "ready":

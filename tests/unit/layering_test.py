@@ -1,0 +1,70 @@
+"""No include runs upward: each folder of daemon/ includes only the layers below it.
+
+The layers, lowest first, are the libraries daemon/CMakeLists.txt builds; this
+table is the one place that says which may use which. A new folder must be
+added here, or the test fails and names it.
+"""
+import pathlib
+import re
+import sys
+import unittest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# folder -> the project folders its files may include (besides itself).
+ALLOWED = {
+    "bpf": set(),
+    "bpf/asm": set(),
+    "exporters": set(),
+    "config": set(),
+    "daemon/containers": set(),
+    "daemon/python": {"bpf"},
+    "daemon/symbolizer": set(),
+    "daemon/control": {"exporters"},
+    "daemon/loader": {"bpf"},
+    "daemon/recording": {"bpf", "exporters", "daemon/loader", "daemon/python",
+                         "daemon/symbolizer", "daemon/containers"},
+    "daemon/accounting": {"bpf", "exporters", "daemon/loader"},
+    "daemon/service": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
+                       "daemon/accounting", "daemon/control", "daemon/python",
+                       "daemon/symbolizer", "daemon/containers"},
+    "daemon/cli": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
+                   "daemon/accounting", "daemon/control", "daemon/python", "daemon/symbolizer",
+                   "daemon/containers", "daemon/service"},
+    "daemon": {"daemon/cli"},  # main.cc
+}
+
+INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
+
+
+def folder_of(path):
+    """The layer a project path belongs to: its folder, or None outside the table."""
+    parent = str(pathlib.PurePosixPath(path).parent)
+    return parent if parent in ALLOWED else None
+
+
+class LayeringTest(unittest.TestCase):
+    def test_every_source_folder_is_a_known_layer(self):
+        for folder in ["daemon", "bpf", "exporters", "config"]:
+            for path in (ROOT / folder).rglob("*"):
+                if path.suffix in (".cc", ".h", ".c"):
+                    rel = path.relative_to(ROOT).as_posix()
+                    self.assertIsNotNone(folder_of(rel), f"{rel}: its folder is not in ALLOWED")
+
+    def test_no_include_runs_upward(self):
+        wrong = []
+        for layer in ALLOWED:
+            for path in sorted((ROOT / layer).glob("*")):
+                if path.suffix not in (".cc", ".h", ".c"):
+                    continue
+                for included in INCLUDE.findall(path.read_text()):
+                    target = folder_of(included)
+                    if target is None or target == layer:
+                        continue  # a generated header, a skeleton, or its own layer
+                    if target not in ALLOWED[layer]:
+                        wrong.append(f"{path.relative_to(ROOT)} includes {included}")
+        self.assertEqual(wrong, [], "includes that run upward or sideways:\n" + "\n".join(wrong))
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
