@@ -13,7 +13,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 6
+#define PYSTROBE_ABI_VERSION 7
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -33,7 +33,7 @@ enum pystrobe_event_kind {
 	/* A whole process (thread group) exited. */
 	PYSTROBE_EVENT_EXIT = 3,
 	/* A thread's stack as it went off CPU, sent when it came back: a
-	 * pystrobe_sample with offcpu_ns and offcpu_reason set. */
+	 * pystrobe_sample with weight_ns and offcpu_reason set. */
 	PYSTROBE_EVENT_OFFCPU = 4,
 	/* Copies of a code object's memory, sent before the first sample of a
 	 * young process that meets it: struct pystrobe_python_code_event. */
@@ -115,7 +115,10 @@ struct pystrobe_sample {
 	__u16 python_frames;
 	__u16 python_status; /* enum pystrobe_python_status */
 	__u32 offcpu_reason; /* enum pystrobe_offcpu_reason (OFFCPU records) */
-	__u64 offcpu_ns;     /* time off CPU (OFFCPU records), else 0 */
+	/* The time this record stands for: for a SAMPLE, the interval since the
+	 * previous cpu-clock tick on its CPU (intervals are random, so samples
+	 * weigh differently); for an OFFCPU record, the time off CPU. */
+	__u64 weight_ns;
 	__u64 data[PYSTROBE_SAMPLE_DATA_WORDS];
 };
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_frame) == 16, "pystrobe_python_frame layout");

@@ -182,7 +182,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	sample->time_ns = bpf_ktime_get_ns();
 	sample->cgroup_id = bpf_get_current_cgroup_id();
 	sample->offcpu_reason = 0;
-	sample->offcpu_ns = 0;
+	sample->weight_ns = 0;
 	bpf_get_current_comm(sample->comm, sizeof(sample->comm));
 	sample->flags = kernel_mode ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
 
@@ -256,15 +256,43 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	return size;
 }
 
+/*
+ * When the cpu-clock last ticked on each CPU (bpf_ktime_get_ns). Userspace
+ * redraws each CPU's period at random moments (daemon/loader/sampling_clock.h),
+ * so intervals differ and a sample weighs the one that preceded it. Updated
+ * on every tick, filtered or not, so no interval is charged twice; set to
+ * the moment sampling starts by the loader, so the first tick has one too.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_tick_ns SEC(".maps");
+
+/* The time since the previous tick on this CPU, and notes this one. */
+static __always_inline __u64 take_tick_interval(__u64 now)
+{
+	__u32 zero = 0;
+	__u64 *last = bpf_map_lookup_elem(&last_tick_ns, &zero), interval;
+
+	if (!last)
+		return 0;
+	interval = *last && now > *last ? now - *last : 0;
+	*last = now;
+	return interval;
+}
+
 SEC("perf_event")
 int sample_cpu(struct bpf_perf_event_data *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
 	struct pystrobe_sample *sample;
-	__u64 size, flags;
+	__u64 size, flags, interval;
 
 	count_sample(PYSTROBE_COUNT_TAKEN);
+	interval = take_tick_interval(bpf_ktime_get_ns());
 	if (tgid == 0) {
 		count_sample(PYSTROBE_COUNT_IDLE);
 		return 0;
@@ -281,6 +309,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	 * the 8-byte ip is also a context access the verifier accepts, unlike
 	 * the 2-byte cs. */
 	size = fill_sample(ctx, sample, pid_tgid, (__s64)ctx->regs.ip < 0);
+	sample->weight_ns = interval;
 	/* A process the daemon has found to run CPython is known to it: only
 	 * others may be fresh. */
 	flags = sample->python_status == PYSTROBE_PY_NOT_PYTHON ? first_sample_flags(tgid)
@@ -346,7 +375,7 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 	next_tid = BPF_CORE_READ(next, pid);
 	kept = bpf_map_lookup_elem(&offcpu_stacks, &next_tid);
 	if (kept) {
-		kept->sample.offcpu_ns = bpf_ktime_get_ns() - kept->sample.time_ns;
+		kept->sample.weight_ns = bpf_ktime_get_ns() - kept->sample.time_ns;
 		size = kept->size;
 		if (size > sizeof(kept->sample))
 			size = sizeof(kept->sample);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bpf/pystrobe_abi.h"
@@ -179,12 +181,37 @@ absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
   absl::StatusOr<CpuClockEvents> events = CpuClockEvents::Open(*cpus, rate_hz);
   if (!events.ok()) return events.status();
   events_ = std::move(*events);
+  // The first tick on each CPU stands for the time since now.
+  if (absl::Status s = StartTickIntervals(); !s.ok()) return s;
   for (const CpuClockEvents::Event& event : events_->events()) {
     bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.sample_cpu, event.fd);
     if (link == nullptr) {
       return LibbpfError(-errno, absl::StrCat("attach perf_event on cpu ", event.cpu));
     }
     links_.push_back(link);
+  }
+  const CpuClockEvents* clock_events = &*events_;
+  sampling_clock_ = std::make_unique<SamplingClock>(
+      clock_events->events().size(), rate_hz,
+      [clock_events](size_t index, uint64_t period_ns) {
+        return clock_events->SetPeriod(clock_events->events()[index], period_ns);
+      },
+      std::random_device{}());
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::StartTickIntervals() {
+  int possible = libbpf_num_possible_cpus();
+  if (possible <= 0) return LibbpfError(possible, "count the possible CPUs");
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);  // bpf_ktime_get_ns's clock
+  std::vector<uint64_t> start(
+      static_cast<size_t>(possible),
+      static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now.tv_nsec));
+  uint32_t zero = 0;
+  if (bpf_map__update_elem(skeleton_->maps.last_tick_ns, &zero, sizeof(zero), start.data(),
+                           start.size() * sizeof(uint64_t), BPF_ANY) != 0) {
+    return LibbpfError(-errno, "start the per-CPU tick clocks");
   }
   return absl::OkStatus();
 }
@@ -217,6 +244,7 @@ absl::Status BpfSampler::Drain() {
 }
 
 void BpfSampler::Detach() {
+  sampling_clock_.reset();  // before the events it sets
   for (bpf_link* link : links_) bpf_link__destroy(link);
   links_.clear();
   events_.reset();

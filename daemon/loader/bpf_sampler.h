@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/loader/cpu_clock_events.h"
+#include "daemon/loader/sampling_clock.h"
 
 struct pystrobe_sampler;  // the generated skeleton
 
@@ -90,7 +91,8 @@ class BpfSampler {
   // its first sample. After Load().
   absl::Status AddPythonBinary(const pystrobe_python_binary_key& key,
                                const pystrobe_python_binary& binary);
-  // Starts sampling: opens a cpu-clock event at `rate_hz` on each online CPU
+  // Starts sampling: opens a cpu-clock event on each online CPU, ticking
+  // `rate_hz` times a second on average at random intervals (SamplingClock),
   // and attaches the programs. Records go to `handler` during Poll().
   absl::Status Attach(int rate_hz, RecordHandler handler);
   // Hands waiting records to the handler, waiting up to `timeout` for some,
@@ -142,9 +144,12 @@ class BpfSampler {
  private:
   explicit BpfSampler(pystrobe_sampler* skeleton) : skeleton_(skeleton) {}
   static int HandleRecord(void* self, void* data, size_t size);
+  // Notes the moment sampling starts as every CPU's last tick.
+  absl::Status StartTickIntervals();
 
   pystrobe_sampler* skeleton_;
   std::optional<CpuClockEvents> events_;
+  std::unique_ptr<SamplingClock> sampling_clock_;  // redraws events_'s periods
   std::vector<bpf_link*> links_;
   bool offcpu_ = false;
   ring_buffer* ring_buffer_ = nullptr;

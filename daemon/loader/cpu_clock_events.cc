@@ -1,6 +1,7 @@
 #include "daemon/loader/cpu_clock_events.h"
 
 #include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -57,8 +58,9 @@ absl::StatusOr<CpuClockEvents> CpuClockEvents::Open(const std::vector<int>& cpus
     attr.size = sizeof(attr);
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_CPU_CLOCK;
-    attr.freq = 1;
-    attr.sample_freq = rate_hz;
+    // A period, not a frequency: the sampling clock redraws it at random
+    // (SamplingClock); this is where each CPU starts.
+    attr.sample_period = MeanPeriodNs(rate_hz);
     int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, /*pid=*/-1, cpu, /*group_fd=*/-1,
                                       PERF_FLAG_FD_CLOEXEC));
     if (fd < 0) {
@@ -82,6 +84,15 @@ absl::StatusOr<CpuClockEvents> CpuClockEvents::Open(const std::vector<int>& cpus
     result.events_.push_back(Event{cpu, fd});
   }
   return result;
+}
+
+absl::Status CpuClockEvents::SetPeriod(const Event& event, uint64_t period_ns) const {
+  // The kernel restarts the CPU's timer: the next tick comes period_ns from now.
+  if (ioctl(event.fd, PERF_EVENT_IOC_PERIOD, &period_ns) != 0) {
+    return absl::InternalError(absl::StrCat("set the cpu-clock period of cpu ", event.cpu, " to ",
+                                            period_ns, " ns: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 CpuClockEvents::CpuClockEvents(CpuClockEvents&& other) noexcept

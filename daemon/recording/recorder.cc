@@ -122,7 +122,7 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
     ++samples_over_stack_limit_;
     return;
   }
-  stacks.Add(std::move(stack), offcpu ? header.offcpu_ns : 1);
+  stacks.Add(std::move(stack), offcpu ? header.weight_ns : 1);
 }
 
 WindowStacks Recorder::TakeStacks() {

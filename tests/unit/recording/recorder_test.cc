@@ -74,7 +74,7 @@ std::vector<uint8_t> OffCpuRecord(uint32_t pid, uint32_t tid, const char* comm,
   auto* sample = reinterpret_cast<pystrobe_sample*>(record.data());
   sample->kind = PYSTROBE_EVENT_OFFCPU;
   sample->offcpu_reason = reason;
-  sample->offcpu_ns = ns;
+  sample->weight_ns = ns;
   return record;
 }
 
