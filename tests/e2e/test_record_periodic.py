@@ -1,0 +1,130 @@
+"""Programs with a rhythm are recorded as they are, not as the sampler's beat.
+
+A sampler ticking at an exact period sees a program whose cycle is a multiple
+of that period at the same phase of its cycle, tick after tick: a function
+taking 80% of each cycle read 0% in one recording and 100% in the next. The
+workloads here spend each cycle of exactly one or two mean sampling periods
+(at 99 and 199 Hz) in parts of known shares, and measure each part's CPU time
+with their own thread clocks. Every one of three runs of each must read every
+share within 5 points of that truth:
+- tests/workloads/native/periodic.c: 80% / 20% of each cycle in two C
+  functions;
+- tests/workloads/python/e2e/periodic.py: 60/30/10 in three Python functions,
+  and 80/20 between two loop lines of one function (Debian's python3.11).
+Needs root and BPF; PYSTROBE_SKIP_BPF_TESTS=1 skips instead of failing.
+"""
+import json
+import os
+import sys
+import unittest
+
+from pystrobe_testlib import BpfTestCase, record, stacks_of_pid, summarize, workload
+from python_testlib import python_workload
+
+RUNS = 3
+TOLERANCE = 0.05
+PYTHON = "/usr/bin/python3.11"
+# (rate, cycle in mean periods): one and two periods at 99 and 199 Hz.
+RHYTHMS = [(99, 1), (99, 2), (199, 1), (199, 2)]
+
+
+def cycle_ms(rate, periods):
+    return f"{1000.0 * periods / rate:.6f}"
+
+
+def seconds_for(rate, samples):
+    """How long to run for about `samples` samples at `rate` Hz.
+
+    A share p read from n samples is off by sqrt(p(1-p)/n) on average,
+    whatever the sampler does: 1000 samples keep an 80/20 split within
+    1.3 points (5 points is 4 of those), 1500 a 60/30/10 one.
+    """
+    return str(samples / rate)
+
+
+
+
+class PeriodicTestCase(BpfTestCase):
+
+    def record_rhythm(self, rate, argv, name):
+        """Records `argv` at `rate` Hz; returns (its stacks, its JSON result, the recording)."""
+        result = os.path.join(self.tmp, f"{name}.json")
+        recording = record(["-r", str(rate), "--"] + argv + ["--json", result], self.tmp,
+                           name=name, timeout=120)
+        self.assertRecorded(recording)
+        with open(result) as f:
+            truth = json.load(f)
+        return stacks_of_pid(recording.stacks, truth["pid"]), truth, recording
+
+    def assertSharesNear(self, stacks, parts, truth_cpu, where):
+        """Each part's share of the samples in any part is within TOLERANCE of its CPU share."""
+        counts = {part: sum(c for s, c in stacks.items() if matches(s)) for part, matches in parts}
+        samples = sum(counts.values())
+        cpu = sum(truth_cpu.values())
+        # A floor from the program's own CPU time: half of what the rate gives.
+        rate = where["rate"]
+        self.assertGreater(samples, 0.5 * rate * cpu,
+                           f"{samples} samples for {cpu:.2f} s of CPU at {rate} Hz ({where})")
+        for part, _ in parts:
+            recorded = counts[part] / samples
+            true = truth_cpu[part] / cpu
+            self.assertLess(abs(recorded - true), TOLERANCE,
+                            f"{part}: {100 * recorded:.1f}% recorded, {100 * true:.1f}% true "
+                            f"({where}); {samples} samples:\n{summarize(stacks)}")
+        print(f"{where}: " + ", ".join(
+            f"{part} {100 * counts[part] / samples:.1f}% (true {100 * truth_cpu[part] / cpu:.1f}%)"
+            for part, _ in parts), file=sys.stderr)
+
+
+def with_frame(name):
+    return lambda stack: name in stack
+
+
+def with_python_frame(prefix):
+    return lambda stack: any(frame.startswith(prefix) for frame in stack)
+
+
+class NativeRhythmTest(PeriodicTestCase):
+
+    def test_c_program_cycling_at_one_and_two_periods(self):
+        parts = [("alpha", with_frame("phase_alpha")), ("beta", with_frame("phase_beta"))]
+        for rate, periods in RHYTHMS:
+            for run in range(RUNS):
+                name = f"c-{rate}-{periods}-{run}"
+                argv = [workload("periodic"), "--cycle-ms", cycle_ms(rate, periods),
+                        "--alpha-percent", "80", "--seconds", seconds_for(rate, 1000)]
+                stacks, truth, _ = self.record_rhythm(rate, argv, name)
+                self.assertSharesNear(
+                    stacks, parts, {"alpha": truth["alpha_cpu_s"], "beta": truth["beta_cpu_s"]},
+                    {"rate": rate, "periods": periods, "run": run})
+
+
+@unittest.skipUnless(os.access(PYTHON, os.X_OK), f"{PYTHON} is not installed")
+class PythonRhythmTest(PeriodicTestCase):
+
+    def test_three_functions_cycling_at_one_and_two_periods(self):
+        parts = [(f, with_python_frame(f"{f} (")) for f in ("phase_a", "phase_b", "phase_c")]
+        for rate, periods in RHYTHMS:
+            for run in range(RUNS):
+                argv = [PYTHON, python_workload("periodic.py"), "--mode", "functions",
+                        "--shares", "60,30,10", "--cycle-ms", cycle_ms(rate, periods),
+                        "--seconds", seconds_for(rate, 1500)]
+                stacks, truth, _ = self.record_rhythm(rate, argv, f"py-f-{rate}-{periods}-{run}")
+                self.assertSharesNear(stacks, parts, truth["cpu_s"],
+                                      {"rate": rate, "periods": periods, "run": run})
+
+    def test_two_lines_cycling_at_one_and_two_periods(self):
+        for rate, periods in RHYTHMS:
+            for run in range(RUNS):
+                argv = [PYTHON, python_workload("periodic.py"), "--mode", "lines",
+                        "--shares", "80,20", "--cycle-ms", cycle_ms(rate, periods),
+                        "--seconds", seconds_for(rate, 1000)]
+                stacks, truth, _ = self.record_rhythm(rate, argv, f"py-l-{rate}-{periods}-{run}")
+                parts = [(tag, with_python_frame(f"two_lines (periodic.py:{line})"))
+                         for tag, line in truth["lines"].items()]
+                self.assertSharesNear(stacks, parts, truth["cpu_s"],
+                                      {"rate": rate, "periods": periods, "run": run})
+
+
+if __name__ == "__main__":
+    unittest.main()

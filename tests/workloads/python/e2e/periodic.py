@@ -1,0 +1,93 @@
+"""A Python program with a rhythm, for tests/e2e/test_record_periodic.py.
+
+Each cycle of --cycle-ms milliseconds of wall time is split between three
+functions (--mode functions: phase_a, phase_b, phase_c) or between two loop
+lines of one function (--mode lines: the lines tagged HEAVY and LIGHT), in the
+shares --shares gives, as a frame loop or a 100 Hz control loop would spend
+it. Each part spins until its deadline on the monotonic clock and is timed
+with time.thread_time(), the truth the test compares with. Writes one JSON
+object at the end, to --json FILE (or stdout):
+  {"pid", "cpu_s": {part: thread CPU seconds}, "lines": {"HEAVY": n, "LIGHT": n}}
+"""
+import argparse
+import json
+import os
+import time
+
+clock = time.perf_counter
+HERE = open(__file__, encoding="utf-8").read().splitlines()
+
+
+def line_of(tag):
+    for number, text in enumerate(HERE, start=1):
+        if text.rstrip().endswith("# " + tag):
+            return number
+    raise KeyError(tag)
+
+
+def spin(until):
+    while clock() < until:
+        pass
+
+
+def phase_a(until):
+    spin(until)
+
+
+def phase_b(until):
+    spin(until)
+
+
+def phase_c(until):
+    spin(until)
+
+
+def two_lines(start, heavy_end, light_end, used):
+    t0 = time.thread_time()
+    while clock() < heavy_end: pass  # HEAVY
+    t1 = time.thread_time()
+    while clock() < light_end: pass  # LIGHT
+    t2 = time.thread_time()
+    used["HEAVY"] += t1 - t0
+    used["LIGHT"] += t2 - t1
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cycle-ms", type=float, default=10)
+    parser.add_argument("--mode", choices=["functions", "lines"], default="functions")
+    parser.add_argument("--shares", default="60,30,10")
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--json", help="write the result here instead of stdout")
+    args = parser.parse_args()
+    cycle = args.cycle_ms / 1000
+    shares = [float(s) / 100 for s in args.shares.split(",")]
+    if args.mode == "functions":
+        parts = list(zip(["phase_a", "phase_b", "phase_c"], [phase_a, phase_b, phase_c], shares))
+        used = {name: 0.0 for name, _, _ in parts}
+    else:
+        used = {"HEAVY": 0.0, "LIGHT": 0.0}
+    start = clock()
+    cycle_start = start
+    # Cycles begin at fixed multiples of the cycle, as a timer-driven loop's do.
+    while cycle_start < start + args.seconds:
+        if args.mode == "functions":
+            deadline = cycle_start
+            for name, function, share in parts:
+                deadline += share * cycle
+                t0 = time.thread_time()
+                function(deadline)
+                used[name] += time.thread_time() - t0
+        else:
+            two_lines(cycle_start, cycle_start + shares[0] * cycle, cycle_start + cycle, used)
+        cycle_start += cycle
+    result = json.dumps({"pid": os.getpid(), "cpu_s": used,
+                         "lines": {"HEAVY": line_of("HEAVY"), "LIGHT": line_of("LIGHT")}})
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(result + "\n")
+    else:
+        print(result, flush=True)
+
+
+main()
