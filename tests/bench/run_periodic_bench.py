@@ -137,11 +137,11 @@ def main():
                 seconds = str(args.samples / rate)
                 cases = [("C 80/20", tools_c, ["phase_alpha", "phase_beta"],
                           lambda j: [periodic_c, "--cycle-ms", cycle, "--alpha-percent", "80",
-                                     "--seconds", seconds, "--json", j])]
+                                     "--cpu-seconds", seconds, "--json", j])]
                 if PY38:
                     cases.append(("Python 60/30/10", tools_py, ["phase_a", "phase_b", "phase_c"],
                                   lambda j: [PY38[-1], periodic_py, "--cycle-ms", cycle, "--shares",
-                                             "60,30,10", "--seconds", seconds, "--json", j]))
+                                             "60,30,10", "--cpu-seconds", seconds, "--json", j]))
                 for label, tools, parts, argv_for in cases:
                     for tool, runner in tools.items():
                         errors = []

@@ -33,7 +33,7 @@ def cycle_ms(rate, periods):
 
 
 def seconds_for(rate, samples):
-    """How long to run for about `samples` samples at `rate` Hz.
+    """The CPU seconds to run for about `samples` samples at `rate` Hz.
 
     A share p read from n samples is off by sqrt(p(1-p)/n) on average,
     whatever the sampler does: 1000 samples keep an 80/20 split within
@@ -50,7 +50,7 @@ class PeriodicTestCase(BpfTestCase):
         """Records `argv` at `rate` Hz; returns (its stacks, its JSON result, the recording)."""
         result = os.path.join(self.tmp, f"{name}.json")
         recording = record(["-r", str(rate), "--"] + argv + ["--json", result], self.tmp,
-                           name=name, timeout=120)
+                           name=name, timeout=300)
         self.assertRecorded(recording)
         with open(result) as f:
             truth = json.load(f)
@@ -92,7 +92,7 @@ class NativeRhythmTest(PeriodicTestCase):
             for run in range(RUNS):
                 name = f"c-{rate}-{periods}-{run}"
                 argv = [workload("periodic"), "--cycle-ms", cycle_ms(rate, periods),
-                        "--alpha-percent", "80", "--seconds", seconds_for(rate, 1000)]
+                        "--alpha-percent", "80", "--cpu-seconds", seconds_for(rate, 1000)]
                 stacks, truth, _ = self.record_rhythm(rate, argv, name)
                 self.assertSharesNear(
                     stacks, parts, {"alpha": truth["alpha_cpu_s"], "beta": truth["beta_cpu_s"]},
@@ -108,7 +108,7 @@ class PythonRhythmTest(PeriodicTestCase):
             for run in range(RUNS):
                 argv = [PYTHON, python_workload("periodic.py"), "--mode", "functions",
                         "--shares", "60,30,10", "--cycle-ms", cycle_ms(rate, periods),
-                        "--seconds", seconds_for(rate, 1500)]
+                        "--cpu-seconds", seconds_for(rate, 1500)]
                 stacks, truth, _ = self.record_rhythm(rate, argv, f"py-f-{rate}-{periods}-{run}")
                 self.assertSharesNear(stacks, parts, truth["cpu_s"],
                                       {"rate": rate, "periods": periods, "run": run})
@@ -118,7 +118,7 @@ class PythonRhythmTest(PeriodicTestCase):
             for run in range(RUNS):
                 argv = [PYTHON, python_workload("periodic.py"), "--mode", "lines",
                         "--shares", "80,20", "--cycle-ms", cycle_ms(rate, periods),
-                        "--seconds", seconds_for(rate, 1000)]
+                        "--cpu-seconds", seconds_for(rate, 1000)]
                 stacks, truth, _ = self.record_rhythm(rate, argv, f"py-l-{rate}-{periods}-{run}")
                 parts = [(tag, with_python_frame(f"two_lines (periodic.py:{line})"))
                          for tag, line in truth["lines"].items()]

@@ -4,10 +4,11 @@
 // that ticks at a fixed period near a multiple of the cycle sees the same
 // phase of it tick after tick; the e2e tests check pystrobe does not.
 //
-//   periodic [--cycle-ms MS] [--alpha-percent P] [--seconds S] [--json FILE]
+//   periodic [--cycle-ms MS] [--alpha-percent P] [--cpu-seconds S] [--json FILE]
 //
-// Reports each function's thread CPU seconds (its own clock), the truth the
-// tests compare the recorded shares with.
+// Runs until it has used S seconds of CPU (so a busy machine makes it run
+// longer, not sample less), then reports each function's thread CPU seconds
+// (its own clock), the truth the tests compare the recorded shares with.
 #include "workload_common.h"
 
 static volatile unsigned long sink;
@@ -27,7 +28,7 @@ __attribute__((noinline)) void phase_beta(double until) {
 int main(int argc, char** argv) {
   double cycle = atof(FlagValue(argc, argv, "--cycle-ms", "5")) / 1000.0;
   double alpha_fraction = atof(FlagValue(argc, argv, "--alpha-percent", "80")) / 100.0;
-  double seconds = atof(FlagValue(argc, argv, "--seconds", "5"));
+  double cpu_seconds = atof(FlagValue(argc, argv, "--cpu-seconds", "5"));
   const char* json_path = FlagValue(argc, argv, "--json", NULL);
 
   double alpha_cpu = 0;
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   double start = MonotonicSeconds();
   // Cycles start at fixed multiples of the cycle from the start, as a
   // timer-driven loop's do, so the rhythm does not drift.
-  for (double cycle_start = start; cycle_start < start + seconds; cycle_start += cycle) {
+  for (double cycle_start = start; alpha_cpu + beta_cpu < cpu_seconds; cycle_start += cycle) {
     double t0 = ThreadCpuSeconds();
     phase_alpha(cycle_start + alpha_fraction * cycle);
     double t1 = ThreadCpuSeconds();

@@ -57,7 +57,9 @@ def main():
     parser.add_argument("--cycle-ms", type=float, default=10)
     parser.add_argument("--mode", choices=["functions", "lines"], default="functions")
     parser.add_argument("--shares", default="60,30,10")
-    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--cpu-seconds", type=float, default=5,
+                        help="run until the parts used this much CPU (a busy machine makes "
+                             "the run longer, not the sample count smaller)")
     parser.add_argument("--json", help="write the result here instead of stdout")
     args = parser.parse_args()
     cycle = args.cycle_ms / 1000
@@ -67,10 +69,9 @@ def main():
         used = {name: 0.0 for name, _, _ in parts}
     else:
         used = {"HEAVY": 0.0, "LIGHT": 0.0}
-    start = clock()
-    cycle_start = start
+    cycle_start = clock()
     # Cycles begin at fixed multiples of the cycle, as a timer-driven loop's do.
-    while cycle_start < start + args.seconds:
+    while sum(used.values()) < args.cpu_seconds:
         if args.mode == "functions":
             deadline = cycle_start
             for name, function, share in parts:
