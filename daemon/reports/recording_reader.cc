@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -414,12 +415,20 @@ absl::StatusOr<Recording> ParseRecording(std::string_view data, std::string_view
 }
 
 absl::StatusOr<Recording> ReadRecording(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": a directory, not a recording"));
+  }
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    int error = errno;
-    std::string why = error != 0 ? std::strerror(error) : "cannot open";
-    if (error == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": ", why));
-    return absl::PermissionDeniedError(absl::StrCat(path, ": ", why));
+    int open_error = errno;
+    std::string why = open_error != 0 ? std::strerror(open_error) : "cannot open";
+    if (open_error == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": ", why));
+    if (open_error == EACCES || open_error == EPERM) {
+      return absl::PermissionDeniedError(absl::StrCat(path, ": ", why));
+    }
+    return absl::UnavailableError(absl::StrCat(path, ": ", why));
   }
   std::stringstream data;
   data << in.rdbuf();

@@ -10,7 +10,8 @@ Debian's python3.11 runs the workloads of tests/workloads/python/e2e/ under
   within 8 points of the program's own thread CPU clocks; `--source` shows the
   line's text with the same share; `--callers`/`--callees` name the neighbours;
 - `diff` of a recording with itself is zero everywhere (and its flame graph
-  white); of two programs, names the functions that came and went;
+  white); of two programs, names the functions that came and went, and its
+  flame graph draws the grown function red and runs in headless Chromium;
 - bad input (a cut pprof file, a Python script, an unknown --by or
   --sample-type, a missing file) exits 2 naming the file or flag.
 Recording needs root and BPF (PYSTROBE_SKIP_BPF_TESTS=1 skips); the bad-input
@@ -23,11 +24,12 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import unittest
 
-from pystrobe_testlib import (EXIT_USAGE, PROCESS_FRAME, PYSTROBE_BIN, THREAD_FRAME,
-                              BpfTestCase, parse_folded, record, run_pystrobe)
+from pystrobe_testlib import (CHROMIUM_RENDER, EXIT_USAGE, PROCESS_FRAME, PYSTROBE_BIN,
+                              THREAD_FRAME, BpfTestCase, parse_folded, record, run_pystrobe)
 from python_testlib import PYTHON_WORKLOADS, python_workload
 
 PYTHON = "/usr/bin/python3.11"
@@ -392,6 +394,11 @@ class DiffTest(ReportRecordingTest):
                            r'</title><rect [^>]*fill="rgb\(255,(\d+),(\d+)\)"', drawing)
         self.assertTrue(grown, "two_lines is not drawn red")
         self.assertTrue(any(int(g) < 255 for g, _ in grown), grown)
+        # It opens in a browser and its script (zoom, search) runs.
+        render = subprocess.run([sys.executable, CHROMIUM_RENDER, svg, "two_lines (line_cost.py"],
+                                capture_output=True, text=True, timeout=120)
+        self.assertEqual(render.returncode, 0, f"chromium_render.py {svg}:\n{render.stdout}"
+                                               f"\n{render.stderr}")
 
         returncode, stdout, stderr, _ = run_pystrobe(["diff", before, after])
         self.assertEqual(returncode, 0, stderr)
