@@ -90,10 +90,11 @@ absl::StatusOr<std::string> Gunzip(std::string_view data, std::string_view name)
 // it: Python frames are "qualname (file:line)" or "qualname (file)".
 RecordedFrame FrameFromName(std::string_view name) {
   if (std::optional<PythonFrameName> python = ParsePythonFrameName(name)) {
-    // A native C++ symbol may also end in "(...)": a Python file is a path
-    // or a pseudo-file such as "<frozen importlib._bootstrap>".
-    bool file_like = python->line > 0 || python->file.find_first_of("./<") != std::string::npos;
-    if (file_like && python->file.find(',') == std::string::npos) {
+    // A demangled C++ symbol may also end in " (...)", but its parentheses
+    // hold parameter lists and scopes, which a file name does not.
+    bool file_like = python->file.find(',') == std::string_view::npos &&
+                     python->file.find("::") == std::string_view::npos;
+    if (file_like) {
       return {std::string(python->qualname), std::string(python->file), python->line};
     }
   }

@@ -3,7 +3,8 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
+#include <cstdlib>  // mkdtemp
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -135,7 +136,7 @@ TEST(FlatReportTest, SourceShowsTheFunctionFromItsDefWithEachLinesShare) {
   EXPECT_EQ(file.lines[4].self, 0);
   EXPECT_EQ(file.lines[4].total, 10);
   EXPECT_EQ(file.lines[4].text, "    light()");
-  std::system((std::string("rm -rf ") + dir).c_str());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(FlatReportTest, SourceWithoutTheFileListsTheSampledLines) {

@@ -91,6 +91,18 @@ TEST(RecordingReaderTest, FoldedDropsProcessAndThreadFramesAndSplitsPythonFrames
   EXPECT_EQ(recording->Total(0), 34);
 }
 
+TEST(RecordingReaderTest, ScriptWithoutExtensionIsAFileButACppSignatureIsNot) {
+  absl::StatusOr<Recording> recording =
+      ParseRecording("p (1);<module> (myscript);ns::f (int, char) 2\n", "x.folded");
+  ASSERT_TRUE(recording.ok()) << recording.status();
+  const RecordedFrame& module = recording->frames[recording->stacks[0].frames[0]];
+  EXPECT_EQ(module.function, "<module>");
+  EXPECT_EQ(module.file, "myscript");
+  const RecordedFrame& native = recording->frames[recording->stacks[0].frames[1]];
+  EXPECT_EQ(native.function, "ns::f (int, char)");
+  EXPECT_EQ(native.file, "");
+}
+
 TEST(RecordingReaderTest, OffCpuRootsStayAboveTheDroppedProcessFrame) {
   absl::StatusOr<Recording> recording =
       ParseRecording("[off-cpu];python3 (42);f (a.py:1);[sleep] 700\n", "x.folded");
