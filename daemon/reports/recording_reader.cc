@@ -4,6 +4,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -183,6 +184,15 @@ absl::StatusOr<Recording> ParseFolded(std::string_view text, std::string_view na
     recording.stacks.push_back(std::move(stack));
   }
   if (recording.stacks.empty()) return Invalid(name, "holds no stacks; not a recording");
+  // record --off-cpu weighs every stack in microseconds, under these roots;
+  // named as the pprof file of the same recording names its values.
+  if (std::all_of(recording.stacks.begin(), recording.stacks.end(), [&](const RecordedStack& s) {
+        if (s.frames.empty()) return false;
+        const std::string& root = recording.frames[s.frames.front()].function;
+        return root == kOnCpuRoot || root == kOffCpuRoot;
+      })) {
+    recording.sample_types = {{"wall", "microseconds"}};
+  }
   return recording;
 }
 
@@ -394,7 +404,8 @@ absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_vie
   if (unit == "none" || unit.empty()) {
     recording.sample_types = {{"samples", "count"}};
   } else {
-    recording.sample_types = {{"time", unit}};
+    // pystrobe writes microseconds for record --off-cpu: wall time, as in pprof.
+    recording.sample_types = {{unit == "microseconds" ? "wall" : "time", unit}};
   }
   return recording;
 }

@@ -108,6 +108,9 @@ TEST(RecordingReaderTest, OffCpuRootsStayAboveTheDroppedProcessFrame) {
       ParseRecording("[off-cpu];python3 (42);f (a.py:1);[sleep] 700\n", "x.folded");
   ASSERT_TRUE(recording.ok()) << recording.status();
   EXPECT_THAT(StackNames(*recording, 0), ElementsAre("[off-cpu]", "f (a.py:1)", "[sleep]"));
+  // Weighed in microseconds, as record --off-cpu writes them.
+  EXPECT_EQ(recording->sample_types[0].type, "wall");
+  EXPECT_EQ(recording->sample_types[0].unit, "microseconds");
 }
 
 TEST(RecordingReaderTest, EveryFormatReadsBackTheSameFunctions) {
@@ -134,6 +137,30 @@ TEST(RecordingReaderTest, EveryFormatReadsBackTheSameFunctions) {
   // pprof's default is cpu time: 10 ms a sample at 100 Hz.
   EXPECT_EQ(pprof->sample_types[pprof->default_sample_type].type, "cpu");
   EXPECT_EQ(pprof->Total(pprof->default_sample_type), 45 * 10'000'000);
+}
+
+TEST(RecordingReaderTest, OffCpuRecordingsAreWallTimeInEveryFormat) {
+  Profile profile;
+  profile.sample_rate_hz = 100;
+  profile.count_unit = "microseconds";
+  profile.Add({{"[on-cpu]", FrameKind::kMarker},
+               {"python3 (42)", FrameKind::kProcess},
+               {"work (app.py:3)", FrameKind::kPython}},
+              30'000);
+  profile.Add({{"[off-cpu]", FrameKind::kMarker},
+               {"python3 (42)", FrameKind::kProcess},
+               {"wait (app.py:9)", FrameKind::kPython},
+               {"[sleep]", FrameKind::kMarker}},
+              70'000);
+  for (std::string_view format : {"folded", "pprof", "speedscope"}) {
+    absl::StatusOr<Recording> recording = ParseRecording(Write(profile, format), format);
+    ASSERT_TRUE(recording.ok()) << recording.status();
+    absl::StatusOr<size_t> wall = recording->SampleTypeIndex("wall");
+    ASSERT_TRUE(wall.ok()) << format << ": " << wall.status();
+    int64_t scale = format == "pprof" ? 1000 : 1;  // nanoseconds there
+    EXPECT_EQ(recording->Total(*wall), 100'000 * scale) << format;
+    EXPECT_EQ(TotalsByFrame(*recording, *wall)["wait (app.py:9)"], 70'000 * scale) << format;
+  }
 }
 
 TEST(RecordingReaderTest, UnknownSampleTypeNamesThoseThereAre) {
