@@ -235,6 +235,10 @@ absl::Status BpfSampler::Poll(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
+int BpfSampler::ring_buffer_fd() const {
+  return ring_buffer_ != nullptr ? ring_buffer__epoll_fd(ring_buffer_) : -1;
+}
+
 absl::Status BpfSampler::Drain() {
   if (ring_buffer_ == nullptr) return absl::FailedPreconditionError("Drain before Attach");
   handler_deadline_ = absl::InfiniteFuture();

@@ -99,6 +99,9 @@ class BpfSampler {
   // `rate_hz` times a second on average at random intervals (SamplingClock),
   // and attaches the programs. Records go to `handler` during Poll().
   absl::Status Attach(int rate_hz, RecordHandler handler);
+  // An fd readable when the ring buffer has records that asked to wake the
+  // reader (for a caller's own epoll set); -1 before Attach.
+  int ring_buffer_fd() const;
   // Hands waiting records to the handler, waiting up to `timeout` for some,
   // and returns after about `timeout` even while records keep coming.
   // Interrupted by a signal: returns OK.
