@@ -397,6 +397,12 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request, absl::
     // problem: unable to get local issuer certificate").
     std::string detail = curl_->error[0] != '\0' ? std::string(curl_->error)
                                                  : std::string(curl_easy_strerror(result));
+    // With TLS 1.3 the server refuses a client certificate after the client
+    // considers the handshake done: the refusal arrives as a read error
+    // carrying the server's alert ("tlsv13 alert certificate required").
+    if (code == absl::StatusCode::kDataLoss && absl::StrContains(detail, " alert ")) {
+      code = absl::StatusCode::kUnauthenticated;
+    }
     long os_errno = 0;  // libcurl's message leaves it out ("Couldn't connect to server")
     if (code == absl::StatusCode::kUnavailable &&
         curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno != 0) {

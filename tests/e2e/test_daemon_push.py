@@ -8,8 +8,9 @@ that moves the push to another receiver.
 Over HTTPS: a receiver with a certificate from a CA the test makes with the
 `openssl` command, which checks basic auth, the tenant (X-Scope-OrgID) and an
 extra header, and decodes the pprof; a server whose CA the daemon was not given
-is refused and counted in pystrobe_push_errors_total{reason="tls"}; the
-password never shows in the daemon's output."""
+is refused and counted in pystrobe_push_errors_total{reason="tls"} (then taken
+with insecure_skip_verify after a SIGHUP); a server that requires a client
+certificate gets it; the password never shows in the daemon's output."""
 
 import base64
 import http.server
@@ -55,35 +56,40 @@ def openssl(*args):
 
 
 class CertificateAuthority:
-    """A CA of the test's own and a certificate for 127.0.0.1 that it signed
-    (EC P-256 keys: quick to make)."""
+    """A CA of the test's own, a server certificate for 127.0.0.1 and a client
+    certificate that it signed (EC P-256 keys: quick to make)."""
 
     def __init__(self, directory, name):
-        prefix = os.path.join(directory, name)
-        self.ca_file = prefix + "-ca.pem"
-        self.cert_file = prefix + "-server.pem"
-        self.key_file = prefix + "-server.key"
-        ca_key = prefix + "-ca.key"
-        request = prefix + "-server.csr"
-        extensions = prefix + "-server.ext"
-        with open(extensions, "w") as f:
-            f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
-                    "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n")
+        self.prefix = os.path.join(directory, name)
+        self.ca_file = self.prefix + "-ca.pem"
+        self.ca_key = self.prefix + "-ca.key"
         openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                "-nodes", "-keyout", ca_key, "-out", self.ca_file, "-days", "1",
+                "-nodes", "-keyout", self.ca_key, "-out", self.ca_file, "-days", "1",
                 "-subj", f"/CN=pystrobe test CA {name}")
+        self.cert_file, self.key_file = self.issue(
+            "server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        self.client_cert_file, self.client_key_file = self.issue(
+            "client", "/CN=pystrobe", "extendedKeyUsage=clientAuth\n")
+
+    def issue(self, role, subject, extensions):
+        cert, key = f"{self.prefix}-{role}.pem", f"{self.prefix}-{role}.key"
+        request, extfile = f"{self.prefix}-{role}.csr", f"{self.prefix}-{role}.ext"
+        with open(extfile, "w") as f:
+            f.write("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n" + extensions)
         openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", self.key_file, "-out", request, "-subj", "/CN=127.0.0.1")
-        openssl("x509", "-req", "-in", request, "-CA", self.ca_file, "-CAkey", ca_key,
-                "-CAcreateserial", "-out", self.cert_file, "-days", "1", "-extfile", extensions)
+                "-keyout", key, "-out", request, "-subj", subject)
+        openssl("x509", "-req", "-in", request, "-CA", self.ca_file, "-CAkey", self.ca_key,
+                "-CAcreateserial", "-out", cert, "-days", "1", "-extfile", extfile)
+        return cert, key
 
 
 class Receiver:
     """A loopback Pyroscope: records every request; answers `status`. With
-    `tls` (a CertificateAuthority) it serves HTTPS with that CA's certificate;
-    with `expect_headers` it answers 401 to a request without those values."""
+    `tls` (a CertificateAuthority) it serves HTTPS with that CA's certificate,
+    and with `client_ca` it requires a client certificate from that CA; with
+    `expect_headers` it answers 401 to a request without those values."""
 
-    def __init__(self, status=200, tls=None, expect_headers=None):
+    def __init__(self, status=200, tls=None, expect_headers=None, client_ca=None):
         self.status = status
         self.requests = []
         self.lock = threading.Lock()
@@ -115,6 +121,9 @@ class Receiver:
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(tls.cert_file, tls.key_file)
+            if client_ca is not None:
+                context.verify_mode = ssl.CERT_REQUIRED
+                context.load_verify_locations(client_ca)
             # A client that refuses the certificate makes accept() fail; the
             # server goes on with the next connection.
             self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
@@ -168,8 +177,8 @@ class DaemonPushTest(BpfTestCase):
         self.addCleanup(self.busy.wait)
         self.addCleanup(self.busy.kill)
 
-    def receiver(self, status=200, tls=None, expect_headers=None):
-        receiver = Receiver(status, tls, expect_headers)
+    def receiver(self, status=200, tls=None, expect_headers=None, client_ca=None):
+        receiver = Receiver(status, tls, expect_headers, client_ca)
         self.addCleanup(receiver.close)
         return receiver
 
@@ -339,9 +348,28 @@ class DaemonPushTest(BpfTestCase):
         output = daemon.output()
         self.assertIn(f"push failed: POST {receiver.url}/ingest: ", output)
         self.assertRegex(output, r"(?i)certificate")
+
+        # insecure_skip_verify (tests only) takes the same server.
+        daemon.write_config(
+            push_config(receiver.url, "    tls:\n      insecure_skip_verify: true\n"))
+        daemon.proc.send_signal(1)
+        self.assertGreaterEqual(len(receiver.wait_for(1, timeout=15)), 1, daemon.output())
         daemon.stop()
         with open(daemon.log_path) as f:
             self.assertNotIn(password, f.read())
+
+    def test_a_store_that_asks_for_a_client_certificate_gets_it(self):
+        store = CertificateAuthority(self.dir, "store")
+        clients = CertificateAuthority(self.dir, "clients")
+        receiver = self.receiver(tls=store, client_ca=clients.ca_file)
+        daemon = self.daemon(push_config(receiver.url, (
+            f"    tls:\n      ca_file: {store.ca_file}\n"
+            f"      cert_file: {clients.client_cert_file}\n"
+            f"      key_file: {clients.client_key_file}\n")))
+        requests = receiver.wait_for(1, timeout=15)
+        self.assertGreaterEqual(len(requests), 1, daemon.output())
+        field = multipart_field(requests[0]["content_type"], requests[0]["body"], "profile")
+        self.assertEqual(field[1][:2], b"\x1f\x8b")
 
     def test_check_config_accepts_https_and_names_an_unreadable_ca_file(self):
         config = os.path.join(self.dir, "https.yaml")

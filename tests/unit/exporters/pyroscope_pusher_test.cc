@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -576,6 +577,22 @@ TEST(HttpClientTest, NoAnswerWithinTheTimeoutIsDeadlineExceeded) {
   ASSERT_FALSE(response.ok());
   EXPECT_EQ(PushErrorReasonOf(response.status()), PushErrorReason::kTimeout) << response.status();
   EXPECT_THAT(std::string(response.status().message()), HasSubstr("timed out"));
+}
+
+// libcurl's default, kept: http_proxy from the environment. The receiver
+// plays the proxy and gets the request in absolute form.
+TEST(HttpClientTest, ProxyComesFromTheEnvironment) {
+  LoopbackReceiver proxy;
+  ASSERT_EQ(setenv("http_proxy", absl::StrCat("http://127.0.0.1:", proxy.port()).c_str(), 1), 0);
+  auto client = HttpClient::Create(*ParseHttpUrl("http://store.example:4040/pyro"), {});
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<HttpResponse> response = (*client)->Send(IngestLikeRequest(), absl::Seconds(5));
+  unsetenv("http_proxy");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  ASSERT_EQ(proxy.requests().size(), 1u);
+  EXPECT_EQ(proxy.requests()[0].path, "http://store.example:4040/pyro/ingest");
+  EXPECT_EQ(proxy.requests()[0].headers.at("host"), "store.example:4040");
 }
 
 TEST(PyroscopePusherTest, BasicAuthTenantAndHeadersReachTheStore) {
