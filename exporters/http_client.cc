@@ -262,7 +262,7 @@ std::optional<std::string> HttpResponse::Header(std::string_view name_in) const 
 }
 
 absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(HttpUrl url,
-                                                               HttpClientOptions options) {
+                                                               const HttpClientOptions& options) {
   const HttpTlsOptions& tls = options.tls;
   bool any_tls = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty() ||
                  tls.insecure_skip_verify;
@@ -319,12 +319,11 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(HttpUrl url,
     curl_easy_setopt(easy, CURLOPT_XOAUTH2_BEARER, credentials.bearer_token.c_str());
   }
   // (libcurl copies every string it is given above.)
-  return std::unique_ptr<HttpClient>(
-      new HttpClient(std::move(url), std::move(options), std::move(curl)));
+  return std::unique_ptr<HttpClient>(new HttpClient(std::move(url), std::move(curl)));
 }
 
-HttpClient::HttpClient(HttpUrl url, HttpClientOptions options, std::unique_ptr<Curl> curl)
-    : url_(std::move(url)), options_(std::move(options)), curl_(std::move(curl)) {}
+HttpClient::HttpClient(HttpUrl url, std::unique_ptr<Curl> curl)
+    : url_(std::move(url)), curl_(std::move(curl)) {}
 
 HttpClient::~HttpClient() = default;
 

@@ -116,7 +116,8 @@ class HttpClient {
   // InvalidArgument for options that cannot go together (TLS files with an
   // http:// URL, a key without a certificate, half of a basic pair, basic and
   // bearer both); Internal when libcurl cannot start.
-  static absl::StatusOr<std::unique_ptr<HttpClient>> Create(HttpUrl url, HttpClientOptions options);
+  static absl::StatusOr<std::unique_ptr<HttpClient>> Create(HttpUrl url,
+                                                            const HttpClientOptions& options);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -139,10 +140,10 @@ class HttpClient {
 
  private:
   struct Curl;
-  HttpClient(HttpUrl url, HttpClientOptions options, std::unique_ptr<Curl> curl);
+  HttpClient(HttpUrl url, std::unique_ptr<Curl> curl);
 
   const HttpUrl url_;
-  const HttpClientOptions options_;
+  // The TLS settings and credentials live in the handle (libcurl copies them).
   std::unique_ptr<Curl> curl_;
 };
 
