@@ -89,6 +89,13 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
             static_cast<unsigned long long>(kernel.offcpu_sent),
             static_cast<unsigned long long>(kernel.offcpu_storage_failed));
   }
+  if (kernel.period_redraws_failed > 0) {
+    fprintf(stderr,
+            "pystrobe: the kernel refused %llu of %llu redraws of a CPU's sampling period; "
+            "those CPUs kept their previous period a while\n",
+            static_cast<unsigned long long>(kernel.period_redraws_failed),
+            static_cast<unsigned long long>(kernel.period_redraws + kernel.period_redraws_failed));
+  }
   if (recorder.samples_without_gil() > 0) {
     fprintf(stderr, "pystrobe: --gil left out %llu samples of threads not holding the GIL\n",
             static_cast<unsigned long long>(recorder.samples_without_gil()));

@@ -120,6 +120,17 @@ bool IsSpaceOnly(std::string_view text) {
   return text.find_first_not_of(" \t\r\n\v\f") == std::string_view::npos;
 }
 
+// Whether every stack is under record --off-cpu's "[on-cpu]" or "[off-cpu]"
+// root: a recording of wall time.
+bool UnderOnAndOffCpuRoots(const Recording& recording) {
+  return std::all_of(recording.stacks.begin(), recording.stacks.end(),
+                     [&](const RecordedStack& stack) {
+                       if (stack.frames.empty()) return false;
+                       const std::string& root = recording.frames[stack.frames.front()].function;
+                       return root == kOnCpuRoot || root == kOffCpuRoot;
+                     });
+}
+
 }  // namespace
 
 size_t Recording::Intern(RecordedFrame frame) {
@@ -186,13 +197,7 @@ absl::StatusOr<Recording> ParseFolded(std::string_view text, std::string_view na
   if (recording.stacks.empty()) return Invalid(name, "holds no stacks; not a recording");
   // record --off-cpu weighs every stack in microseconds, under these roots;
   // named as the pprof file of the same recording names its values.
-  if (std::all_of(recording.stacks.begin(), recording.stacks.end(), [&](const RecordedStack& s) {
-        if (s.frames.empty()) return false;
-        const std::string& root = recording.frames[s.frames.front()].function;
-        return root == kOnCpuRoot || root == kOffCpuRoot;
-      })) {
-    recording.sample_types = {{"wall", "microseconds"}};
-  }
+  if (UnderOnAndOffCpuRoots(recording)) recording.sample_types = {{"wall", "microseconds"}};
   return recording;
 }
 
@@ -403,9 +408,13 @@ absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_vie
   }
   if (unit == "none" || unit.empty()) {
     recording.sample_types = {{"samples", "count"}};
+  } else if (unit == "microseconds" || UnderOnAndOffCpuRoots(recording)) {
+    // record --off-cpu: wall time, as the pprof file of the same recording
+    // names it.
+    recording.sample_types = {{"wall", unit}};
   } else {
-    // pystrobe writes microseconds for record --off-cpu: wall time, as in pprof.
-    recording.sample_types = {{unit == "microseconds" ? "wall" : "time", unit}};
+    // pystrobe weighs a CPU profile's stacks by the time their samples stand for.
+    recording.sample_types = {{unit == "nanoseconds" ? "cpu" : "time", unit}};
   }
   return recording;
 }

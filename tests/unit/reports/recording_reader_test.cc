@@ -139,6 +139,25 @@ TEST(RecordingReaderTest, EveryFormatReadsBackTheSameFunctions) {
   EXPECT_EQ(pprof->Total(pprof->default_sample_type), 45 * 10'000'000);
 }
 
+TEST(RecordingReaderTest, TimedStacksReadAsTheTimeTheyStandFor) {
+  // Samples of unequal intervals: speedscope weighs them in nanoseconds, pprof
+  // gives them as cpu/nanoseconds; both read back the same CPU time.
+  Profile profile;
+  profile.sample_rate_hz = 100;
+  profile.Add({{"python3 (42)", FrameKind::kProcess}, {"work (app.py:3)", FrameKind::kPython}},
+              3, 36'000'000);
+  profile.Add({{"python3 (42)", FrameKind::kProcess}, {"rest (app.py:9)", FrameKind::kPython}},
+              1, 4'000'000);
+  for (std::string_view format : {"pprof", "speedscope"}) {
+    absl::StatusOr<Recording> recording = ParseRecording(Write(profile, format), format);
+    ASSERT_TRUE(recording.ok()) << recording.status();
+    absl::StatusOr<size_t> cpu = recording->SampleTypeIndex("cpu");
+    ASSERT_TRUE(cpu.ok()) << format << ": " << cpu.status();
+    EXPECT_EQ(recording->Total(*cpu), 40'000'000) << format;
+    EXPECT_EQ(TotalsByFrame(*recording, *cpu)["work (app.py:3)"], 36'000'000) << format;
+  }
+}
+
 TEST(RecordingReaderTest, OffCpuRecordingsAreWallTimeInEveryFormat) {
   Profile profile;
   profile.sample_rate_hz = 100;
