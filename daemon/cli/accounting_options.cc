@@ -80,6 +80,10 @@ block IO, page faults, context switches, CPython GC; a verdict (cpu-bound,
 io-bound, memory-bound, gil-bound, lock-or-sleep-bound, cpu-starved) with the
 figures behind it, and the five stacks most responsible.
 
+Exit status: with -- CMD, the command's own (128 + the signal when a signal
+ended it), as `time` does; 1 when stat itself fails, 2 for bad flags, a --pid
+that does not exist or a CMD that cannot be found.
+
 Options:
   -p, --pid PID        watch a running process
   -d, --duration SECS  how long to watch it (required with --pid)

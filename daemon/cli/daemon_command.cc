@@ -175,6 +175,7 @@ class Daemon {
   void Reload();
   void PublishHealth();
   void ConfigurePush(const DaemonConfig& config);
+  void LogPushErrors(const PushHealth& push);
   std::string ReadyStatus() const;
 
   DaemonArgs args_;
@@ -190,6 +191,8 @@ class Daemon {
   uint64_t next_sequence_ = 1;
   uint64_t reloads_ = 0;
   uint64_t reload_errors_ = 0;
+  std::string last_push_error_;      // the last push error logged; empty once it worked again
+  uint64_t push_sent_at_error_ = 0;  // windows sent when it was last seen failing
 };
 
 absl::Status Daemon::StartSession() {
@@ -287,6 +290,21 @@ void Daemon::ConfigurePush(const DaemonConfig& config) {
   if (absl::Status s = push_sink_.Configure(config); !s.ok()) Log(std::string(s.message()));
 }
 
+void Daemon::LogPushErrors(const PushHealth& push) {
+  // A line when the push starts failing, when the reason changes, and when a
+  // window goes through again; every failure is counted in
+  // pystrobe_push_errors_total. Errors name the URL, never a credential.
+  std::string error = push_sink_.LastError();
+  if (!error.empty() && error != last_push_error_) {
+    Log(absl::StrCat("push failed: ", error));
+    last_push_error_ = std::move(error);
+  } else if (error.empty() && !last_push_error_.empty() && push.sent > push_sent_at_error_) {
+    Log("push: sending again");
+    last_push_error_.clear();
+  }
+  if (!last_push_error_.empty() && error == last_push_error_) push_sent_at_error_ = push.sent;
+}
+
 void Daemon::PublishHealth() {
   DaemonHealth health;
   if (session_ != nullptr) session_->FillHealth(health);
@@ -296,6 +314,7 @@ void Daemon::PublishHealth() {
   health.profile_files = dir.files;
   health.profile_dir_bytes = dir.total_bytes;
   health.push = push_sink_.Health();
+  LogPushErrors(health.push);
   if (control_ != nullptr) health.control = control_->stats();
   health.config_reloads = reloads_;
   health.config_reload_errors = reload_errors_;
