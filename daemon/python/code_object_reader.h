@@ -34,6 +34,13 @@ struct PythonFrameSymbol {
   int32_t line = -1;  // -1 when the instruction has no line
 };
 
+// Reads the str object at `address` as UTF-8: a compact str of at most
+// `max_chars` characters, or an error naming `what` (not a str, bad state,
+// invalid character).
+absl::StatusOr<std::string> ReadPythonStr(const ProcessMemory& memory,
+                                          const PythonInterpreter& interpreter, uint64_t address,
+                                          std::string_view what, size_t max_chars);
+
 class CodeObjectReader {
  public:
   static constexpr size_t kMaxNameBytes = 4096;  // per str, in characters
