@@ -198,11 +198,16 @@ absl::StatusOr<AsyncioTaskReader::TaskFields> AsyncioTaskReader::ReadTaskFields(
     absl::StatusOr<bool> py_task = objects_.IsInstance(task, {"Task"});
     if (!py_task.ok()) return py_task.status();
     if (!*py_task) return absl::DataLossError(absl::StrFormat("0x%x is not a Task", task));
+    // Future._state is a class attribute ("PENDING") until the future is done.
     absl::StatusOr<uint64_t> state = objects_.Attribute(task, "_state");
     if (!state.ok()) return state.status();
-    absl::StatusOr<std::string> state_text = objects_.Str(*state);
-    if (!state_text.ok()) return state_text.status();
-    fields.pending = *state_text == "PENDING";
+    if (*state == 0) {
+      fields.pending = true;
+    } else {
+      absl::StatusOr<std::string> state_text = objects_.Str(*state);
+      if (!state_text.ok()) return state_text.status();
+      fields.pending = *state_text == "PENDING";
+    }
     absl::StatusOr<uint64_t> coro = objects_.Attribute(task, "_coro");
     if (!coro.ok()) return coro.status();
     fields.coro = *coro;

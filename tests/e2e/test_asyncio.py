@@ -1,0 +1,95 @@
+"""`pystrobe dump --asyncio` (and `record --asyncio`) on live asyncio services.
+
+For every installed CPython (Debian's 3.11 always, each pyenv 3.8 to 3.13 that
+exists; the missing ones are named), with the C _asyncio tasks and with the
+pure-Python fallback, tests/workloads/python/e2e/asyncio_service.py runs five
+tasks io-0..io-4 that wait in serve > handle_request > query_db (an
+asyncio.sleep) and one task cpu-0 burning CPU in batch_loop > crunch, all
+awaited by a "main" task through a TaskGroup (3.11+) or gather. The dump must
+list the six tasks by name, each with its coroutine chain (outermost first,
+with the lines the workload reports) and "main" among the tasks awaiting it.
+
+Needs root (process_vm_readv on another process).
+"""
+
+import json
+import unittest
+
+from python_testlib import (PythonWorkload, installed_pythons, python_workload,
+                            report_skipped_pythons)
+from test_dump import dump, require_root
+
+WORKLOAD = python_workload("asyncio_service.py")
+IO_CHAIN = ["serve", "handle_request", "query_db"]
+
+
+class DumpAsyncioTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_root(cls)
+        report_skipped_pythons(cls.__name__)
+
+    def check_service(self, python, pure_python):
+        argv = [python.executable, WORKLOAD, "--seconds", "60"]
+        if pure_python:
+            argv.append("--pure-python")
+        workload = PythonWorkload(argv)
+        try:
+            self.assertEqual(workload.info["c_tasks"], not pure_python)
+            lines = workload.info["lines"]
+            code, out, err, _ = dump(workload.pid, "--asyncio", "--json")
+            self.assertEqual(code, 0, err)
+            report = json.loads(out)
+            self.assertIn("threads", report)
+            tasks = {t["name"]: t for t in report["asyncio_tasks"]}
+            for name in [f"io-{i}" for i in range(5)] + ["cpu-0", "main"]:
+                self.assertIn(name, tasks, f"tasks: {sorted(tasks)}")
+            self.assertEqual(report["asyncio_unreadable"], 0)
+            for i in range(5):
+                task = tasks[f"io-{i}"]
+                self.assertEqual(task["state"], "pending", task)
+                names = [f["name"] for f in task["stack"]]
+                self.assertEqual(names[:3], IO_CHAIN, task)
+                self.assertEqual([f["line"] for f in task["stack"][:3]],
+                                 [lines[n] for n in IO_CHAIN], task)
+                self.assertTrue(task["stack"][0]["filename"].endswith("asyncio_service.py"))
+                self.assertEqual(task["awaited_by"], ["main"], task)
+            cpu = tasks["cpu-0"]
+            self.assertEqual(cpu["stack"][0]["name"], "batch_loop", cpu)
+            self.assertLessEqual(len(cpu["stack"]), 3, cpu)  # no loop machinery
+            if cpu["state"] == "running":
+                # It is between batches, or in crunch.
+                self.assertIn(cpu["stack"][-1]["name"], ("batch_loop", "crunch"), cpu)
+            self.assertEqual(cpu["awaited_by"], ["main"], cpu)
+            self.assertEqual(tasks["main"]["stack"][0]["name"], "main")
+            self.assertEqual(tasks["main"]["awaited_by"], [])
+            # The text rendering lists them too.
+            code, text, err, _ = dump(workload.pid, "--asyncio")
+            self.assertEqual(code, 0, err)
+            self.assertIn('Task "io-3" (pending), awaited by "main"', text)
+            self.assertIn('Task "cpu-0"', text)
+        finally:
+            workload.kill()
+
+    def test_lists_every_task_with_its_chain_and_awaiters_c_tasks(self):
+        for python in installed_pythons():
+            with self.subTest(python=python.label):
+                self.check_service(python, pure_python=False)
+
+    def test_lists_every_task_with_its_chain_and_awaiters_pure_python_tasks(self):
+        for python in installed_pythons():
+            with self.subTest(python=python.label):
+                self.check_service(python, pure_python=True)
+
+    def test_without_asyncio_flag_there_is_no_task_list(self):
+        python = installed_pythons()[0]
+        workload = PythonWorkload([python.executable, WORKLOAD, "--seconds", "60"])
+        try:
+            report = json.loads(dump(workload.pid, "--json")[1])
+            self.assertNotIn("asyncio_tasks", report)
+        finally:
+            workload.kill()
+
+
+if __name__ == "__main__":
+    unittest.main()
