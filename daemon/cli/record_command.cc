@@ -154,6 +154,7 @@ ProfileBuilderOptions ProfileBuilderOptionsFrom(const RecordOptions& options) {
   build_options.threads = options.threads;
   build_options.native = options.native;
   build_options.full_filenames = options.full_filenames;
+  build_options.asyncio = options.asyncio;
   build_options.python_lines = options.function_lines    ? PythonLineMode::kFunction
                                : options.no_line_numbers ? PythonLineMode::kNone
                                                          : PythonLineMode::kCurrentLine;
@@ -215,8 +216,10 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   }
   SharedModuleSymbolizer native_symbols;
   KernelPythonDiscovery python_discovery(sampler->get());
-  Recorder recorder(&native_symbols, &python_discovery,
-                    RecorderOptions{.threads = options.threads, .gil_only = options.gil_only});
+  Recorder recorder(
+      &native_symbols, &python_discovery,
+      RecorderOptions{
+          .threads = options.threads, .gil_only = options.gil_only, .asyncio = options.asyncio});
 
   StopSignals::Install();
   absl::Status attached = (*sampler)->Attach(

@@ -393,6 +393,9 @@ absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
   for (size_t i = 0; i < snapshot.tasks.size(); ++i) {
     AsyncioTask& task = snapshot.tasks[i];
     const uint64_t coro = fields[i].coro;
+    if (absl::StatusOr<CoroutineFrame> root = ReadCoroutineFrame(coro); root.ok()) {
+      task.root_code_address = root->code_address;
+    }
     // A running task's frames are on its thread's stack: from the innermost
     // frame out to the task's own coroutine frame.
     if (task.running) {

@@ -21,7 +21,8 @@ namespace pystrobe {
 struct AsyncioTask {
   uint64_t address = 0;
   std::string name;
-  bool running = false;  // the task its event loop is running now
+  uint64_t root_code_address = 0;  // the code object of the task's own coroutine
+  bool running = false;            // the task its event loop is running now
   // Coroutine frames, outermost first: where each is suspended, or for a
   // running task the frames on its thread's stack from the task's coroutine in.
   std::vector<PythonFrameSymbol> stack;

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/python/asyncio_tasks.h"
+#include "daemon/python/object_reader.h"
 
 namespace pystrobe {
 namespace {
@@ -35,6 +38,54 @@ size_t AfterStdlibPrefix(absl::string_view path) {
 }
 
 }  // namespace
+
+void PythonProcess::RefreshAsyncioTasks(absl::Time now) {
+  if (now < next_asyncio_refresh_) return;
+  next_asyncio_refresh_ = now + kAsyncioRefreshInterval;
+  absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion(interpreter_.version);
+  if (!layout.ok()) return;
+  PythonObjectReader objects(*memory_, interpreter_, *layout);
+  AsyncioTaskReader reader(objects, code_reader_, interpreter_);
+  absl::StatusOr<AsyncioSnapshot> snapshot = reader.ReadTasks({});
+  if (!snapshot.ok()) {
+    ++asyncio_read_errors_;
+    return;
+  }
+  asyncio_read_errors_ += snapshot->unreadable;
+  absl::flat_hash_map<uint64_t, const AsyncioTask*> by_address;
+  for (const AsyncioTask& task : snapshot->tasks) by_address[task.address] = &task;
+  for (const AsyncioTask& task : snapshot->tasks) {
+    if (task.root_code_address == 0) continue;
+    if (!asyncio_roots_.contains(task.root_code_address) &&
+        asyncio_roots_.size() >= kMaxAsyncioRoots) {
+      continue;
+    }
+    AsyncioTaskLabel label;
+    label.name = task.name;
+    // The chain of awaiting tasks, outermost first (the first awaiter of each).
+    std::vector<const AsyncioTask*> chain;
+    for (const AsyncioTask* at = &task; !at->awaited_by.empty() && chain.size() < 16;) {
+      auto it = by_address.find(at->awaited_by.front());
+      if (it == by_address.end() || it->second == &task ||
+          std::find(chain.begin(), chain.end(), it->second) != chain.end()) {
+        break;
+      }
+      chain.push_back(it->second);
+      at = it->second;
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      label.awaiter_frames.insert(label.awaiter_frames.end(), (*it)->stack.begin(),
+                                  (*it)->stack.end());
+    }
+    asyncio_roots_[task.root_code_address][task.name] = std::move(label);
+  }
+}
+
+const absl::btree_map<std::string, AsyncioTaskLabel>* PythonProcess::AsyncioTasksRootedAt(
+    uint64_t code_address) const {
+  auto it = asyncio_roots_.find(code_address);
+  return it == asyncio_roots_.end() ? nullptr : &it->second;
+}
 
 absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t pid) {
   absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(static_cast<pid_t>(pid));

@@ -114,6 +114,7 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
            frame.instr_offset});
     }
     stack.python_truncated = (header.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
+    if (options_.asyncio) python->RefreshAsyncioTasks(absl::Now());
   }
   if (offcpu)
     stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(header.offcpu_reason, 127));

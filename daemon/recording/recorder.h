@@ -17,6 +17,7 @@ namespace pystrobe {
 struct RecorderOptions {
   bool threads = false;   // keep samples of different threads apart
   bool gil_only = false;  // keep only samples whose thread held the GIL
+  bool asyncio = false;   // read the asyncio tasks of Python processes as they are sampled
   // Distinct stacks kept (on and off CPU together) until TakeStacks();
   // samples of further stacks are dropped and counted.
   size_t max_stacks = SIZE_MAX;
