@@ -1,4 +1,4 @@
-"""`pystrobe dump --asyncio` (and `record --asyncio`) on live asyncio services.
+"""`pystrobe dump --asyncio` and `record --asyncio` on live asyncio services.
 
 For every installed CPython (Debian's 3.11 always, each pyenv 3.8 to 3.13 that
 exists; the missing ones are named), with the C _asyncio tasks and with the
@@ -9,12 +9,17 @@ awaited by a "main" task through a TaskGroup (3.11+) or gather. The dump must
 list the six tasks by name, each with its coroutine chain (outermost first,
 with the lines the workload reports) and "main" among the tasks awaiting it.
 
-Needs root (process_vm_readv on another process).
+`record --asyncio` on the same service must put the samples of crunch under
+`[task cpu-0]`, then the frames of the task awaiting it (main), then
+batch_loop > crunch, with none of the event loop's frames.
+
+Needs root (process_vm_readv on another process; BPF for record).
 """
 
 import json
 import unittest
 
+from pystrobe_testlib import BpfTestCase, parse_folded, record, stacks_of_pid
 from python_testlib import (PythonWorkload, installed_pythons, python_workload,
                             report_skipped_pythons)
 from test_dump import dump, require_root
@@ -89,6 +94,53 @@ class DumpAsyncioTest(unittest.TestCase):
             self.assertNotIn("asyncio_tasks", report)
         finally:
             workload.kill()
+
+
+class RecordAsyncioTest(BpfTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        report_skipped_pythons(cls.__name__)
+
+    def check_record(self, python, pure_python):
+        args = ["-r", "199", "--asyncio", "--", python.executable, WORKLOAD, "--seconds", "3"]
+        if pure_python:
+            args.append("--pure-python")
+        tag = ("py-" if pure_python else "c-") + python.label.replace(" ", "_")
+        recording = record(args, self.tmp, name=tag, timeout=60)
+        self.assertRecorded(recording)
+        with open(recording.output_path, encoding="utf-8") as f:
+            stacks = parse_folded(f.read())
+
+        def names(stack):
+            return [frame.split(" (")[0] for frame in stack]
+
+        crunch = {s: c for s, c in stacks.items() if "crunch" in names(s)}
+        crunch_samples = sum(crunch.values())
+        self.assertGreater(crunch_samples, 50, f"too few samples in crunch: {crunch}")
+        labelled = sum(c for s, c in crunch.items() if s[1] == "[task cpu-0]")
+        self.assertGreaterEqual(labelled / crunch_samples, 0.95,
+                                f"crunch not under [task cpu-0]: {list(crunch.items())[:5]}")
+        for stack, count in crunch.items():
+            if stack[1] != "[task cpu-0]":
+                continue
+            frames = names(stack)
+            self.assertEqual(frames[2], "main", stack)  # the awaiting task's chain
+            self.assertIn("batch_loop", frames, stack)
+            self.assertLess(frames.index("batch_loop"), frames.index("crunch"), stack)
+            for machinery in ("BaseEventLoop._run_once", "_run_once", "Handle._run", "_run",
+                              "run_forever", "BaseEventLoop.run_forever"):
+                self.assertNotIn(machinery, frames, stack)
+
+    def test_crunch_is_under_its_task_c_tasks(self):
+        for python in installed_pythons():
+            with self.subTest(python=python.label):
+                self.check_record(python, pure_python=False)
+
+    def test_crunch_is_under_its_task_pure_python_tasks(self):
+        for python in installed_pythons():
+            with self.subTest(python=python.label):
+                self.check_record(python, pure_python=True)
 
 
 if __name__ == "__main__":
