@@ -218,8 +218,10 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   KernelPythonDiscovery python_discovery(sampler->get());
   Recorder recorder(
       &native_symbols, &python_discovery,
-      RecorderOptions{
-          .threads = options.threads, .gil_only = options.gil_only, .asyncio = options.asyncio});
+      RecorderOptions{.threads = options.threads,
+                      .gil_only = options.gil_only,
+                      .asyncio = options.asyncio,
+                      .asyncio_await = options.asyncio && (options.offcpu || options.idle)});
 
   StopSignals::Install();
   absl::Status attached = (*sampler)->Attach(

@@ -437,6 +437,10 @@ absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
           break;
         }
         task.stack.push_back(std::move(*symbol));
+        if (!task.running) {
+          task.suspended_frames.push_back(
+              {frame->code_address, (*code)->stamp, frame->instr_offset, frame->frame_address});
+        }
         current = frame->awaiting;
       }
     }

@@ -26,6 +26,9 @@ struct AsyncioTask {
   // Coroutine frames, outermost first: where each is suspended, or for a
   // running task the frames on its thread's stack from the task's coroutine in.
   std::vector<PythonFrameSymbol> stack;
+  // Frames of a suspended task as code objects, outermost first (each with
+  // its stamp, as samples carry them).
+  std::vector<PythonFrame> suspended_frames;
   // Frames of the running task as the walker saw them, outermost first.
   std::vector<PythonFrame> running_frames;
   uint64_t running_thread_state = 0;  // the PyThreadState running it; 0 when not found

@@ -26,6 +26,8 @@ std::string OffCpuReasonFrame(int reason) {
       return "[sleep]";
     case PYSTROBE_OFFCPU_GIL:
       return "[gil wait]";
+    case kOffCpuAwait:
+      return "[await]";
   }
   return "[off cpu]";
 }
@@ -113,7 +115,14 @@ void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& s
   size_t outermost = stack.python_frames.size();
   if (options_.asyncio) {
     std::vector<Frame> label;
-    if (std::optional<size_t> root = AsyncioTaskRoot(image, stack, label)) {
+    if (const AsyncioTaskLabel* task = python.AsyncioLabel(stack.asyncio_task)) {
+      // A suspended task's chain: its task is known exactly.
+      label.push_back({absl::StrCat("[task ", task->name, "]"), FrameKind::kMarker});
+      for (const PythonFrameSymbol& frame : task->awaiter_frames) {
+        label.push_back({PythonSymbolName(image, frame), FrameKind::kPython});
+      }
+      frames.insert(frames.end(), label.begin(), label.end());
+    } else if (std::optional<size_t> root = AsyncioTaskRoot(image, stack, label)) {
       // The event loop's frames below the task say nothing about it.
       frames.insert(frames.end(), label.begin(), label.end());
       outermost = *root + 1;

@@ -39,19 +39,28 @@ size_t AfterStdlibPrefix(absl::string_view path) {
 
 }  // namespace
 
-void PythonProcess::RefreshAsyncioTasks(absl::Time now) {
-  if (now < next_asyncio_refresh_) return;
+bool PythonProcess::RefreshAsyncioTasks(absl::Time now) {
+  if (now < next_asyncio_refresh_) return false;
   next_asyncio_refresh_ = now + kAsyncioRefreshInterval;
+  suspended_.clear();
+  await_charge_ = last_asyncio_read_ == absl::InfinitePast()
+                      ? absl::ZeroDuration()
+                      : std::min(now - last_asyncio_read_, kMaxAwaitCharge);
+  last_asyncio_read_ = now;
   absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion(interpreter_.version);
-  if (!layout.ok()) return;
+  if (!layout.ok()) return false;
   PythonObjectReader objects(*memory_, interpreter_, *layout);
   AsyncioTaskReader reader(objects, code_reader_, interpreter_);
   absl::StatusOr<AsyncioSnapshot> snapshot = reader.ReadTasks({});
+  // Reading many tasks costs: keep it under about 5% of the wall time.
+  next_asyncio_refresh_ = std::max(next_asyncio_refresh_, now + 20 * (absl::Now() - now));
   if (!snapshot.ok()) {
     ++asyncio_read_errors_;
-    return;
+    previous_tasks_.clear();
+    return true;
   }
   asyncio_read_errors_ += snapshot->unreadable;
+  absl::flat_hash_set<std::pair<uint64_t, std::string>> seen;
   absl::flat_hash_map<uint64_t, const AsyncioTask*> by_address;
   for (const AsyncioTask& task : snapshot->tasks) by_address[task.address] = &task;
   for (const AsyncioTask& task : snapshot->tasks) {
@@ -77,8 +86,24 @@ void PythonProcess::RefreshAsyncioTasks(absl::Time now) {
       label.awaiter_frames.insert(label.awaiter_frames.end(), (*it)->stack.begin(),
                                   (*it)->stack.end());
     }
+    auto key = std::make_pair(task.address, task.name);
+    seen.insert(key);
+    // A task is charged the time since the last read only if it existed then.
+    if (!task.running && !task.suspended_frames.empty() && previous_tasks_.contains(key)) {
+      auto it = asyncio_label_ids_.find(key);
+      if (it == asyncio_label_ids_.end() && asyncio_labels_.size() < kMaxAsyncioRoots) {
+        asyncio_labels_.push_back(label);
+        it = asyncio_label_ids_.emplace(key, asyncio_labels_.size()).first;
+      }
+      if (it != asyncio_label_ids_.end()) {
+        asyncio_labels_[it->second - 1] = label;
+        suspended_.push_back({it->second, task.suspended_frames});
+      }
+    }
     asyncio_roots_[task.root_code_address][task.name] = std::move(label);
   }
+  previous_tasks_ = std::move(seen);
+  return true;
 }
 
 const absl::btree_map<std::string, AsyncioTaskLabel>* PythonProcess::AsyncioTasksRootedAt(

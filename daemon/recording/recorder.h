@@ -18,6 +18,8 @@ struct RecorderOptions {
   bool threads = false;   // keep samples of different threads apart
   bool gil_only = false;  // keep only samples whose thread held the GIL
   bool asyncio = false;   // read the asyncio tasks of Python processes as they are sampled
+  // Also charge each suspended task's wall time to its chain (off-CPU, [await]).
+  bool asyncio_await = false;
   // Distinct stacks kept (on and off CPU together) until TakeStacks();
   // samples of further stacks are dropped and counted.
   size_t max_stacks = SIZE_MAX;
@@ -72,6 +74,9 @@ class Recorder {
 
  private:
   // A cpu-clock sample, or (`offcpu`) an interval off CPU with its stack.
+  // Adds the wall time since the last read of `python`'s tasks to every
+  // suspended task's chain, as off-CPU time ending in [await].
+  void ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python);
   void HandleSample(std::span<const uint8_t> record, bool offcpu);
 
   ProcessTable processes_;

@@ -13,6 +13,10 @@ with the lines the workload reports) and "main" among the tasks awaiting it.
 `[task cpu-0]`, then the frames of the task awaiting it (main), then
 batch_loop > crunch, with none of the event loop's frames.
 
+`record --asyncio --off-cpu` must also charge each io task the wall time it
+spends suspended, under `[off-cpu]`, ending in `[await]`: each io task about
+the whole run (it waits ~95% of the time), cpu-0 much less.
+
 Needs root (process_vm_readv on another process; BPF for record).
 """
 
@@ -131,6 +135,47 @@ class RecordAsyncioTest(BpfTestCase):
             for machinery in ("BaseEventLoop._run_once", "_run_once", "Handle._run", "_run",
                               "run_forever", "BaseEventLoop.run_forever"):
                 self.assertNotIn(machinery, frames, stack)
+
+    def check_await(self, python, pure_python):
+        seconds = 3.0
+        args = ["-r", "99", "--asyncio", "--off-cpu", "--", python.executable, WORKLOAD,
+                "--seconds", str(seconds)]
+        if pure_python:
+            args.append("--pure-python")
+        tag = ("await-py-" if pure_python else "await-c-") + python.label.replace(" ", "_")
+        recording = record(args, self.tmp, name=tag, timeout=60)
+        self.assertRecorded(recording)
+        with open(recording.output_path, encoding="utf-8") as f:
+            stacks = parse_folded(f.read())
+        awaited = {}  # task -> microseconds suspended
+        for stack, weight in stacks.items():
+            if stack[0] != "[off-cpu]" or stack[-1] != "[await]":
+                continue
+            self.assertTrue(stack[2].startswith("[task "), stack)
+            task = stack[2][len("[task "):-1]
+            awaited[task] = awaited.get(task, 0) + weight
+            names = [frame.split(" (")[0] for frame in stack]
+            if task.startswith("io-"):
+                self.assertIn("serve", names, stack)
+                at = names.index("serve")
+                self.assertEqual(names[at:at + 3], IO_CHAIN, stack)
+                self.assertEqual(names[3], "main", stack)
+        for i in range(5):
+            # Suspended ~95% of a run of `seconds` (less interpreter start-up,
+            # more than the run is impossible).
+            self.assertGreater(awaited.get(f"io-{i}", 0), 0.5 * seconds * 1e6, awaited)
+            self.assertLess(awaited[f"io-{i}"], 1.05 * seconds * 1e6, awaited)
+        self.assertLess(awaited.get("cpu-0", 0), 0.5 * awaited["io-0"], awaited)
+
+    def test_await_time_is_charged_to_suspended_chains_c_tasks(self):
+        for python in installed_pythons():
+            with self.subTest(python=python.label):
+                self.check_await(python, pure_python=False)
+
+    def test_await_time_is_charged_to_suspended_chains_pure_python_tasks(self):
+        for python in installed_pythons():
+            with self.subTest(python=python.label):
+                self.check_await(python, pure_python=True)
 
     def test_crunch_is_under_its_task_c_tasks(self):
         for python in installed_pythons():
