@@ -21,6 +21,7 @@ Needs root (process_vm_readv on another process; BPF for record).
 """
 
 import json
+import sys
 import unittest
 
 from pystrobe_testlib import BpfTestCase, parse_folded, record, stacks_of_pid
@@ -89,6 +90,28 @@ class DumpAsyncioTest(unittest.TestCase):
         for python in installed_pythons():
             with self.subTest(python=python.label):
                 self.check_service(python, pure_python=True)
+
+    def test_tasks_changing_under_the_reader_never_break_it(self):
+        churn = python_workload("asyncio_churn.py")
+        for python in installed_pythons():
+            with self.subTest(python=python.label):
+                workload = PythonWorkload([python.executable, churn, "--seconds", "60"])
+                try:
+                    unreadable = 0
+                    for _ in range(15):
+                        code, out, err, _ = dump(workload.pid, "--asyncio", "--json")
+                        self.assertEqual(code, 0, err)
+                        report = json.loads(out)
+                        names = [t["name"] for t in report["asyncio_tasks"]]
+                        self.assertIn('ünï "q" 名', names)
+                        steady = next(t for t in report["asyncio_tasks"]
+                                      if t["name"] == 'ünï "q" 名')
+                        self.assertEqual(steady["stack"][0]["name"], "steady_wait", steady)
+                        unreadable += report["asyncio_unreadable"]
+                    print(f"{python.label}: {unreadable} unreadable over 15 dumps",
+                          file=sys.stderr)
+                finally:
+                    workload.kill()
 
     def test_without_asyncio_flag_there_is_no_task_list(self):
         python = installed_pythons()[0]
