@@ -426,11 +426,10 @@ absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
           if (IsFatal(frame.status())) return frame.status();
           break;
         }
-        absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code =
-            code_.ReadCurrent(frame->code_address);
+        absl::StatusOr<uint32_t> stamp = code_.CurrentStamp(frame->code_address);
         absl::StatusOr<PythonFrameSymbol> symbol =
-            code.ok() ? code_.Symbolize(frame->code_address, (*code)->stamp, frame->instr_offset)
-                      : absl::StatusOr<PythonFrameSymbol>(code.status());
+            stamp.ok() ? code_.Symbolize(frame->code_address, *stamp, frame->instr_offset)
+                       : absl::StatusOr<PythonFrameSymbol>(stamp.status());
         if (!symbol.ok()) {
           if (IsFatal(symbol.status())) return symbol.status();
           ++snapshot.unreadable;
@@ -439,7 +438,7 @@ absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
         task.stack.push_back(std::move(*symbol));
         if (!task.running) {
           task.suspended_frames.push_back(
-              {frame->code_address, (*code)->stamp, frame->instr_offset, frame->frame_address});
+              {frame->code_address, *stamp, frame->instr_offset, frame->frame_address});
         }
         current = frame->awaiting;
       }

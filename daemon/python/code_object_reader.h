@@ -58,6 +58,10 @@ class CodeObjectReader {
   // Garbage (a non-code object, a bad string) is an error, never a name.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> Read(uint64_t address, uint32_t stamp);
 
+  // The stamp of the code object at `address` now, from one small read of
+  // its head (then Read(address, stamp) is served from the cache).
+  absl::StatusOr<uint32_t> CurrentStamp(uint64_t address) const;
+
   // Reads whatever code object is at `address` now, bypassing the cache check.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCurrent(uint64_t address);
 
