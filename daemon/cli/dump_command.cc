@@ -188,7 +188,8 @@ absl::StatusOr<std::vector<DumpThread>> ReadThreads(const ProcessMemory& memory,
 // change as they are read; what no longer makes sense is counted, not fatal.
 absl::Status ReadAsyncioTasks(const ProcessMemory& memory, const PythonInterpreter& interpreter,
                               const std::vector<PythonThread>& walked, DumpReport& report) {
-  absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion(interpreter.version);
+  absl::StatusOr<PythonObjectLayout> layout =
+      PythonObjectLayoutFor(interpreter.version, interpreter.layout);
   if (!layout.ok()) return layout.status();
   PythonObjectReader objects(memory, interpreter, *layout);
   CodeObjectReader code(memory, interpreter);

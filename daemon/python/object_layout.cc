@@ -108,6 +108,15 @@ absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVers
   return Layout(version.minor);
 }
 
+absl::StatusOr<PythonObjectLayout> PythonObjectLayoutFor(const PythonVersion& version,
+                                                         const PythonLayout& layout) {
+  absl::StatusOr<PythonObjectLayout> objects = PythonObjectLayoutForVersion(version);
+  if (objects.ok() && layout.interp_modules != PYSTROBE_PY_OFFSET_NONE) {
+    objects->interp_modules = layout.interp_modules;
+  }
+  return objects;
+}
+
 std::vector<std::pair<std::string_view, uint64_t>> PythonObjectLayoutHeaderFields(
     const PythonObjectLayout& l) {
   return {

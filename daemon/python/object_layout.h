@@ -57,6 +57,11 @@ struct PythonObjectLayout {
 // The table for 3.<minor>, 8 to 13; Unimplemented for the others.
 absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVersion& version);
 
+// The table for `layout`'s version, with what the interpreter's own
+// _Py_DebugOffsets say (3.13+: where sys.modules is) in place of the table's.
+absl::StatusOr<PythonObjectLayout> PythonObjectLayoutFor(const PythonVersion& version,
+                                                         const PythonLayout& layout);
+
 // (name, value) of the fields that tests/workloads/python/print_object_offsets.c
 // prints from a version's headers, with the same names.
 std::vector<std::pair<std::string_view, uint64_t>> PythonObjectLayoutHeaderFields(

@@ -47,7 +47,8 @@ bool PythonProcess::RefreshAsyncioTasks(absl::Time now) {
                       ? absl::ZeroDuration()
                       : std::min(now - last_asyncio_read_, kMaxAwaitCharge);
   last_asyncio_read_ = now;
-  absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion(interpreter_.version);
+  absl::StatusOr<PythonObjectLayout> layout =
+      PythonObjectLayoutFor(interpreter_.version, interpreter_.layout);
   if (!layout.ok()) return false;
   PythonObjectReader objects(*memory_, interpreter_, *layout);
   AsyncioTaskReader reader(objects, code_reader_, interpreter_);

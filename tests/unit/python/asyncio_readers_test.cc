@@ -132,8 +132,15 @@ TEST(ObjectReaderTest, ReadsContainersWeakrefsAndAttributesOfALiveProcess) {
     ASSERT_TRUE(ids.count("modules")) << child.output();
     absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
     ASSERT_TRUE(interpreter.ok()) << interpreter.status();
-    absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion(interpreter->version);
+    // 3.13: where sys.modules is comes from the interpreter's _Py_DebugOffsets.
+    absl::StatusOr<PythonObjectLayout> layout =
+        PythonObjectLayoutFor(interpreter->version, interpreter->layout);
     ASSERT_TRUE(layout.ok());
+    if (python.minor >= 13) {
+      EXPECT_EQ(interpreter->layout.interp_modules, layout->interp_modules);
+      EXPECT_EQ(layout->interp_modules,
+                PythonObjectLayoutForVersion(interpreter->version)->interp_modules);
+    }
     RemoteProcessMemory memory(child.pid());
     PythonObjectReader reader(memory, *interpreter, *layout);
 
