@@ -8,6 +8,7 @@
 #include "daemon/cli/daemon_command.h"
 #include "daemon/cli/dump_command.h"
 #include "daemon/cli/record_command.h"
+#include "daemon/cli/report_command.h"
 #include "daemon/cli/stat_command.h"
 #include "daemon/cli/top_command.h"
 
@@ -20,6 +21,8 @@ Commands:
   dump      print the Python stack of every thread of a running process
   stat      run a command (or watch a pid) and say where its time went: a verdict
   top       live per-process (or per-thread) CPU, IO, faults and off-CPU view
+  report    a recording's heaviest functions (or lines, files), callers, source
+  diff      what changed between two recordings: a table and a differential flame graph
   daemon    the always-on service: windows of profiles on disk, Prometheus metrics
   version   print the version
 
@@ -39,6 +42,8 @@ int main(int argc, char** argv) {
   if (command == "dump") return pystrobe::RunDumpCommand(args);
   if (command == "stat") return pystrobe::RunStatCommand(args);
   if (command == "top") return pystrobe::RunTopCommand(args);
+  if (command == "report") return pystrobe::RunReportCommand(args);
+  if (command == "diff") return pystrobe::RunDiffCommand(args);
   if (command == "daemon") return pystrobe::RunDaemonCommand(args);
   if (command == "version" || command == "--version") {
     printf("pystrobe %s\n", PYSTROBE_VERSION);

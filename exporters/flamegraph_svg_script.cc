@@ -45,8 +45,9 @@ const std::string_view kFlameGraphSvgScript = R"js(
       rect: g.querySelector('rect'),
       text: g.querySelector('text'),
       title: title,
-      // The writer appends exactly this suffix; the name itself may hold parentheses.
-      name: title.replace(/ \(\d+ [a-z]+, [0-9.]+%\)$/, ''),
+      // The writer appends exactly this suffix (a differential graph adds a
+      // note without parentheses); the name itself may hold parentheses.
+      name: title.replace(/ \(\d+ [a-z]+, [0-9.]+%(, [^()]*)?\)$/, ''),
       start: Number(g.getAttribute('data-start')),
       count: Number(g.getAttribute('data-count')),
       depth: Number(g.getAttribute('data-depth')),

@@ -179,18 +179,19 @@ double PercentOf(uint64_t count, uint64_t total) {
 }
 
 void WriteFrame(const FlameGraphBox& box, uint64_t total, int image_height, absl::string_view unit,
-                std::ostream& out) {
+                const std::optional<FlameGraphFrameStyle>& style, std::ostream& out) {
   const double x = kSidePad + kGraphWidth * static_cast<double>(box.start) / total;
   const double width = kGraphWidth * static_cast<double>(box.count) / total;
   const int y = image_height - kBottomPad - (box.depth + 1) * kFrameHeight;
   const std::string text = ToXmlText(box.name);
   out << absl::StrFormat(
       "<g class=\"f\" data-kind=\"%s\" data-start=\"%d\" data-count=\"%d\" data-depth=\"%d\">"
-      "<title>%s (%d %s, %.2f%%)</title>"
+      "<title>%s (%d %s, %.2f%%%s)</title>"
       "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" rx=\"2\" ry=\"2\" fill=\"%s\"/>"
       "<text x=\"%.2f\" y=\"%d\">%s</text></g>\n",
       FrameKindName(box.kind), box.start, box.count, box.depth, EscapeXml(text), box.count, unit,
-      PercentOf(box.count, total), x, y, width, kFrameHeight - 1, FillFor(box), x + 3,
+      PercentOf(box.count, total), style ? EscapeXml(ToXmlText(", " + style->note)) : "", x, y,
+      width, kFrameHeight - 1, style ? EscapeXml(style->fill) : FillFor(box), x + 3,
       y + kFrameHeight - 5, EscapeXml(FitText(text, width)));
 }
 
@@ -224,6 +225,11 @@ std::string_view FrameKindName(FrameKind kind) {
 }
 
 absl::Status FlameGraphSvgWriter::Write(const Profile& profile, std::ostream& out) const {
+  return WriteFlameGraphSvg(profile, nullptr, out);
+}
+
+absl::Status WriteFlameGraphSvg(const Profile& profile, const FlameGraphStyler& styler,
+                                std::ostream& out) {
   const FlameGraphLayout layout = LayOutFlameGraph(profile, kMinFrameFraction);
   const bool empty = layout.boxes.empty();
   // An empty graph keeps room for two rows, where "no samples" is written.
@@ -267,8 +273,17 @@ absl::Status FlameGraphSvgWriter::Write(const Profile& profile, std::ostream& ou
       "<g id=\"frames\" data-total=\"%d\" data-x=\"%d\" data-width=\"%.2f\" "
       "data-char-width=\"%.2f\">\n",
       layout.total_count, kSidePad, kGraphWidth, kCharWidth);
+  // Boxes come in pre-order, so a box's stack is the stack of the last box
+  // one level up, and its own name.
+  std::vector<std::string_view> stack;
   for (const FlameGraphBox& box : layout.boxes) {
-    WriteFrame(box, layout.total_count, height, profile.count_unit, out);
+    std::optional<FlameGraphFrameStyle> style;
+    if (styler && box.depth > 0) {
+      stack.resize(box.depth - 1);
+      stack.push_back(box.name);
+      style = styler(stack);
+    }
+    WriteFrame(box, layout.total_count, height, profile.count_unit, style, out);
   }
   out << "</g>\n";
   // Last, so every element it looks up already exists when it runs.

@@ -3,8 +3,12 @@
 #ifndef PYSTROBE_EXPORTERS_FLAMEGRAPH_SVG_WRITER_H_
 #define PYSTROBE_EXPORTERS_FLAMEGRAPH_SVG_WRITER_H_
 
+#include <functional>
+#include <optional>
 #include <ostream>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "exporters/profile.h"
@@ -28,6 +32,21 @@ class FlameGraphSvgWriter : public ProfileWriter {
   absl::Status Write(const Profile& profile, std::ostream& out) const override;
   std::string_view extension() const override { return "svg"; }
 };
+
+// How a differential flame graph draws a frame instead of by its kind: its
+// fill colour and a note added to its tooltip.
+struct FlameGraphFrameStyle {
+  std::string fill;  // e.g. "rgb(255,120,120)"
+  std::string note;  // e.g. "+2.10 points"
+};
+// Called with each drawn frame's stack, root first, without the "all" root;
+// nullopt draws the frame in its kind's palette.
+using FlameGraphStyler =
+    std::function<std::optional<FlameGraphFrameStyle>(const std::vector<std::string_view>& stack)>;
+
+// FlameGraphSvgWriter's file, with each frame styled by `styler` (may be empty).
+absl::Status WriteFlameGraphSvg(const Profile& profile, const FlameGraphStyler& styler,
+                                std::ostream& out);
 
 // "kernel", "native", "python", "process", "thread" or "marker".
 std::string_view FrameKindName(FrameKind kind);

@@ -80,16 +80,22 @@ struct ValueLayout {
     return layout;
   }
 
-  void Values(uint64_t count, CpuState state, pb::Sample& sample) const {
-    int64_t n = static_cast<int64_t>(count);
+  // A stack's values. Time is the time its samples stand for where the
+  // profile knows it (each sample's interval on its CPU, or its time off
+  // CPU), else the count at the mean period.
+  void Values(const ProfileStack& stack, CpuState state, pb::Sample& sample) const {
+    int64_t n = static_cast<int64_t>(stack.count);
     if (weighted_by_state) {
-      int64_t nanos = n * kNanosPerMicro;
+      int64_t nanos =
+          stack.nanoseconds > 0 ? static_cast<int64_t>(stack.nanoseconds) : n * kNanosPerMicro;
       sample.add_value(nanos);
       sample.add_value(state == CpuState::kOnCpu ? nanos : 0);
       sample.add_value(state == CpuState::kOffCpu ? nanos : 0);
     } else if (nanos_per_count > 0) {
       sample.add_value(n);
-      sample.add_value(std::llround(static_cast<double>(n) * nanos_per_count));
+      sample.add_value(stack.nanoseconds > 0
+                           ? static_cast<int64_t>(stack.nanoseconds)
+                           : std::llround(static_cast<double>(n) * nanos_per_count));
     } else {
       sample.add_value(n);
     }
@@ -306,7 +312,7 @@ pb::Profile ToPprof(const Profile& profile) {
       root_first.push_back(builder.LocationOf({std::string(kUnknownFrame), FrameKind::kMarker}));
     }
     for (auto it = root_first.rbegin(); it != root_first.rend(); ++it) sample->add_location_id(*it);
-    layout.Values(stack.count, state, *sample);
+    layout.Values(stack, state, *sample);
     for (const ProfileLabel& label : profile.labels) {
       builder.AddLabel(*sample, label.key, label.value);
     }

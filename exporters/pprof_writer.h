@@ -25,8 +25,9 @@
 //   (build_id: the kernel's, when Frame::module gives it), no address.
 // - Markers ("[native]", "[truncated]", "[sleep]"...): Functions of their own.
 // - Values: a CPU profile (count_unit "samples") has sample types
-//   samples/count and cpu/nanoseconds (count x 1e9 / rate), period
-//   cpu/nanoseconds = 1e9 / rate. An off-CPU profile (count_unit
+//   samples/count and cpu/nanoseconds (the time the samples stand for: each
+//   one's interval on its CPU, or count x 1e9 / rate where a stack does not
+//   say), period cpu/nanoseconds = 1e9 / rate, the mean. An off-CPU profile (count_unit
 //   "microseconds", stacks under "[on-cpu]" or "[off-cpu]") has
 //   wall/nanoseconds (all time), cpu/nanoseconds (the [on-cpu] part) and
 //   off_cpu/nanoseconds (the [off-cpu] part); those two root markers become

@@ -70,10 +70,14 @@ struct Frame {
   }
 };
 
-// One distinct stack, root first, and how many samples landed on it.
+// One distinct stack, root first, how many samples landed on it (or the
+// microseconds it weighs, see Profile::count_unit), and the time those samples
+// stand for: each sample's interval on its CPU, or its time off CPU. 0 when
+// unknown (a profile read back from a format without it).
 struct ProfileStack {
   std::vector<Frame> frames;
   uint64_t count = 0;
+  uint64_t nanoseconds = 0;
 };
 
 // A key and value an exporter attaches to samples (pprof labels, tags of a
@@ -89,12 +93,13 @@ struct ProfileLabel {
 // the same names become one stack here.
 class Profile {
  public:
-  // Adds `count` samples on `frames` (root first).
-  void Add(std::vector<Frame> frames, uint64_t count);
+  // Adds `count` samples on `frames` (root first), standing for `nanoseconds`.
+  void Add(std::vector<Frame> frames, uint64_t count, uint64_t nanoseconds = 0);
 
   // Distinct stacks, in the order they were first added.
   const std::vector<ProfileStack>& stacks() const { return stacks_; }
   uint64_t total_count() const { return total_count_; }
+  uint64_t total_nanoseconds() const { return total_nanoseconds_; }
 
   // Shown as the flame graph's title.
   std::string title;
@@ -119,6 +124,7 @@ class Profile {
   std::vector<ProfileStack> stacks_;
   absl::flat_hash_map<std::string, size_t> index_by_key_;
   uint64_t total_count_ = 0;
+  uint64_t total_nanoseconds_ = 0;
 };
 
 }  // namespace pystrobe

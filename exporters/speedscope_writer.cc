@@ -117,8 +117,12 @@ absl::Status SpeedscopeWriter::Write(const Profile& profile, std::ostream& out) 
   std::vector<ProcessProfile> processes;
   absl::flat_hash_map<std::string_view, size_t> process_index;
 
+  // Weights are the time the samples stand for where the profile knows it
+  // (each on-CPU sample's interval differs), else its counts.
+  bool timed = profile.total_nanoseconds() > 0;
   for (const ProfileStack& stack : profile.stacks()) {
-    if (stack.count == 0) continue;
+    uint64_t weight = timed ? stack.nanoseconds : stack.count;
+    if (weight == 0) continue;
     std::string_view process_name = profile.title;
     std::vector<size_t> sample;
     for (const Frame& frame : stack.frames) {
@@ -137,8 +141,8 @@ absl::Status SpeedscopeWriter::Write(const Profile& profile, std::ostream& out) 
     auto [it, inserted] = process_index.try_emplace(process_name, processes.size());
     if (inserted) processes.push_back({std::string(process_name), {}, 0});
     ProcessProfile& process = processes[it->second];
-    process.samples.emplace_back(std::move(sample), stack.count);
-    process.total += stack.count;
+    process.samples.emplace_back(std::move(sample), weight);
+    process.total += weight;
   }
   std::stable_sort(
       processes.begin(), processes.end(),
@@ -156,7 +160,9 @@ absl::Status SpeedscopeWriter::Write(const Profile& profile, std::ostream& out) 
                      });
   }
 
-  std::string_view unit = profile.count_unit == "microseconds" ? "microseconds" : "none";
+  std::string_view unit = timed                                  ? "nanoseconds"
+                          : profile.count_unit == "microseconds" ? "microseconds"
+                                                                 : "none";
   out << "{\"$schema\":" << JsonString(kSchema) << ",\"exporter\":\"pystrobe\""
       << ",\"name\":" << JsonString(profile.title.empty() ? "pystrobe" : profile.title)
       << ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[";

@@ -9,8 +9,10 @@
 //   name as the folded format writes it, so lines of one function stay apart
 //   in the flame chart; Python frames also carry "file" and "line", which
 //   speedscope shows for the selected frame.
-// - Each distinct stack is one sample, root first, weighed by its count:
-//   unit "none" for samples, "microseconds" for off-CPU weighted profiles.
+// - Each distinct stack is one sample, root first, weighed by the time its
+//   samples stand for (unit "nanoseconds") where the profile knows it, else
+//   by its count: unit "none" for samples, "microseconds" for off-CPU
+//   weighted profiles.
 //   pystrobe keeps no timestamps, so samples are sorted by their names
 //   instead: speedscope's default "Time Order" view then reads as a flame
 //   graph sorted by name, "Left Heavy" as one sorted by weight.

@@ -63,6 +63,12 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
   std::string process_suffix = absl::StrCat(" (", report.pid, ")");
   std::string leaf = OffCpuLeafOf(report.verdict.bound);
   const Profile& profile = leaf.empty() ? oncpu : offcpu;
+  // On CPU a stack weighs the time its samples stand for (their intervals
+  // differ), or its samples where that is unknown; off CPU, its time.
+  bool timed = leaf.empty() && profile.total_nanoseconds() > 0;
+  auto weight = [timed](const ProfileStack& stack) {
+    return timed ? stack.nanoseconds : stack.count;
+  };
   std::vector<const ProfileStack*> chosen;
   uint64_t total = 0;
   for (const ProfileStack& stack : profile.stacks()) {
@@ -75,11 +81,12 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
     }
     if (!mine) continue;
     if (!leaf.empty() && (stack.frames.empty() || stack.frames.back().name != leaf)) continue;
-    total += stack.count;
+    total += weight(stack);
     chosen.push_back(&stack);
   }
-  std::sort(chosen.begin(), chosen.end(),
-            [](const ProfileStack* a, const ProfileStack* b) { return a->count > b->count; });
+  std::sort(chosen.begin(), chosen.end(), [&weight](const ProfileStack* a, const ProfileStack* b) {
+    return weight(*a) > weight(*b);
+  });
   if (chosen.size() > kReportStacks) chosen.resize(kReportStacks);
   for (const ProfileStack* stack : chosen) {
     ReportStack out;
@@ -88,10 +95,11 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
     }
     if (leaf.empty()) {
       out.samples = stack->count;
+      out.seconds = stack->nanoseconds * 1e-9;
     } else {
       out.seconds = stack->count * 1e-6;
     }
-    out.share = total ? static_cast<double>(stack->count) / total : 0;
+    out.share = total ? static_cast<double>(weight(*stack)) / total : 0;
     report.stacks.push_back(std::move(out));
   }
   report.stacks_kind =

@@ -158,8 +158,8 @@ std::string StatReportText(const StatReport& r) {
   } else {
     absl::StrAppend(&out, "top stacks (", r.stacks_kind, "):\n");
     for (const ReportStack& stack : r.stacks) {
-      std::string weight = stack.seconds > 0 ? absl::StrFormat("%8.3f s", stack.seconds)
-                                             : absl::StrFormat("%6d smp", stack.samples);
+      std::string weight = stack.samples > 0 ? absl::StrFormat("%6d smp", stack.samples)
+                                             : absl::StrFormat("%8.3f s", stack.seconds);
       absl::StrAppend(&out, absl::StrFormat("  %5.1f%% %s  %s\n", 100 * stack.share, weight,
                                             absl::StrJoin(stack.frames, ";")));
     }

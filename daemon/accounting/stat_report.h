@@ -15,8 +15,8 @@ namespace pystrobe {
 struct ReportStack {
   std::vector<std::string> frames;  // root first
   uint64_t samples = 0;             // on-CPU stacks: samples
-  double seconds = 0;               // off-CPU stacks: time off CPU
-  double share = 0;  // of the process's samples, or of its off-CPU time for this reason
+  double seconds = 0;               // on CPU: the time the samples stand for; off: time off CPU
+  double share = 0;  // of the process's on-CPU time, or of its off-CPU time for this reason
 };
 
 struct StatReport {

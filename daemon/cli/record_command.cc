@@ -22,11 +22,13 @@
 #include "daemon/cli/target_launcher.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/loader/capabilities.h"
+#include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/libbpf_errors.h"
 #include "daemon/recording/kernel_python_discovery.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/recording/time_weighting.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
 #include "exporters/profile_writer.h"
@@ -87,6 +89,13 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
             static_cast<unsigned long long>(kernel.offcpu_sent),
             static_cast<unsigned long long>(kernel.offcpu_storage_failed));
   }
+  if (kernel.period_redraws_failed > 0) {
+    fprintf(stderr,
+            "pystrobe: the kernel refused %llu of %llu redraws of a CPU's sampling period; "
+            "those CPUs kept their previous period a while\n",
+            static_cast<unsigned long long>(kernel.period_redraws_failed),
+            static_cast<unsigned long long>(kernel.period_redraws + kernel.period_redraws_failed));
+  }
   if (recorder.samples_without_gil() > 0) {
     fprintf(stderr, "pystrobe: --gil left out %llu samples of threads not holding the GIL\n",
             static_cast<unsigned long long>(recorder.samples_without_gil()));
@@ -129,36 +138,6 @@ void RecordUntilDone(const RecordOptions& options, BpfSampler& sampler, Launched
       return;
     }
   }
-}
-
-// On-CPU samples, and with --off-cpu or --idle the time off CPU, weighed
-// into one profile.
-void AddStacksTo(const RecordOptions& options, const Recorder& recorder, ProfileBuilder& builder,
-                 Profile& profile) {
-  constexpr double kNanosPerSecond = 1e9;
-  if (options.offcpu) {
-    profile.count_unit = "microseconds";
-    builder.AddTo(recorder.stacks(), {.scale = 1e6 / options.rate_hz, .root = "[on-cpu]"}, profile);
-    builder.AddTo(recorder.offcpu_stacks(), {.scale = 1e-3, .root = "[off-cpu]"}, profile);
-    return;
-  }
-  builder.AddTo(recorder.stacks(), profile);
-  if (options.idle) {
-    builder.AddTo(recorder.offcpu_stacks(),
-                  {.scale = options.rate_hz / kNanosPerSecond, .root = ""}, profile);
-  }
-}
-
-ProfileBuilderOptions ProfileBuilderOptionsFrom(const RecordOptions& options) {
-  ProfileBuilderOptions build_options;
-  build_options.threads = options.threads;
-  build_options.native = options.native;
-  build_options.full_filenames = options.full_filenames;
-  build_options.asyncio = options.asyncio;
-  build_options.python_lines = options.function_lines    ? PythonLineMode::kFunction
-                               : options.no_line_numbers ? PythonLineMode::kNone
-                                                         : PythonLineMode::kCurrentLine;
-  return build_options;
 }
 
 }  // namespace
@@ -220,6 +199,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
       &native_symbols, &python_discovery,
       RecorderOptions{.threads = options.threads,
                       .gil_only = options.gil_only,
+                      .mean_period_ns = MeanPeriodNs(options.rate_hz),
                       .asyncio = options.asyncio,
                       .asyncio_await = options.asyncio && (options.offcpu || options.idle)});
 
@@ -251,10 +231,13 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   Profile profile;
   profile.title = absl::StrCat("pystrobe record: ", TargetDescription(options));
   profile.sample_rate_hz = options.rate_hz;
+  ProfileBuilderOptions build_options = ProfileBuilderOptionsFrom(options);
+  build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                         kernel_symbols.ok() ? &*kernel_symbols : nullptr,
-                         ProfileBuilderOptionsFrom(options));
-  AddStacksTo(options, recorder, builder, profile);
+                         kernel_symbols.ok() ? &*kernel_symbols : nullptr, build_options);
+  AddOnAndOffCpuStacks(recorder.stacks(), recorder.offcpu_stacks(),
+                       {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz},
+                       builder, profile);
   AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()}, profile);
   PrintSummary(counters, recorder, elapsed, options.rate_hz);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail(s);

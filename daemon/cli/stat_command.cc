@@ -138,7 +138,8 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   absl::StatusOr<KernelSymbolizer> kernel_symbols = KernelSymbolizer::FromFile();
   SharedModuleSymbolizer native_symbols;
   KernelPythonDiscovery python_discovery(&sampler);
-  Recorder recorder(&native_symbols, &python_discovery, RecorderOptions{});
+  Recorder recorder(&native_symbols, &python_discovery,
+                    RecorderOptions{.mean_period_ns = MeanPeriodNs(options.rate_hz)});
   SampleTally tally;
   StopSignals::Install();
   absl::Status attached =
@@ -202,8 +203,8 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
                          kernel_symbols.ok() ? &*kernel_symbols : nullptr, ProfileBuilderOptions{});
   builder.AddTo(recorder.stacks(), oncpu);
-  // Off-CPU stacks weigh nanoseconds: kept as microseconds.
-  builder.AddTo(recorder.offcpu_stacks(), {.scale = 1e-3, .root = ""}, offcpu);
+  // Off-CPU stacks weigh their time: kept as microseconds.
+  builder.AddTo(recorder.offcpu_stacks(), {.per_nanosecond = 1e-3}, offcpu);
   PickStatStacks(
       oncpu, offcpu,
       options.offcpu_stacks ? "" : "off-CPU stacks were not followed (--no-offcpu-stacks)", report);

@@ -44,23 +44,6 @@ int Fail(const absl::Status& status) {
   return kExitFailure;
 }
 
-// Samples per RawStack seen so far, to take the last interval's difference.
-class IntervalStacks {
- public:
-  StackAggregator Since(const StackAggregator& all) {
-    StackAggregator delta;
-    for (const auto& [stack, count] : all.counts()) {
-      uint64_t& seen = seen_[stack];
-      if (count > seen) delta.Add(stack, count - seen);
-      seen = count;
-    }
-    return delta;
-  }
-
- private:
-  absl::flat_hash_map<RawStack, uint64_t> seen_;
-};
-
 }  // namespace
 
 int RunTopCommand(const std::vector<std::string>& command_args) {
@@ -117,7 +100,8 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
 
   SharedModuleSymbolizer native_symbols;
   KernelPythonDiscovery python_discovery(&sampler);
-  Recorder recorder(&native_symbols, &python_discovery, RecorderOptions{});
+  Recorder recorder(&native_symbols, &python_discovery,
+                    RecorderOptions{.mean_period_ns = MeanPeriodNs(options.rate_hz)});
   absl::Status attached = sampler.Attach(
       options.rate_hz, [&recorder](std::span<const uint8_t> r) { recorder.HandleRecord(r); });
   if (!attached.ok()) return Fail(attached);
@@ -127,7 +111,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
   AccountingReader reader(sampler.accounting_maps());
   absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
   RawKeys keys;
-  IntervalStacks interval_stacks;
+  StackAggregator stacks_at_last_screen;
   // Counters at the last screen, by process (pid, start) or by tid.
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, pystrobe_task_counters> before;
   absl::Time last = absl::Now();
@@ -192,7 +176,8 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
       before.erase(std::make_pair(pid, start));
     }
 
-    StackAggregator delta = interval_stacks.Since(recorder.stacks());
+    StackAggregator delta = recorder.stacks().Since(stacks_at_last_screen);
+    stacks_at_last_screen = recorder.stacks();
     Profile profile;
     ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(),
                            &recorder.native_names(), nullptr,

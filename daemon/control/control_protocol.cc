@@ -23,7 +23,7 @@ absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.s
 
 // The profile encoding, versioned: 2 added native modules (path, build id,
 // segments) and each native frame's module and file offset.
-constexpr char kProfileMagic[] = "PSPF2";
+constexpr char kProfileMagic[] = "PSPF3";
 constexpr char kTopMagic[] = "PSTP1";  // the top snapshot encoding, versioned
 constexpr size_t kMaxTopCounterFields = 256;
 constexpr size_t kMaxRemotePids = 1024;
@@ -489,6 +489,7 @@ std::string EncodeProfile(const Profile& profile) {
   PutU32(out, static_cast<uint32_t>(profile.stacks().size()));
   for (const ProfileStack& stack : profile.stacks()) {
     PutU64(out, stack.count);
+    PutU64(out, stack.nanoseconds);
     PutU32(out, static_cast<uint32_t>(stack.frames.size()));
     for (const Frame& frame : stack.frames) {
       out.push_back(static_cast<char>(frame.kind));
@@ -562,10 +563,10 @@ absl::StatusOr<Profile> DecodeProfile(std::string_view bytes) {
   }
   if (!in.Count(n, 12)) return bad();
   for (uint32_t i = 0; i < n; ++i) {
-    uint64_t count = 0;
+    uint64_t count = 0, nanoseconds = 0;
     uint32_t frames = 0;
     // Kind, name length and module: 9 bytes at least.
-    if (!in.U64(count) || !in.Count(frames, 9)) return bad();
+    if (!in.U64(count) || !in.U64(nanoseconds) || !in.Count(frames, 9)) return bad();
     std::vector<Frame> stack(frames);
     for (Frame& frame : stack) {
       uint8_t kind = 0;
@@ -580,7 +581,7 @@ absl::StatusOr<Profile> DecodeProfile(std::string_view bytes) {
         if (!in.U64(frame.file_offset)) return bad();
       }
     }
-    profile.Add(std::move(stack), count);
+    profile.Add(std::move(stack), count, nanoseconds);
   }
   if (!in.empty()) return bad();
   return profile;

@@ -244,6 +244,10 @@ absl::Status BpfSampler::Drain() {
 }
 
 void BpfSampler::Detach() {
+  if (sampling_clock_ != nullptr) {
+    detached_redraws_.set += sampling_clock_->redraws();
+    detached_redraws_.failed += sampling_clock_->failed_redraws();
+  }
   sampling_clock_.reset();  // before the events it sets
   for (bpf_link* link : links_) bpf_link__destroy(link);
   links_.clear();
@@ -281,6 +285,12 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.offcpu_storage_failed = drops[PYSTROBE_DROP_OFFCPU_STORAGE];
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
   counters.python_codes_lost = drops[PYSTROBE_DROP_PYTHON_CODE];
+  counters.period_redraws = detached_redraws_.set;
+  counters.period_redraws_failed = detached_redraws_.failed;
+  if (sampling_clock_ != nullptr) {
+    counters.period_redraws += sampling_clock_->redraws();
+    counters.period_redraws_failed += sampling_clock_->failed_redraws();
+  }
   return counters;
 }
 

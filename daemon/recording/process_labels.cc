@@ -21,7 +21,7 @@ void AddProcessLabels(const ProcessTable& processes,
                       const std::function<std::vector<ProfileLabel>(const ProcessImage&)>& first) {
   absl::flat_hash_set<ImageId> images;
   for (const StackAggregator* aggregator : stacks) {
-    for (const auto& [stack, count] : aggregator->counts()) images.insert(stack.image);
+    for (const auto& [stack, weight] : aggregator->weights()) images.insert(stack.image);
   }
   for (ImageId id : images) {
     const ProcessImage& image = processes.image(id);

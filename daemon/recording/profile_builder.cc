@@ -44,8 +44,10 @@ bool IsBpfMachinery(absl::string_view name) {
 
 void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weighting,
                            Profile& profile) {
-  for (const auto& [stack, raw_count] : stacks.counts()) {
-    uint64_t count = static_cast<uint64_t>(std::llround(raw_count * weighting.scale));
+  for (const auto& [stack, weight] : stacks.weights()) {
+    uint64_t count = static_cast<uint64_t>(
+        std::llround(static_cast<double>(weight.samples) * weighting.per_sample +
+                     static_cast<double>(weight.nanoseconds) * weighting.per_nanosecond));
     if (count == 0) continue;
     const ProcessImage& image = processes_->image(stack.image);
     std::vector<Frame> frames;
@@ -84,7 +86,7 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
     if (stack.offcpu_reason >= 0) {
       frames.push_back({OffCpuReasonFrame(stack.offcpu_reason), FrameKind::kMarker});
     }
-    profile.Add(std::move(frames), count);
+    profile.Add(std::move(frames), count, weight.nanoseconds);
   }
 }
 

@@ -39,6 +39,18 @@ struct ProfileBuilderOptions {
   bool asyncio = false;
 };
 
+// The builder options that a recording's flags ask for: `record`'s
+// RecordOptions and the control protocol's RecordRequest name them alike.
+template <typename RecordingFlags>
+ProfileBuilderOptions ProfileBuilderOptionsFrom(const RecordingFlags& flags) {
+  return {.threads = flags.threads,
+          .native = flags.native,
+          .python_lines = flags.function_lines    ? PythonLineMode::kFunction
+                          : flags.no_line_numbers ? PythonLineMode::kNone
+                                                  : PythonLineMode::kCurrentLine,
+          .full_filenames = flags.full_filenames};
+}
+
 class ProfileBuilder {
  public:
   // `processes`, `python_codes`, `native_names` and `kernel` must outlive the
@@ -47,16 +59,20 @@ class ProfileBuilder {
                  NativeNameCache* native_names, const KernelSymbolizer* kernel,
                  ProfileBuilderOptions options);
 
-  // How a set of stacks is weighed into a profile.
+  // How a set of stacks is weighed into a profile: a stack's count there is
+  // samples x per_sample + nanoseconds x per_nanosecond, rounded. The time
+  // the samples stand for goes with them as it is (ProfileStack::nanoseconds).
   struct Weighting {
-    // Each stack's count is multiplied by this (and rounded).
-    double scale = 1.0;
+    double per_sample = 0;
+    double per_nanosecond = 0;
     // A frame above every process frame ("[on-cpu]", "[off-cpu]"), or none.
-    std::string root;
+    std::string root = {};
   };
 
-  // Adds every stack of `stacks` to `profile`.
-  void AddTo(const StackAggregator& stacks, Profile& profile) { AddTo(stacks, {}, profile); }
+  // Adds every stack of `stacks` to `profile`, counting samples.
+  void AddTo(const StackAggregator& stacks, Profile& profile) {
+    AddTo(stacks, {.per_sample = 1}, profile);
+  }
   void AddTo(const StackAggregator& stacks, const Weighting& weighting, Profile& profile);
 
  private:

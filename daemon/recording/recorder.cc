@@ -21,6 +21,17 @@ absl::string_view CommView(const char (&comm)[PYSTROBE_COMM_LEN]) {
 
 }  // namespace
 
+uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns) {
+  // The clock draws periods up to 2 mean periods, and a redraw can add up to
+  // one more; a CPU whose ticks the kernel throttled waits longer, but an
+  // interval beyond 8 mean periods (a CPU brought back online, a clock
+  // stopped and started) says nothing about the sampled thread.
+  constexpr uint64_t kMaxPeriods = 8;
+  if (mean_period_ns == 0) return interval_ns;
+  if (interval_ns == 0 || interval_ns > kMaxPeriods * mean_period_ns) return mean_period_ns;
+  return interval_ns;
+}
+
 void Recorder::HandleRecord(std::span<const uint8_t> record) {
   uint32_t kind = 0;
   if (record.size() < sizeof(kind)) {
@@ -125,7 +136,9 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
     ++samples_over_stack_limit_;
     return;
   }
-  stacks.Add(std::move(stack), offcpu ? header.weight_ns : 1);
+  stacks.Add(std::move(stack),
+             {1, offcpu ? header.weight_ns
+                        : OnCpuSampleWeightNs(header.weight_ns, options_.mean_period_ns)});
 }
 
 void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python) {
@@ -146,7 +159,7 @@ void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& pytho
       ++samples_over_stack_limit_;
       continue;
     }
-    offcpu_stacks_.Add(std::move(stack), charge);
+    offcpu_stacks_.Add(std::move(stack), {1, charge});
   }
 }
 

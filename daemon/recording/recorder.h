@@ -17,13 +17,22 @@ namespace pystrobe {
 struct RecorderOptions {
   bool threads = false;   // keep samples of different threads apart
   bool gil_only = false;  // keep only samples whose thread held the GIL
-  bool asyncio = false;   // read the asyncio tasks of Python processes as they are sampled
-  // Also charge each suspended task's wall time to its chain (off-CPU, [await]).
-  bool asyncio_await = false;
   // Distinct stacks kept (on and off CPU together) until TakeStacks();
   // samples of further stacks are dropped and counted.
   size_t max_stacks = SIZE_MAX;
+  // The sampling clock's mean period (1e9 / rate): what an on-CPU sample
+  // weighs when the kernel measured no interval before it (the first tick
+  // on its CPU) or an implausible one. 0: samples weigh what the kernel says.
+  uint64_t mean_period_ns = 0;
+  bool asyncio = false;  // read the asyncio tasks of Python processes as they are sampled
+  // Also charge each suspended task's wall time to its chain (off-CPU, [await]).
+  bool asyncio_await = false;
 };
+
+// The time an on-CPU sample stands for: the interval since the previous tick
+// on its CPU, as the kernel measured it, or the mean period where that
+// measure is missing or beyond what the sampling clock can draw.
+uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns);
 
 // The stacks of one window, taken out of the recorder.
 struct WindowStacks {
@@ -46,9 +55,9 @@ class Recorder {
 
   ProcessTable& processes() { return processes_; }
   const ProcessTable& processes() const { return processes_; }
-  // On-CPU samples per stack.
+  // On-CPU samples per stack, and the time they stand for.
   const StackAggregator& stacks() const { return stacks_; }
-  // Nanoseconds off CPU per stack (its leaf-most frame is why).
+  // Off-CPU intervals per stack (its leaf-most frame is why), and their time.
   const StackAggregator& offcpu_stacks() const { return offcpu_stacks_; }
   const PythonCodeTable& python_codes() const { return python_codes_; }
   // Code objects the kernel copied out of young processes, not yet used.

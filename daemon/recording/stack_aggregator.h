@@ -1,4 +1,4 @@
-// Counts samples per distinct raw stack (addresses, not names), so the cost
+// Weighs samples per distinct raw stack (addresses, not names), so the cost
 // of symbolization is paid once per distinct address, not once per sample.
 #ifndef PYSTROBE_DAEMON_RECORDING_STACK_AGGREGATOR_H_
 #define PYSTROBE_DAEMON_RECORDING_STACK_AGGREGATOR_H_
@@ -55,22 +55,45 @@ struct RawStack {
   }
 };
 
+// What the samples of one stack weigh: how many landed on it, and the time
+// they stand for. An on-CPU sample stands for the interval since the previous
+// tick on its CPU (the sampling clock's intervals differ, see
+// daemon/loader/sampling_clock.h); an off-CPU sample for the time its thread
+// was off CPU.
+struct StackWeight {
+  uint64_t samples = 0;
+  uint64_t nanoseconds = 0;
+
+  StackWeight& operator+=(const StackWeight& other) {
+    samples += other.samples;
+    nanoseconds += other.nanoseconds;
+    return *this;
+  }
+  friend bool operator==(const StackWeight&, const StackWeight&) = default;
+};
+
 class StackAggregator {
  public:
-  void Add(RawStack stack, uint64_t count = 1) {
-    counts_[std::move(stack)] += count;
-    total_ += count;
+  void Add(RawStack stack, StackWeight weight) {
+    weights_[std::move(stack)] += weight;
+    total_ += weight;
   }
 
-  const absl::flat_hash_map<RawStack, uint64_t>& counts() const { return counts_; }
-  uint64_t total() const { return total_; }
+  const absl::flat_hash_map<RawStack, StackWeight>& weights() const { return weights_; }
+  // Samples, and the time they stand for, of every stack together.
+  uint64_t total() const { return total_.samples; }
+  uint64_t total_nanoseconds() const { return total_.nanoseconds; }
   // Distinct stacks.
-  size_t size() const { return counts_.size(); }
-  bool Contains(const RawStack& stack) const { return counts_.contains(stack); }
+  size_t size() const { return weights_.size(); }
+  bool Contains(const RawStack& stack) const { return weights_.contains(stack); }
+
+  // What each stack gained since `earlier`, a copy of this aggregator taken
+  // before (a window's difference, for top and on-demand recordings).
+  StackAggregator Since(const StackAggregator& earlier) const;
 
  private:
-  absl::flat_hash_map<RawStack, uint64_t> counts_;
-  uint64_t total_ = 0;
+  absl::flat_hash_map<RawStack, StackWeight> weights_;
+  StackWeight total_;
 };
 
 }  // namespace pystrobe

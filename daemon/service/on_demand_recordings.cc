@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
+#include "daemon/recording/time_weighting.h"
 
 namespace pystrobe {
 namespace {
@@ -83,12 +84,8 @@ void OnDemandRecordings::Begin(std::shared_ptr<RecordJob> job, absl::Time now) {
   auto active = std::make_unique<Active>();
   active->job = std::move(job);
   active->start = now;
-  for (const auto& [stack, count] : recorder_->stacks().counts()) {
-    if (Wanted(*active, stack)) active->baseline_on.Add(stack, count);
-  }
-  for (const auto& [stack, count] : recorder_->offcpu_stacks().counts()) {
-    if (Wanted(*active, stack)) active->baseline_off.Add(stack, count);
-  }
+  active->baseline_on = WantedOf(*active, recorder_->stacks());
+  active->baseline_off = WantedOf(*active, recorder_->offcpu_stacks());
   active_.push_back(std::move(active));
 }
 
@@ -99,44 +96,32 @@ bool OnDemandRecordings::Wanted(const Active& active, const RawStack& stack) con
   return std::find(pids.begin(), pids.end(), pid) != pids.end();
 }
 
+StackAggregator OnDemandRecordings::WantedOf(const Active& active,
+                                             const StackAggregator& stacks) const {
+  if (active.job->request().pids.empty()) return stacks;
+  StackAggregator wanted;
+  for (const auto& [stack, weight] : stacks.weights()) {
+    if (Wanted(active, stack)) wanted.Add(stack, weight);
+  }
+  return wanted;
+}
+
 void OnDemandRecordings::AddDelta(Active& active, const StackAggregator& now_on,
                                   const StackAggregator& now_off) {
   const RecordRequest& request = active.job->request();
+  // What the window gained since the recording began, of the wanted processes.
   auto delta = [&](const StackAggregator& now, const StackAggregator& baseline) {
-    StackAggregator out;
-    for (const auto& [stack, count] : now.counts()) {
-      if (!Wanted(active, stack)) continue;
-      auto before = baseline.counts().find(stack);
-      uint64_t old = before == baseline.counts().end() ? 0 : before->second;
-      if (count > old) out.Add(stack, count - old);
-    }
-    return out;
+    return WantedOf(active, now.Since(baseline));
   };
   StackAggregator on = delta(now_on, active.baseline_on);
   StackAggregator off;
   if (request.offcpu || request.idle) off = delta(now_off, active.baseline_off);
 
-  ProfileBuilderOptions options;
-  options.threads = request.threads;
-  options.native = request.native;
-  options.full_filenames = request.full_filenames;
-  options.python_lines = request.function_lines    ? PythonLineMode::kFunction
-                         : request.no_line_numbers ? PythonLineMode::kNone
-                                                   : PythonLineMode::kCurrentLine;
   ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
-                         &recorder_->native_names(), kernel_, options);
-  // As `pystrobe record` weighs them (record_command.cc, AddStacksTo).
-  constexpr double kNanosPerSecond = 1e9;
-  if (request.offcpu) {
-    active.profile.count_unit = "microseconds";
-    builder.AddTo(on, {.scale = 1e6 / caps_.rate_hz, .root = "[on-cpu]"}, active.profile);
-    builder.AddTo(off, {.scale = 1e-3, .root = "[off-cpu]"}, active.profile);
-  } else {
-    builder.AddTo(on, active.profile);
-    if (request.idle) {
-      builder.AddTo(off, {.scale = caps_.rate_hz / kNanosPerSecond, .root = ""}, active.profile);
-    }
-  }
+                         &recorder_->native_names(), kernel_, ProfileBuilderOptionsFrom(request));
+  AddOnAndOffCpuStacks(on, off,
+                       {.offcpu = request.offcpu, .idle = request.idle, .rate_hz = caps_.rate_hz},
+                       builder, active.profile);
   // Now, while the window's processes are still known.
   AddProcessLabels(recorder_->processes(), {&on, &off}, active.profile);
 }

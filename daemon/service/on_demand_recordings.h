@@ -109,14 +109,16 @@ class OnDemandRecordings {
   struct Active {
     std::shared_ptr<RecordJob> job;
     absl::Time start;
-    // Counts of the current window at the start (or 0 after a cut).
+    // The wanted stacks of the current window at the start (none after a cut).
     StackAggregator baseline_on;
     StackAggregator baseline_off;
     Profile profile;
   };
 
   bool Wanted(const Active& active, const RawStack& stack) const;
-  // Adds counts in `now` above `baseline` (for the recording's targets).
+  // The stacks of `stacks` that the recording's targets sampled.
+  StackAggregator WantedOf(const Active& active, const StackAggregator& stacks) const;
+  // Adds what `now` gained over the baselines (for the recording's targets).
   void AddDelta(Active& active, const StackAggregator& now_on, const StackAggregator& now_off);
   void Complete(Active& active, absl::Time now);
 

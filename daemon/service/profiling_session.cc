@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/loader/cpu_clock_events.h"
 
 namespace pystrobe {
 namespace {
@@ -106,7 +107,9 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
   MemoryBudget budget = BudgetFor(config.limits.memory_bytes);
   session->recorder_ =
       std::make_unique<Recorder>(&session->native_symbols_, session->python_discovery_.get(),
-                                 RecorderOptions{.threads = true, .max_stacks = budget.max_stacks});
+                                 RecorderOptions{.threads = true,
+                                                 .max_stacks = budget.max_stacks,
+                                                 .mean_period_ns = MeanPeriodNs(config.rate_hz)});
   session->recorder_->processes().set_max_live_images(
       static_cast<size_t>(config.limits.tracked_processes));
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
+#include "daemon/recording/time_weighting.h"
 
 namespace pystrobe {
 
@@ -33,13 +34,8 @@ Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now) {
   ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
                          &recorder_->native_names(), kernel_,
                          ProfileBuilderOptions{.threads = true});
-  if (options_.offcpu) {
-    profile.count_unit = "microseconds";
-    builder.AddTo(stacks.on_cpu, {.scale = 1e6 / options_.rate_hz, .root = "[on-cpu]"}, profile);
-    builder.AddTo(stacks.off_cpu, {.scale = 1e-3, .root = "[off-cpu]"}, profile);
-  } else {
-    builder.AddTo(stacks.on_cpu, profile);
-  }
+  AddOnAndOffCpuStacks(stacks.on_cpu, stacks.off_cpu,
+                       {.offcpu = options_.offcpu, .rate_hz = options_.rate_hz}, builder, profile);
 
   // Per process: where it runs, which Python it is, its pid in its container.
   AddProcessLabels(recorder_->processes(), {&stacks.on_cpu, &stacks.off_cpu}, profile,

@@ -165,12 +165,17 @@ class ExportersTest(BpfTestCase):
         self.assertEqual(profile["period"], round(1e9 / RATE))
         self.assertEqual(profile["defaultSampleType"], "cpu")
 
-        # Totals: every sample pystrobe reported, each worth one period of CPU.
+        # Totals: every sample pystrobe reported, each worth the interval
+        # before it on its CPU: between half and twice the mean period, and
+        # together the CPU time the program measured itself.
         counts = sum(s["values"][0] for s in profile["samples"])
         self.assertEqual(counts, recording.reported_samples(), recording.describe())
         self.assertGreater(counts, 0.5 * RATE * float(SECONDS), summary)
+        period = 1e9 / RATE
         for sample in profile["samples"]:
-            self.assertAlmostEqual(sample["values"][1], sample["values"][0] * 1e9 / RATE, delta=1)
+            samples, nanos = sample["values"]
+            self.assertGreaterEqual(nanos, 0.5 * period * samples, sample)
+            self.assertLessEqual(nanos, 8 * period * samples, sample)
 
         # Labels instead of process and thread frames.
         mine = [s for s in profile["samples"] if s["labels"].get("pid") == truth["pid"]]
@@ -204,6 +209,8 @@ class ExportersTest(BpfTestCase):
         # Each function's share of the CPU time near the one it measured.
         measured = sum(truth[key] for key in SHARES.values())
         cpu = sum(s["values"][1] for s in mine)
+        self.assertAlmostEqual(cpu / 1e9, truth["process_cpu_s"],
+                               delta=0.1 * truth["process_cpu_s"], msg=summary)
         for function, key in SHARES.items():
             under = sum(s["values"][1] for s in mine
                         if any(f["name"] == function for f in s["stack"]))
@@ -345,16 +352,18 @@ class ExportersTest(BpfTestCase):
         process_name = f"python3.11 ({truth['pid']})"
         names = [p["name"] for p in document["profiles"]]
         self.assertEqual(names[0], process_name, names)
-        total = 0
+        # Each stack weighs the time its samples stand for: the program's
+        # profile, the CPU time it measured itself.
         for profile in document["profiles"]:
             self.assertEqual(profile["type"], "sampled")
-            self.assertEqual(profile["unit"], "none")
+            self.assertEqual(profile["unit"], "nanoseconds")
             self.assertEqual(len(profile["samples"]), len(profile["weights"]))
             self.assertEqual(profile["endValue"], sum(profile["weights"]))
             for stack in profile["samples"]:
                 self.assertTrue(all(0 <= i < len(frames) for i in stack), stack)
-            total += sum(profile["weights"])
-        self.assertEqual(total, recording.reported_samples(), recording.describe())
+        mine = document["profiles"][0]
+        self.assertAlmostEqual(mine["endValue"] / 1e9, truth["process_cpu_s"],
+                               delta=0.1 * truth["process_cpu_s"], msg=recording.describe())
         lines = workload_lines("cpu_split3.py")
         for function in SPLIT_FUNCTIONS:
             found = [f for f in frames if f["name"].startswith(function + " (")]

@@ -269,11 +269,18 @@ class ExitedProcessTest(PythonRecordTest):
             unseen = {s: c for s, c in mine.items() if has_function(s, "burn_unseen")}
             self.assertGreater(total(unseen), 60, f"burn_unseen barely seen:\n{summarize(mine)}")
             self.assertWellShaped(unseen, "burn_unseen")
-            for stack in unseen:
+            # A sample may truly end in burn_unseen: while it calls burn, and
+            # while that call's first writes take copy-on-write faults (the
+            # workload has just forked its waker). Most are in burn.
+            in_burn = 0
+            for stack, count in unseen.items():
                 self.assertNotIn("[unknown python frame]", stack)
                 names = [PY_FRAME.match(f).group("name") for f in python_part(stack)[1]]
-                self.assertEqual(names[:4], ["<module>", "main", "burn_unseen", "burn"],
-                                 ";".join(stack))
+                self.assertIn(names, (["<module>", "main", "burn_unseen"],
+                                      ["<module>", "main", "burn_unseen", "burn"]),
+                              ";".join(stack))
+                in_burn += count if names[-1] == "burn" else 0
+            self.assertGreater(in_burn, 0.9 * total(unseen), summarize(unseen))
             copies = re.search(r"(\d+) named from the kernel's copies", recording.stderr)
             self.assertIsNotNone(copies, recording.stderr)
             self.assertGreater(int(copies.group(1)), 0, recording.stderr)

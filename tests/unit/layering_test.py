@@ -28,9 +28,10 @@ ALLOWED = {
     "daemon/service": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
                        "daemon/accounting", "daemon/control", "daemon/python",
                        "daemon/symbolizer", "daemon/containers"},
+    "daemon/reports": {"exporters"},
     "daemon/cli": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
                    "daemon/accounting", "daemon/control", "daemon/python", "daemon/symbolizer",
-                   "daemon/containers", "daemon/service"},
+                   "daemon/containers", "daemon/service", "daemon/reports"},
     "daemon": {"daemon/cli"},  # main.cc
 }
 

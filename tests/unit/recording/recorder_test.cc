@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/recording/profile_builder.h"
+#include "daemon/recording/time_weighting.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -161,29 +162,83 @@ TEST(RecorderTest, ExitedProcessKeepsItsNamesAfterItsSymbolsAreReleased) {
               UnorderedElementsAre(Pair("brief (9);fn_60_in_9#1;fn_50_in_9#1", 1)));
 }
 
-TEST(RecorderTest, OffCpuTimeIsWeighedByDurationAndEndsInItsReason) {
+// An on-CPU sample that the kernel took `interval_ns` after the previous tick
+// on its CPU.
+std::vector<uint8_t> TimedSampleRecord(uint32_t pid, const char* comm, std::vector<uint64_t> user,
+                                       uint64_t interval_ns) {
+  std::vector<uint8_t> record = SampleRecord(pid, pid, comm, {}, std::move(user));
+  reinterpret_cast<pystrobe_sample*>(record.data())->weight_ns = interval_ns;
+  return record;
+}
+
+TEST(RecorderTest, EachOnCpuSampleWeighsTheIntervalBeforeIt) {
   FakeSymbolizer symbolizer;
-  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
-  recorder.HandleRecord(SampleRecord(4, 4, "svc", {}, {0x10}));
-  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_IO, 3'000'000));
-  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_IO, 1'000'000));
-  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_SLEEP, 2'000'000));
-  EXPECT_EQ(recorder.samples(), 1u);
-  EXPECT_EQ(recorder.offcpu_stacks().total(), 6'000'000u);
+  Recorder recorder(&symbolizer, nullptr, {.mean_period_ns = 10'000'000}, NoProcComm);
+  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x10}, 6'000'000));
+  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x10}, 14'000'000));
+  // The first tick on a CPU has no interval; one of a stopped clock is
+  // implausible: both weigh the mean period.
+  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x20}, 0));
+  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x20}, 3'000'000'000));
+  EXPECT_EQ(recorder.samples(), 4u);
+  EXPECT_EQ(recorder.stacks().total_nanoseconds(), 40'000'000u);
 
   Profile profile;
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
                          nullptr, {});
-  // As with --off-cpu at 100 Hz: a sample is 10 ms, counts in microseconds.
-  builder.AddTo(recorder.stacks(), {.scale = 1e4, .root = "[on-cpu]"}, profile);
-  builder.AddTo(recorder.offcpu_stacks(), {.scale = 1e-3, .root = "[off-cpu]"}, profile);
+  builder.AddTo(recorder.stacks(), profile);
+  ASSERT_EQ(profile.stacks().size(), 2u);
+  for (const ProfileStack& stack : profile.stacks()) {
+    EXPECT_EQ(stack.count, 2u);
+    EXPECT_EQ(stack.nanoseconds, 20'000'000u);
+  }
+}
+
+TEST(StackAggregatorTest, SinceGivesWhatEachStackGained) {
+  RawStack a, b, c;
+  a.image = 1;
+  b.image = 2;
+  c.image = 3;
+  StackAggregator earlier;
+  earlier.Add(a, {2, 20});
+  earlier.Add(b, {1, 10});
+  StackAggregator now = earlier;
+  now.Add(a, {3, 33});
+  now.Add(c, {1, 7});
+  StackAggregator gained = now.Since(earlier);
+  EXPECT_EQ(gained.size(), 2u);  // b gained nothing
+  EXPECT_EQ(gained.weights().at(a), (StackWeight{3, 33}));
+  EXPECT_EQ(gained.weights().at(c), (StackWeight{1, 7}));
+  EXPECT_EQ(gained.total(), 4u);
+  EXPECT_EQ(gained.total_nanoseconds(), 40u);
+}
+
+TEST(RecorderTest, OffCpuTimeIsWeighedByDurationAndEndsInItsReason) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x10}, 7'000'000));
+  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_IO, 3'000'000));
+  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_IO, 1'000'000));
+  recorder.HandleRecord(OffCpuRecord(4, 4, "svc", {0x20}, PYSTROBE_OFFCPU_SLEEP, 2'000'000));
+  EXPECT_EQ(recorder.samples(), 1u);
+  EXPECT_EQ(recorder.offcpu_stacks().total(), 3u);
+  EXPECT_EQ(recorder.offcpu_stacks().total_nanoseconds(), 6'000'000u);
+
+  Profile profile;
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                         nullptr, {});
+  // As with --off-cpu: the on-CPU sample weighs its 7 ms interval, counts are
+  // microseconds.
+  AddOnAndOffCpuStacks(recorder.stacks(), recorder.offcpu_stacks(),
+                       {.offcpu = true, .rate_hz = 100}, builder, profile);
+  EXPECT_EQ(profile.count_unit, "microseconds");
   std::map<std::string, uint64_t> folded;
   for (const ProfileStack& stack : profile.stacks()) {
     std::vector<std::string> names;
     for (const Frame& frame : stack.frames) names.push_back(frame.name);
     folded[absl::StrJoin(names, ";")] += stack.count;
   }
-  EXPECT_THAT(folded, UnorderedElementsAre(Pair("[on-cpu];svc (4);fn_10_in_4#1", 10000),
+  EXPECT_THAT(folded, UnorderedElementsAre(Pair("[on-cpu];svc (4);fn_10_in_4#1", 7000),
                                            Pair("[off-cpu];svc (4);fn_20_in_4#1;[io wait]", 4000),
                                            Pair("[off-cpu];svc (4);fn_20_in_4#1;[sleep]", 2000)));
 }

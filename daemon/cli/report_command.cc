@@ -1,0 +1,617 @@
+#include "daemon/cli/report_command.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "daemon/cli/record_command.h"
+#include "daemon/reports/flat_report.h"
+#include "daemon/reports/recording_diff.h"
+#include "daemon/reports/recording_reader.h"
+#include "exporters/speedscope_writer.h"
+
+namespace pystrobe {
+namespace {
+
+// Rows a text table shows unless --top says otherwise; JSON has them all.
+constexpr int64_t kDefaultTop = 30;
+constexpr int64_t kMaxTop = 1'000'000;
+
+// The flags report and diff share.
+struct TableOptions {
+  ReportGrouping by = ReportGrouping::kFunction;
+  ReportSort sort = ReportSort::kSelf;
+  std::optional<int64_t> top;
+  std::optional<std::string> sample_type;
+  bool json = false;
+};
+
+struct ReportOptions {
+  TableOptions table;
+  std::string file;
+  std::optional<std::string> focus;
+  std::optional<std::string> source;
+  std::optional<std::string> callers;
+  std::optional<std::string> callees;
+  bool help = false;
+};
+
+struct DiffOptions {
+  TableOptions table;
+  std::string before;
+  std::string after;
+  std::optional<std::string> svg;
+  bool help = false;
+};
+
+// Splits "--flag=value"; hands out values of flags that take one.
+class Flags {
+ public:
+  explicit Flags(const std::vector<std::string>& args) : args_(args) {}
+  bool Done() const { return index_ >= args_.size(); }
+  std::string Next() {
+    std::string arg = args_[index_++];
+    inline_value_.reset();
+    if (size_t equals = arg.find('='); arg.starts_with("--") && equals != std::string::npos) {
+      inline_value_ = arg.substr(equals + 1);
+      arg.resize(equals);
+    }
+    return arg;
+  }
+  absl::StatusOr<std::string> Value(absl::string_view flag) {
+    if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
+    if (Done()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    return args_[index_++];
+  }
+  bool HadValue() const { return inline_value_.has_value(); }
+
+ private:
+  const std::vector<std::string>& args_;
+  size_t index_ = 0;
+  std::optional<std::string> inline_value_;
+};
+
+// Parses one of the flags report and diff share; nullopt when `flag` is not one.
+std::optional<absl::Status> ParseTableFlag(const std::string& flag, Flags& flags,
+                                           TableOptions& options) {
+  if (flag == "--json") {
+    if (flags.HadValue()) return absl::InvalidArgumentError("--json takes no value");
+    options.json = true;
+    return absl::OkStatus();
+  }
+  if (flag != "--by" && flag != "--sort" && flag != "--top" && flag != "--sample-type") {
+    return std::nullopt;
+  }
+  absl::StatusOr<std::string> value = flags.Value(flag);
+  if (!value.ok()) return value.status();
+  if (flag == "--by") {
+    absl::StatusOr<ReportGrouping> by = ParseReportGrouping(*value);
+    if (!by.ok()) return by.status();
+    options.by = *by;
+  } else if (flag == "--sort") {
+    absl::StatusOr<ReportSort> sort = ParseReportSort(*value);
+    if (!sort.ok()) return sort.status();
+    options.sort = *sort;
+  } else if (flag == "--top") {
+    int64_t top = 0;
+    if (!absl::SimpleAtoi(*value, &top) || top < 0 || top > kMaxTop) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--top takes a number of rows from 0 (all) to ", kMaxTop, ", not '", *value, "'"));
+    }
+    options.top = top;
+  } else {
+    options.sample_type = *value;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UnknownFlag(absl::string_view arg, absl::string_view command) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown option '", arg, "' (see pystrobe ", command, " --help)"));
+}
+
+absl::StatusOr<ReportOptions> ParseReportOptions(const std::vector<std::string>& args) {
+  ReportOptions options;
+  std::vector<std::string> files;
+  Flags flags(args);
+  while (!flags.Done()) {
+    std::string flag = flags.Next();
+    if (std::optional<absl::Status> table = ParseTableFlag(flag, flags, options.table)) {
+      if (!table->ok()) return *table;
+      continue;
+    }
+    std::optional<std::string>* target = nullptr;
+    if (flag == "--focus") target = &options.focus;
+    if (flag == "--source") target = &options.source;
+    if (flag == "--callers") target = &options.callers;
+    if (flag == "--callees") target = &options.callees;
+    if (target != nullptr) {
+      absl::StatusOr<std::string> value = flags.Value(flag);
+      if (!value.ok()) return value.status();
+      if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      *target = *value;
+    } else if ((flag == "-h" || flag == "--help") && !flags.HadValue()) {
+      options.help = true;
+    } else if (flag.starts_with("-") && flag != "-") {
+      return UnknownFlag(flag, "report");
+    } else {
+      files.push_back(flag);
+    }
+  }
+  if (options.help) return options;
+  if (files.size() != 1) {
+    return absl::InvalidArgumentError(
+        files.empty() ? "which recording? give FILE (folded, pprof .pb.gz or speedscope)"
+                      : absl::StrCat("one recording at a time, not ", files.size(),
+                                     " (pystrobe diff compares two)"));
+  }
+  options.file = files[0];
+  int views =
+      options.source.has_value() + options.callers.has_value() + options.callees.has_value();
+  if (views > 1) {
+    return absl::InvalidArgumentError("--source, --callers and --callees: one at a time");
+  }
+  return options;
+}
+
+absl::StatusOr<DiffOptions> ParseDiffOptions(const std::vector<std::string>& args) {
+  DiffOptions options;
+  std::vector<std::string> files;
+  Flags flags(args);
+  while (!flags.Done()) {
+    std::string flag = flags.Next();
+    if (std::optional<absl::Status> table = ParseTableFlag(flag, flags, options.table)) {
+      if (!table->ok()) return *table;
+      continue;
+    }
+    if (flag == "-o" || flag == "--output") {
+      absl::StatusOr<std::string> value = flags.Value(flag);
+      if (!value.ok()) return value.status();
+      if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      options.svg = *value;
+    } else if ((flag == "-h" || flag == "--help") && !flags.HadValue()) {
+      options.help = true;
+    } else if (flag.starts_with("-") && flag != "-") {
+      return UnknownFlag(flag, "diff");
+    } else {
+      files.push_back(flag);
+    }
+  }
+  if (options.help) return options;
+  if (files.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("give two recordings, BEFORE and AFTER (", files.size(), " given)"));
+  }
+  options.before = files[0];
+  options.after = files[1];
+  return options;
+}
+
+// A value in its unit, as a person reads it.
+std::string FormatValue(int64_t value, absl::string_view unit) {
+  double v = static_cast<double>(value);
+  if (unit == "nanoseconds") return absl::StrFormat("%.3fs", v / 1e9);
+  if (unit == "microseconds") return absl::StrFormat("%.3fs", v / 1e6);
+  if (unit == "milliseconds") return absl::StrFormat("%.3fs", v / 1e3);
+  if (unit == "seconds") return absl::StrFormat("%ds", value);
+  if (unit == "bytes") {
+    if (value >= (int64_t{1} << 30)) return absl::StrFormat("%.1fGiB", v / (1 << 30));
+    if (value >= (int64_t{1} << 20)) return absl::StrFormat("%.1fMiB", v / (1 << 20));
+    if (value >= (int64_t{1} << 10)) return absl::StrFormat("%.1fKiB", v / (1 << 10));
+    return absl::StrFormat("%dB", value);
+  }
+  return absl::StrCat(value);
+}
+
+double Share(int64_t value, int64_t total) {
+  return total == 0 ? 0.0 : static_cast<double>(value) / static_cast<double>(total);
+}
+
+std::string KeyText(const ReportKey& key, ReportGrouping by) {
+  if (by == ReportGrouping::kFile) return key.file;
+  return FrameDisplayName({key.function, key.file, key.line});
+}
+
+// The JSON fields that name a row.
+std::string KeyJson(const ReportKey& key, ReportGrouping by) {
+  std::string json =
+      absl::StrCat("\"function\":", JsonString(key.function), ",\"file\":", JsonString(key.file));
+  if (by == ReportGrouping::kLine) absl::StrAppend(&json, ",\"line\":", key.line);
+  return json;
+}
+
+size_t RowLimit(const TableOptions& options, size_t rows) {
+  int64_t top = options.top.value_or(options.json ? 0 : kDefaultTop);
+  return top == 0 ? rows : std::min(rows, static_cast<size_t>(top));
+}
+
+bool Print(const std::string& text) {
+  fwrite(text.data(), 1, text.size(), stdout);
+  return fflush(stdout) == 0;
+}
+
+int UsageError(absl::string_view command, const absl::Status& status) {
+  fprintf(stderr, "pystrobe %s: %s\n", std::string(command).c_str(),
+          std::string(status.message()).c_str());
+  return kExitUsage;
+}
+
+// The recording and the sample type the tables count.
+struct LoadedRecording {
+  Recording recording;
+  size_t sample_type = 0;
+};
+
+absl::StatusOr<LoadedRecording> Load(const std::string& path,
+                                     const std::optional<std::string>& sample_type) {
+  absl::StatusOr<Recording> recording = ReadRecording(path);
+  if (!recording.ok()) return recording.status();
+  LoadedRecording loaded{std::move(*recording), 0};
+  loaded.sample_type = loaded.recording.default_sample_type;
+  if (sample_type) {
+    absl::StatusOr<size_t> index = loaded.recording.SampleTypeIndex(*sample_type);
+    if (!index.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sample-type ", *sample_type, ": ", path, ": ", index.status().message()));
+    }
+    loaded.sample_type = *index;
+  }
+  return loaded;
+}
+
+std::string Header(const std::string& path, const LoadedRecording& loaded, int64_t total) {
+  const RecordedSampleType& type = loaded.recording.sample_types[loaded.sample_type];
+  std::string header = absl::StrFormat("%s: %s, %s (%s): %s in all", path, loaded.recording.format,
+                                       type.type, type.unit, FormatValue(total, type.unit));
+  if (type.unit != "count") absl::StrAppend(&header, " (", total, ")");
+  return header;
+}
+
+std::string FlatText(const std::string& path, const LoadedRecording& loaded,
+                     const ReportOptions& options, const FlatReport& report) {
+  const std::string& unit = loaded.recording.sample_types[loaded.sample_type].unit;
+  std::string out = Header(path, loaded, report.total);
+  if (options.focus) {
+    absl::StrAppendFormat(&out, "; --focus '%s': %s (%.2f%%)", *options.focus,
+                          FormatValue(report.focused, unit),
+                          100 * Share(report.focused, report.total));
+  }
+  absl::StrAppendFormat(&out, "\n\n%8s %12s %8s %12s  %s\n", "self%", "self", "total%", "total",
+                        options.table.by == ReportGrouping::kFile ? "file" : "function");
+  size_t limit = RowLimit(options.table, report.rows.size());
+  for (size_t i = 0; i < limit; ++i) {
+    const ReportRow& row = report.rows[i];
+    absl::StrAppendFormat(&out, "%7.2f%% %12s %7.2f%% %12s  %s\n",
+                          100 * Share(row.self, report.total), FormatValue(row.self, unit),
+                          100 * Share(row.total, report.total), FormatValue(row.total, unit),
+                          KeyText(row.key, options.table.by));
+  }
+  if (limit < report.rows.size()) {
+    absl::StrAppendFormat(&out, "... %d more (--top 0 shows all)\n", report.rows.size() - limit);
+  }
+  return out;
+}
+
+std::string FlatJson(const std::string& path, const LoadedRecording& loaded,
+                     const ReportOptions& options, const FlatReport& report) {
+  const RecordedSampleType& type = loaded.recording.sample_types[loaded.sample_type];
+  std::string out = absl::StrCat(
+      "{\"file\":", JsonString(path), ",\"format\":", JsonString(loaded.recording.format),
+      ",\"sample_type\":{\"type\":", JsonString(type.type), ",\"unit\":", JsonString(type.unit),
+      "},\"total_samples\":", report.total, ",\"focused_samples\":", report.focused, ",\"rows\":[");
+  size_t limit = RowLimit(options.table, report.rows.size());
+  for (size_t i = 0; i < limit; ++i) {
+    const ReportRow& row = report.rows[i];
+    absl::StrAppendFormat(&out,
+                          "%s\n{%s,\"self\":%.6f,\"total\":%.6f,\"self_samples\":%d,"
+                          "\"total_samples\":%d}",
+                          i == 0 ? "" : ",", KeyJson(row.key, options.table.by),
+                          Share(row.self, report.total), Share(row.total, report.total), row.self,
+                          row.total);
+  }
+  out.append("]}\n");
+  return out;
+}
+
+std::string CallGraphText(const std::string& path, const LoadedRecording& loaded,
+                          const ReportOptions& options, const CallGraphReport& report,
+                          const std::string& function, CallDirection direction) {
+  const std::string& unit = loaded.recording.sample_types[loaded.sample_type].unit;
+  std::string out = Header(path, loaded, report.total);
+  absl::StrAppendFormat(&out, "\n%s: %s (%.2f%% of all)\n\n%8s %8s %12s  %s\n", function,
+                        FormatValue(report.function_total, unit),
+                        100 * Share(report.function_total, report.total), "of it", "of all",
+                        "samples", direction == CallDirection::kCallers ? "called from" : "calls");
+  size_t limit = RowLimit(options.table, report.rows.size());
+  for (size_t i = 0; i < limit; ++i) {
+    const ReportRow& row = report.rows[i];
+    absl::StrAppendFormat(&out, "%7.2f%% %7.2f%% %12s  %s\n",
+                          100 * Share(row.total, report.function_total),
+                          100 * Share(row.total, report.total), FormatValue(row.total, unit),
+                          KeyText(row.key, options.table.by));
+  }
+  return out;
+}
+
+std::string CallGraphJson(const ReportOptions& options, const CallGraphReport& report,
+                          const std::string& function, CallDirection direction) {
+  std::string out =
+      absl::StrCat("{\"function\":", JsonString(function), ",\"total_samples\":", report.total,
+                   ",\"function_samples\":", report.function_total, ",\"",
+                   direction == CallDirection::kCallers ? "callers" : "callees", "\":[");
+  size_t limit = RowLimit(options.table, report.rows.size());
+  for (size_t i = 0; i < limit; ++i) {
+    const ReportRow& row = report.rows[i];
+    absl::StrAppendFormat(&out, "%s\n{%s,\"total\":%.6f,\"share_of_function\":%.6f,\"samples\":%d}",
+                          i == 0 ? "" : ",", KeyJson(row.key, options.table.by),
+                          Share(row.total, report.total), Share(row.total, report.function_total),
+                          row.total);
+  }
+  out.append("]}\n");
+  return out;
+}
+
+std::string SourceText(const std::string& path, const LoadedRecording& loaded,
+                       const SourceReport& report) {
+  const std::string& unit = loaded.recording.sample_types[loaded.sample_type].unit;
+  std::string out = Header(path, loaded, report.total);
+  for (const SourceFile& file : report.files) {
+    absl::StrAppendFormat(
+        &out, "\n\n%s in %s: %s (%.2f%% of all)%s\n%8s %8s %6s\n", file.function, file.file,
+        FormatValue(file.function_total, unit), 100 * Share(file.function_total, report.total),
+        file.resolved.empty() ? "; source not found, lines only" : "", "self%", "total%", "line");
+    for (const SourceLine& line : file.lines) {
+      std::string self =
+          line.self > 0 ? absl::StrFormat("%.2f%%", 100 * Share(line.self, report.total)) : "";
+      std::string total =
+          line.total > 0 ? absl::StrFormat("%.2f%%", 100 * Share(line.total, report.total)) : "";
+      absl::StrAppendFormat(&out, "%8s %8s %6d  %s\n", self, total, line.line,
+                            line.text.value_or(""));
+    }
+  }
+  out.append("\n");
+  return out;
+}
+
+std::string SourceJson(const SourceReport& report, const std::string& function) {
+  std::string out = absl::StrCat("{\"function\":", JsonString(function),
+                                 ",\"total_samples\":", report.total, ",\"files\":[");
+  for (size_t f = 0; f < report.files.size(); ++f) {
+    const SourceFile& file = report.files[f];
+    absl::StrAppend(&out, f == 0 ? "" : ",", "\n{\"function\":", JsonString(file.function),
+                    ",\"file\":", JsonString(file.file),
+                    ",\"source\":", file.resolved.empty() ? "null" : JsonString(file.resolved),
+                    ",\"function_samples\":", file.function_total, ",\"lines\":[");
+    for (size_t l = 0; l < file.lines.size(); ++l) {
+      const SourceLine& line = file.lines[l];
+      absl::StrAppendFormat(&out,
+                            "%s\n{\"line\":%d,\"self\":%.6f,\"total\":%.6f,\"self_samples\":%d,"
+                            "\"total_samples\":%d,\"text\":%s}",
+                            l == 0 ? "" : ",", line.line, Share(line.self, report.total),
+                            Share(line.total, report.total), line.self, line.total,
+                            line.text ? JsonString(*line.text) : "null");
+    }
+    out.append("]}");
+  }
+  out.append("]}\n");
+  return out;
+}
+
+std::string DiffText(const DiffOptions& options, const LoadedRecording& before,
+                     const LoadedRecording& after, const RecordingDiff& diff) {
+  std::string out =
+      absl::StrCat("before: ", Header(options.before, before, diff.before_total), "\n",
+                   "after:  ", Header(options.after, after, diff.after_total), "\n");
+  absl::StrAppendFormat(&out, "\n%9s %8s %8s %9s %8s %8s  %s\n", "self", "before", "after", "total",
+                        "before", "after",
+                        options.table.by == ReportGrouping::kFile ? "file" : "function");
+  size_t limit = RowLimit(options.table, diff.rows.size());
+  for (size_t i = 0; i < limit; ++i) {
+    const DiffRow& row = diff.rows[i];
+    absl::StrAppendFormat(&out, "%+8.2f%% %7.2f%% %7.2f%% %+8.2f%% %7.2f%% %7.2f%%  %s\n",
+                          100 * row.delta_self(), 100 * row.before_self, 100 * row.after_self,
+                          100 * row.delta_total(), 100 * row.before_total, 100 * row.after_total,
+                          KeyText(row.key, options.table.by));
+  }
+  if (limit < diff.rows.size()) {
+    absl::StrAppendFormat(&out, "... %d more (--top 0 shows all)\n", diff.rows.size() - limit);
+  }
+  return out;
+}
+
+std::string DiffJson(const DiffOptions& options, const RecordingDiff& diff) {
+  std::string out = absl::StrCat("{\"before\":{\"file\":", JsonString(options.before),
+                                 ",\"total_samples\":", diff.before_total,
+                                 "},\"after\":{\"file\":", JsonString(options.after),
+                                 ",\"total_samples\":", diff.after_total, "},\"rows\":[");
+  size_t limit = RowLimit(options.table, diff.rows.size());
+  for (size_t i = 0; i < limit; ++i) {
+    const DiffRow& row = diff.rows[i];
+    absl::StrAppendFormat(&out,
+                          "%s\n{%s,\"before_self\":%.6f,\"after_self\":%.6f,\"delta_self\":%.6f,"
+                          "\"before_total\":%.6f,\"after_total\":%.6f,\"delta_total\":%.6f,"
+                          "\"before_self_samples\":%d,\"after_self_samples\":%d,"
+                          "\"before_total_samples\":%d,\"after_total_samples\":%d}",
+                          i == 0 ? "" : ",", KeyJson(row.key, options.table.by), row.before_self,
+                          row.after_self, row.delta_self(), row.before_total, row.after_total,
+                          row.delta_total(), row.before.self, row.after.self, row.before.total,
+                          row.after.total);
+  }
+  out.append("]}\n");
+  return out;
+}
+
+}  // namespace
+
+const char* ReportUsage() {
+  return R"(usage: pystrobe report FILE [options]
+
+Reads a recording pystrobe wrote (folded, pprof .pb.gz or speedscope; the
+format is told from the content) and prints where the samples went, heaviest
+first: each function's self share (samples where it was running, pstats'
+tottime) and total share (samples with it anywhere on the stack, cumtime),
+with the samples (or seconds, bytes for other sample types). No root needed.
+
+Options:
+  --by function|line|file  one row per function (default), per source line
+                           (line_profiler's view, nothing decorated), or per file
+  --sort self|total        order by self (default) or total
+  --top N                  rows shown (default 30; 0 for all; --json: all)
+  --focus REGEX            count only stacks with a frame whose function or file
+                           matches; shares stay shares of the whole recording
+  --sample-type TYPE       which of a pprof file's values to count (e.g. cpu,
+                           samples, wall, off_cpu; default: the file's default)
+  --source FUNCTION        FUNCTION's source lines, each with its share, read from
+                           the file when it is found (as recorded, or beside FILE)
+  --callers FUNCTION       who called FUNCTION, and with what share of its samples
+  --callees FUNCTION       what FUNCTION called, and [self] for its own time
+                           (FUNCTION: a name as in the table, or FILE:NAME)
+  --json                   one JSON object instead of the table:
+                           {"total_samples", "rows": [{"function", "file", "line"
+                            (with --by line), "self", "total", "self_samples",
+                            "total_samples"}]}, shares as fractions of all samples
+  -h, --help               this text
+
+Exit status: 0 printed, 2 bad flags or a file that is missing or not a recording.
+)";
+}
+
+const char* DiffUsage() {
+  return R"(usage: pystrobe diff BEFORE AFTER [options]
+
+Compares two recordings (folded, pprof or speedscope, in any mix), each
+normalised to its own total so that runs of different lengths compare: per
+function the self and total shares before and after and their change in
+points, biggest change first. No root needed.
+
+Options:
+  -o, --output FILE.svg    also write a differential flame graph: AFTER's stacks,
+                           red where a stack's share grew, blue where it shrank,
+                           deeper for bigger changes (stacks only in BEFORE are
+                           in the table, not the graph)
+  --by function|line|file  one row per function (default), line or file
+  --sort self|total        order by the change of self (default) or total
+  --top N                  rows shown (default 30; 0 for all; --json: all)
+  --sample-type TYPE       which pprof value to compare, in both files
+  --json                   one JSON object: {"before": {"file", "total_samples"},
+                           "after": {...}, "rows": [{"function", "file", ("line"),
+                            "before_self", "after_self", "delta_self",
+                            "before_total", "after_total", "delta_total",
+                            "before_self_samples", ...}]}, shares as fractions
+  -h, --help               this text
+
+Exit status: 0 printed, 1 the SVG could not be written, 2 bad flags or a file
+that is missing or not a recording.
+)";
+}
+
+int RunReportCommand(const std::vector<std::string>& args) {
+  absl::StatusOr<ReportOptions> parsed = ParseReportOptions(args);
+  if (!parsed.ok()) return UsageError("report", parsed.status());
+  const ReportOptions& options = *parsed;
+  if (options.help) {
+    fputs(ReportUsage(), stdout);
+    return kExitOk;
+  }
+  ReportFilter filter;
+  if (options.focus) {
+    try {
+      filter.focus.emplace(*options.focus, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& error) {
+      return UsageError("report", absl::InvalidArgumentError(absl::StrCat(
+                                      "--focus '", *options.focus,
+                                      "' is not a regular expression: ", error.what())));
+    }
+  }
+  absl::StatusOr<LoadedRecording> loaded = Load(options.file, options.table.sample_type);
+  if (!loaded.ok()) return UsageError("report", loaded.status());
+  filter.sample_type = loaded->sample_type;
+  const Recording& recording = loaded->recording;
+
+  if (options.source || options.callers || options.callees) {
+    const std::string& function = options.source    ? *options.source
+                                  : options.callers ? *options.callers
+                                                    : *options.callees;
+    bool found = false;
+    for (const RecordedFrame& frame : recording.frames) found |= NamesFunction(frame, function);
+    if (!found) {
+      return UsageError("report", absl::NotFoundError(absl::StrCat(
+                                      "no function '", function, "' in ", options.file,
+                                      " (give a name as the table shows it, or FILE:NAME)")));
+    }
+    if (options.source) {
+      std::vector<std::string> dirs = {std::filesystem::path(options.file).parent_path().string()};
+      SourceReport report = BuildSourceReport(recording, filter, function, dirs);
+      return Print(options.table.json ? SourceJson(report, function)
+                                      : SourceText(options.file, *loaded, report))
+                 ? kExitOk
+                 : kExitFailure;
+    }
+    CallDirection direction = options.callers ? CallDirection::kCallers : CallDirection::kCallees;
+    CallGraphReport report =
+        BuildCallGraphReport(recording, filter, function, direction, options.table.by);
+    return Print(options.table.json
+                     ? CallGraphJson(options, report, function, direction)
+                     : CallGraphText(options.file, *loaded, options, report, function, direction))
+               ? kExitOk
+               : kExitFailure;
+  }
+
+  FlatReport report = BuildFlatReport(recording, filter, options.table.by, options.table.sort);
+  return Print(options.table.json ? FlatJson(options.file, *loaded, options, report)
+                                  : FlatText(options.file, *loaded, options, report))
+             ? kExitOk
+             : kExitFailure;
+}
+
+int RunDiffCommand(const std::vector<std::string>& args) {
+  absl::StatusOr<DiffOptions> parsed = ParseDiffOptions(args);
+  if (!parsed.ok()) return UsageError("diff", parsed.status());
+  const DiffOptions& options = *parsed;
+  if (options.help) {
+    fputs(DiffUsage(), stdout);
+    return kExitOk;
+  }
+  absl::StatusOr<LoadedRecording> before = Load(options.before, options.table.sample_type);
+  if (!before.ok()) return UsageError("diff", before.status());
+  absl::StatusOr<LoadedRecording> after = Load(options.after, options.table.sample_type);
+  if (!after.ok()) return UsageError("diff", after.status());
+
+  RecordingDiff diff = DiffRecordings(before->recording, before->sample_type, after->recording,
+                                      after->sample_type, options.table.by, options.table.sort);
+  if (options.svg) {
+    std::ofstream out(*options.svg, std::ios::binary | std::ios::trunc);
+    absl::Status written =
+        out ? WriteDiffFlameGraph(
+                  before->recording, before->sample_type, after->recording, after->sample_type,
+                  absl::StrCat("pystrobe diff: ", options.before, " -> ", options.after), out)
+            : absl::PermissionDeniedError("cannot open for writing");
+    if (written.ok()) {
+      out.close();
+      if (!out) written = absl::DataLossError("write failed");
+    }
+    if (!written.ok()) {
+      fprintf(stderr, "pystrobe diff: %s: %s\n", options.svg->c_str(),
+              std::string(written.message()).c_str());
+      return kExitFailure;
+    }
+    fprintf(stderr, "pystrobe diff: wrote %s\n", options.svg->c_str());
+  }
+  return Print(options.table.json ? DiffJson(options, diff)
+                                  : DiffText(options, *before, *after, diff))
+             ? kExitOk
+             : kExitFailure;
+}
+
+}  // namespace pystrobe
