@@ -67,6 +67,7 @@ bool* SwitchFlag(RecordOptions& options, absl::string_view flag) {
   if (flag == "--function") return &options.function_lines;
   if (flag == "--nolineno") return &options.no_line_numbers;
   if (flag == "--full-filenames") return &options.full_filenames;
+  if (flag == "--asyncio") return &options.asyncio;
   return nullptr;
 }
 
@@ -107,6 +108,9 @@ Python (any CPython 3.8 to 3.13, found automatically):
       --function       show the line a function starts at, not the line running
       --nolineno       no line numbers
       --full-filenames whole paths (default: shortened as py-spy does)
+      --asyncio        group asyncio code by task: a sample of a running task reads
+                       <process>;[task NAME];<frames of the tasks awaiting it>;
+                       <the task's own frames>, without the event loop's frames
       --max-python-depth N
                        Python frames walked per sample (1 to 384, default 128);
                        deeper stacks start with a [truncated] frame
