@@ -260,27 +260,18 @@ int BpfSampler::HandleRecord(void* self, void* data, size_t size) {
 SamplerCounters BpfSampler::ReadCounters() const {
   SamplerCounters counters;
   uint64_t samples[PYSTROBE_SAMPLE_COUNTER_COUNT] = {};
-  uint64_t drops[PYSTROBE_DROP_REASON_COUNT] = {};
   // A counter that cannot be read stays zero; the map is ours and loaded.
   SumPerCpuCounters(skeleton_->maps.sample_counters, samples).IgnoreError();
-  SumPerCpuCounters(skeleton_->maps.drop_counters, drops).IgnoreError();
+  SumPerCpuCounters(skeleton_->maps.drop_counters, counters.dropped).IgnoreError();
   counters.taken = samples[PYSTROBE_COUNT_TAKEN];
   counters.idle = samples[PYSTROBE_COUNT_IDLE];
   counters.filtered = samples[PYSTROBE_COUNT_FILTERED];
   counters.sent = samples[PYSTROBE_COUNT_SENT];
-  counters.lost_ringbuf_full = drops[PYSTROBE_DROP_RINGBUF_FULL];
-  counters.kernel_stack_failed = drops[PYSTROBE_DROP_KERNEL_STACK];
-  counters.user_stack_failed = drops[PYSTROBE_DROP_USER_STACK];
-  counters.process_events_lost = drops[PYSTROBE_DROP_PROCESS_EVENT];
   counters.python_walked = samples[PYSTROBE_COUNT_PYTHON_WALKED];
   counters.python_truncated = samples[PYSTROBE_COUNT_PYTHON_TRUNCATED];
-  counters.python_read_failed = drops[PYSTROBE_DROP_PYTHON_READ];
-  counters.python_no_thread_state = drops[PYSTROBE_DROP_PYTHON_NO_THREAD_STATE];
   counters.offcpu_sent = samples[PYSTROBE_COUNT_OFFCPU_SENT];
   counters.python_at_exec = samples[PYSTROBE_COUNT_PYTHON_AT_EXEC];
-  counters.offcpu_storage_failed = drops[PYSTROBE_DROP_OFFCPU_STORAGE];
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
-  counters.python_codes_lost = drops[PYSTROBE_DROP_PYTHON_CODE];
   return counters;
 }
 

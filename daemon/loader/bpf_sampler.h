@@ -6,6 +6,7 @@
 
 #include <bpf/libbpf.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,23 +46,17 @@ struct SamplerConfig {
 
 // What happened to samples in the kernel, summed over CPUs.
 struct SamplerCounters {
-  uint64_t taken = 0;     // cpu-clock samples, before any filter
-  uint64_t idle = 0;      // samples of the idle task, not sent
-  uint64_t filtered = 0;  // samples of processes outside the targets
-  uint64_t sent = 0;      // samples written to the ring buffer
-  uint64_t lost_ringbuf_full = 0;
-  uint64_t kernel_stack_failed = 0;
-  uint64_t user_stack_failed = 0;
-  uint64_t process_events_lost = 0;
-  uint64_t python_walked = 0;           // samples with a Python walk
-  uint64_t python_truncated = 0;        // walks that hit the depth limit
-  uint64_t python_read_failed = 0;      // walks ended by a failed read
-  uint64_t python_no_thread_state = 0;  // CPython threads without a thread state
-  uint64_t python_at_exec = 0;          // processes known as CPython from their exec
-  uint64_t python_codes_sent = 0;       // code objects copied out of young processes
-  uint64_t python_codes_lost = 0;       // code object copies the ring buffer was too full for
-  uint64_t offcpu_sent = 0;             // off-CPU intervals sent
-  uint64_t offcpu_storage_failed = 0;   // off-CPU stacks that could not be kept
+  uint64_t taken = 0;              // cpu-clock samples, before any filter
+  uint64_t idle = 0;               // samples of the idle task, not sent
+  uint64_t filtered = 0;           // samples of processes outside the targets
+  uint64_t sent = 0;               // samples written to the ring buffer
+  uint64_t python_walked = 0;      // samples with a Python walk
+  uint64_t python_truncated = 0;   // walks that hit the depth limit
+  uint64_t python_at_exec = 0;     // processes known as CPython from their exec
+  uint64_t python_codes_sent = 0;  // code objects copied out of young processes
+  uint64_t offcpu_sent = 0;        // off-CPU intervals sent
+  // Per kernel drop reason (see kDropReasons in drop_reasons.h).
+  std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
 };
 
 class BpfSampler {
