@@ -26,6 +26,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
 
+#include "compat.bpf.h"
 #include "offcpu.bpf.h"
 #include "pystrobe_abi.h"
 #include "python_process.bpf.h"
@@ -331,19 +332,18 @@ static __always_inline __u32 syscall_family(long id, __u32 *counts_bytes)
 
 /*
  * The read/write family of the syscall the current thread is in, from its
- * saved user registers. orig_ax also holds an exception's error code (a
- * user page fault on code is 0x14, writev's number); the syscall
- * instruction leaves the return address in rcx, which the entry code saves
- * beside ip, so a syscall has cx == ip and an exception almost never does.
+ * saved user registers. The syscall number's slot also holds an exception's
+ * error code (a user page fault on code is 0x14, writev's number), which
+ * compat_regs_from_syscall() tells apart.
  */
 static __always_inline __u32 current_syscall_family(void)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs = compat_current_user_regs();
 	__u32 counts_bytes;
 	__u32 family;
 
-	family = syscall_family(BPF_CORE_READ(regs, orig_ax), &counts_bytes);
-	if (family != SYSCALL_OTHER && BPF_CORE_READ(regs, cx) != BPF_CORE_READ(regs, ip))
+	family = syscall_family(compat_syscall_nr(regs), &counts_bytes);
+	if (family != SYSCALL_OTHER && !compat_regs_from_syscall(regs))
 		return SYSCALL_OTHER;
 	return family;
 }
@@ -351,10 +351,9 @@ static __always_inline __u32 current_syscall_family(void)
 SEC("raw_tp/sched_switch")
 int acct_switch(struct bpf_raw_tracepoint_args *ctx)
 {
-	bool preempt = (bool)ctx->args[0];
 	struct task_struct *prev = (struct task_struct *)ctx->args[1];
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
-	unsigned int prev_state = (unsigned int)ctx->args[3];
+	__u32 reason = sched_switch_offcpu_reason(ctx);
 	struct offcpu_interval interval;
 	struct acct_thread_state *s;
 	struct acct_refs refs;
@@ -366,7 +365,7 @@ int acct_switch(struct bpf_raw_tracepoint_args *ctx)
 		take_task_deltas(prev, &refs);
 		if (refs.thread) {
 			s = &refs.thread->state;
-			offcpu_switch_out(&s->offcpu, preempt, prev_state, now);
+			offcpu_switch_out(&s->offcpu, reason, now);
 			s->offcpu_syscall = SYSCALL_OTHER;
 			if (s->offcpu.reason != PYSTROBE_OFFCPU_RUNQUEUE)
 				s->offcpu_syscall = current_syscall_family();
@@ -494,7 +493,7 @@ int acct_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u32 family, counts_bytes;
 	__u64 elapsed;
 
-	family = syscall_family(BPF_CORE_READ(regs, orig_ax), &counts_bytes);
+	family = syscall_family(compat_syscall_nr(regs), &counts_bytes);
 	if (family == SYSCALL_OTHER)
 		return 0;
 	task = (struct task_struct *)bpf_get_current_task();

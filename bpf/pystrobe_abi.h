@@ -9,6 +9,7 @@
 
 #ifdef __BPF__
 /* vmlinux.h supplies the __u* types on the BPF side. */
+#include "vmlinux.h"
 #else
 #include <linux/types.h>
 #endif

@@ -1,6 +1,7 @@
 #include "daemon/loader/bpf_sampler.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +37,24 @@ absl::Status SumPerCpuCounters(const bpf_map* map, std::span<uint64_t> out) {
   return absl::OkStatus();
 }
 
+// Whether this kernel's sched_switch tracepoint passes prev_state (Linux 5.18
+// and later: four arguments, see bpf/compat.bpf.h), from the arity of
+// btf_trace_sched_switch in its BTF. Assumes it does when the BTF cannot say.
+bool SchedSwitchHasPrevState() {
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (vmlinux == nullptr) return true;
+  bool has_prev_state = true;
+  int id = btf__find_by_name_kind(vmlinux, "btf_trace_sched_switch", BTF_KIND_TYPEDEF);
+  if (id > 0) {
+    // typedef -> pointer -> function prototype (void *, preempt, prev, next[, prev_state])
+    const btf_type* type = btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, id));
+    if (type != nullptr && btf_is_ptr(type)) type = btf__type_by_id(vmlinux, type->type);
+    if (type != nullptr && btf_is_func_proto(type)) has_prev_state = btf_vlen(type) >= 5;
+  }
+  btf__free(vmlinux);
+  return has_prev_state;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BpfSampler>> BpfSampler::Open() {
@@ -67,6 +86,7 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->python_max_frames = static_cast<uint32_t>(config.python_max_frames);
   skeleton_->rodata->offcpu_enabled = config.offcpu ? 1 : 0;
   skeleton_->rodata->python_native_stacks = config.python_native_stacks ? 1 : 0;
+  skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
   offcpu_ = config.offcpu;
   return absl::OkStatus();
 }
