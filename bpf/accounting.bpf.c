@@ -535,33 +535,61 @@ int acct_bio_queue(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* --- CPython GC, through the interpreter's USDT probes ----------------------- */
+/* --- CPython GC: USDT probes where the interpreter has them, else uprobes --- */
 
-SEC("usdt")
-int BPF_USDT(acct_gc_start, int generation)
+static __always_inline void acct_gc_begin(void)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct acct_refs refs;
 
 	if (acct_lookup(task, true, &refs) && refs.thread)
 		refs.thread->state.gc_start_ns = bpf_ktime_get_ns();
-	return 0;
 }
 
-SEC("usdt")
-int BPF_USDT(acct_gc_done, long collected)
+static __always_inline void acct_gc_end(void)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct acct_refs refs;
 	__u64 start;
 
 	if (!acct_lookup(task, false, &refs) || !refs.thread)
-		return 0;
+		return;
 	start = refs.thread->state.gc_start_ns;
 	refs.thread->state.gc_start_ns = 0;
 	if (!start)
-		return 0;
+		return;
 	ACCT_ADD(&refs, gc_ns, bpf_ktime_get_ns() - start);
 	ACCT_ADD(&refs, gc_collections, 1);
+}
+
+/* Interpreters built --with-dtrace (Debian's): python:gc__start/gc__done. */
+SEC("usdt")
+int BPF_USDT(acct_gc_start, int generation)
+{
+	acct_gc_begin();
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(acct_gc_done, long collected)
+{
+	acct_gc_end();
+	return 0;
+}
+
+/* The others (pyenv's, most source builds): entry and return of the function
+ * that runs one collection, which the USDT probes bracket (gc_collect_main
+ * in 3.10 to 3.13, collect in 3.9); the loader finds it in the symbols. */
+SEC("uprobe")
+int acct_gc_collect_entry(struct pt_regs *ctx)
+{
+	acct_gc_begin();
+	return 0;
+}
+
+SEC("uretprobe")
+int acct_gc_collect_return(struct pt_regs *ctx)
+{
+	acct_gc_end();
 	return 0;
 }

@@ -2,11 +2,13 @@
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <vector>
@@ -322,9 +324,22 @@ absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
   return absl::OkStatus();
 }
 
-absl::Status BpfSampler::AttachPythonGcProbes(int pid, const std::string& binary) {
+absl::Status BpfSampler::AttachPythonGcProbes(const std::string& binary) {
+  struct stat file = {};
+  if (stat(binary.c_str(), &file) != 0) {
+    return absl::NotFoundError(absl::StrCat(binary, ": ", std::strerror(errno)));
+  }
+  auto [probes, first] = gc_probes_.try_emplace(
+      {static_cast<uint64_t>(file.st_dev), static_cast<uint64_t>(file.st_ino)});
+  if (!first) return probes->second;
+  probes->second = AttachGcUsdt(binary);
+  if (absl::IsNotFound(probes->second)) probes->second = AttachGcUprobes(binary);
+  return probes->second;
+}
+
+absl::Status BpfSampler::AttachGcUsdt(const std::string& binary) {
   LibbpfLog::Take();
-  bpf_link* start = bpf_program__attach_usdt(skeleton_->progs.acct_gc_start, pid, binary.c_str(),
+  bpf_link* start = bpf_program__attach_usdt(skeleton_->progs.acct_gc_start, -1, binary.c_str(),
                                              "python", "gc__start", nullptr);
   if (start == nullptr) {
     int err = -errno;
@@ -335,13 +350,42 @@ absl::Status BpfSampler::AttachPythonGcProbes(int pid, const std::string& binary
     return LibbpfError(err, absl::StrCat("attach python:gc__start of ", binary));
   }
   links_.push_back(start);
-  bpf_link* done = bpf_program__attach_usdt(skeleton_->progs.acct_gc_done, pid, binary.c_str(),
+  bpf_link* done = bpf_program__attach_usdt(skeleton_->progs.acct_gc_done, -1, binary.c_str(),
                                             "python", "gc__done", nullptr);
   if (done == nullptr) {
     return LibbpfError(-errno, absl::StrCat("attach python:gc__done of ", binary));
   }
   links_.push_back(done);
   return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachGcUprobes(const std::string& binary) {
+  // The function one collection runs in, by version: its entry and return
+  // bracket what gc__start and gc__done do. Found in the ELF symbol table,
+  // which pyenv's and most source builds keep.
+  for (const char* function : {"gc_collect_main", "collect"}) {
+    LibbpfLog::Take();
+    LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .func_name = function);
+    bpf_link* entry = bpf_program__attach_uprobe_opts(skeleton_->progs.acct_gc_collect_entry, -1,
+                                                      binary.c_str(), 0, &entry_opts);
+    if (entry == nullptr) {
+      int err = -errno;
+      LibbpfLog::Take();
+      if (err == -ENOENT) continue;
+      return LibbpfError(err, absl::StrCat("attach a uprobe on ", function, " in ", binary));
+    }
+    links_.push_back(entry);
+    LIBBPF_OPTS(bpf_uprobe_opts, return_opts, .retprobe = true, .func_name = function);
+    bpf_link* exit = bpf_program__attach_uprobe_opts(skeleton_->progs.acct_gc_collect_return, -1,
+                                                     binary.c_str(), 0, &return_opts);
+    if (exit == nullptr) {
+      return LibbpfError(-errno, absl::StrCat("attach a uretprobe on ", function, " in ", binary));
+    }
+    links_.push_back(exit);
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat(
+      binary, " has neither python:gc__* probes nor a gc_collect_main or collect symbol"));
 }
 
 BpfSampler::AccountingMaps BpfSampler::accounting_maps() const {

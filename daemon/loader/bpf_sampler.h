@@ -9,10 +9,12 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -130,13 +132,18 @@ class BpfSampler {
   // the syscall ones if asked). Counters cover the time from this call on.
   // After Load().
   absl::Status AttachAccounting(AccountingOptions options);
-  // Adds CPython GC time from the USDT probes python:gc__start/gc__done of
-  // `binary` (an executable or libpython) in process `pid` (-1: in every
-  // process that runs it). NotFound when `binary` has no such probes.
-  absl::Status AttachPythonGcProbes(int pid, const std::string& binary);
+  // Adds CPython GC time in every process that runs `binary` (an interpreter
+  // executable or a libpython): from its USDT probes python:gc__start and
+  // gc__done, or else from uprobes on the function that runs one collection
+  // (gc_collect_main, 3.10+; collect, 3.9). Once per file: a later call, by
+  // any path, returns the first one's result. NotFound when `binary` has
+  // neither.
+  absl::Status AttachPythonGcProbes(const std::string& binary);
   AccountingMaps accounting_maps() const;
 
  private:
+  absl::Status AttachGcUsdt(const std::string& binary);
+  absl::Status AttachGcUprobes(const std::string& binary);
   explicit BpfSampler(pystrobe_sampler* skeleton) : skeleton_(skeleton) {}
   static int HandleRecord(void* self, void* data, size_t size);
   // Notes the moment sampling starts as every CPU's last tick.
@@ -146,6 +153,8 @@ class BpfSampler {
   std::optional<CpuClockEvents> events_;
   std::unique_ptr<SamplingClock> sampling_clock_;  // redraws events_'s periods
   std::vector<bpf_link*> links_;
+  // AttachPythonGcProbes' result per file (device, inode).
+  std::map<std::pair<uint64_t, uint64_t>, absl::Status> gc_probes_;
   bool offcpu_ = false;
   ring_buffer* ring_buffer_ = nullptr;
   RecordHandler handler_;
