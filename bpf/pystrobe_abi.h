@@ -197,7 +197,7 @@ enum pystrobe_sample_counter {
 	PYSTROBE_SAMPLE_COUNTER_COUNT = 9,
 };
 
-/* ==== CPython frame walking (issue 3) ===================================
+/* ==== CPython frame walking ===========================================
  * Owned by daemon/python/. Filled by the daemon (PythonInterpreterFinder)
  * from its verified per-version tables or, on 3.13+, from the interpreter's
  * own _Py_DebugOffsets, and handed to the kernel walker per process.
@@ -433,7 +433,7 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_code_event) ==
 		    "pystrobe_python_code_event layout changed: bump PYSTROBE_ABI_VERSION");
 /* ==== end of CPython frame walking ======================================= */
 
-/* ==== Accounting (issue 4) =============================================
+/* ==== Accounting ======================================================
  * Owned by bpf/accounting.bpf.c (kernel side) and daemon/accounting/
  * (userspace). Counters start at zero when accounting is attached, so a
  * reader gets figures for exactly the window it watched; a task created

@@ -297,7 +297,7 @@ SamplerCounters BpfSampler::ReadCounters() const {
   return counters;
 }
 
-// ---- Accounting (issue 4) --------------------------------------------------
+// ---- Accounting ------------------------------------------------------------
 
 absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
   // Tasks born from now on count from zero; older ones from their first event.

@@ -114,7 +114,7 @@ class BpfSampler {
   // Walks their keys: call it every few seconds, not per sample.
   std::vector<MapFill> ReadMapFill() const;
 
-  // ---- Accounting (issue 4): per-process and per-thread counters. --------
+  // ---- Accounting: per-process and per-thread counters. ------------------
   // The maps bpf/accounting.bpf.c fills; AccountingReader reads them.
   struct AccountingMaps {
     const bpf_map* threads;       // tid -> pystrobe_thread_counters (+ kernel state)
