@@ -84,7 +84,7 @@ Options:
   -p, --pid PID        watch a running process
   -d, --duration SECS  how long to watch it (required with --pid)
   --json               print one JSON object instead of text
-  -r, --rate HZ        sampling rate for the stacks (default 199)
+  -r, --rate HZ        mean sampling rate for the stacks (default 199)
   --syscalls           also trace each read/write-family syscall (socket calls,
                        time entry to exit); slows every syscall on the host
   --no-offcpu-stacks   on-CPU stacks only: no stack walk at each context switch
@@ -148,7 +148,7 @@ Options:
   --once               print one screen after one interval and exit
   -i, --interval SECS  refresh interval (default 1)
   -n, --rows N         rows shown (default 20)
-  -r, --rate HZ        sampling rate for the Python functions (default 49)
+  -r, --rate HZ        mean sampling rate for the Python functions (default 49)
   --no-daemon          measure here even when a pystrobe daemon runs (by default
                        top is asked of it, over its socket)
   --socket PATH        the daemon's socket (default /run/pystrobe/pystrobe.sock)

@@ -83,7 +83,9 @@ Targets (one kind; the whole system when none is given):
   -a, --all            profile every process on the system
 
 Options:
-  -r, --rate HZ        samples per second on each CPU (1 to 1000, default 99)
+  -r, --rate HZ        mean samples per second on each CPU (1 to 1000, default
+                       99); each CPU's instants are random, so that no periodic
+                       program is sampled at the same phase of its cycle
   -d, --duration SECS  stop after SECS seconds (default: when the target exits,
                        or on Ctrl-C / SIGTERM; the profile is written either way)
   -f, --format FMT     svg (default), folded, pprof (.pb.gz) or speedscope

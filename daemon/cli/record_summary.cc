@@ -42,6 +42,12 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
     absl::StrAppend(&text, "pystrobe: off CPU: ", kernel.offcpu_sent, " intervals, ",
                     Dropped(kernel, PYSTROBE_DROP_OFFCPU_STORAGE), "\n");
   }
+  if (kernel.period_redraws_failed > 0) {
+    absl::StrAppend(&text, "pystrobe: the kernel refused ", kernel.period_redraws_failed, " of ",
+                    kernel.period_redraws + kernel.period_redraws_failed,
+                    " redraws of a CPU's sampling period; those CPUs kept their previous period "
+                    "a while\n");
+  }
   if (totals.samples_without_gil > 0) {
     absl::StrAppend(&text, "pystrobe: --gil left out ", totals.samples_without_gil,
                     " samples of threads not holding the GIL\n");

@@ -266,6 +266,10 @@ absl::Status BpfSampler::Drain() {
 }
 
 void BpfSampler::Detach() {
+  if (sampling_clock_ != nullptr) {
+    detached_redraws_.set += sampling_clock_->redraws();
+    detached_redraws_.failed += sampling_clock_->failed_redraws();
+  }
   sampling_clock_.reset();  // before the events it sets
   for (bpf_link* link : links_) bpf_link__destroy(link);
   links_.clear();
@@ -294,6 +298,12 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.offcpu_sent = samples[PYSTROBE_COUNT_OFFCPU_SENT];
   counters.python_at_exec = samples[PYSTROBE_COUNT_PYTHON_AT_EXEC];
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
+  counters.period_redraws = detached_redraws_.set;
+  counters.period_redraws_failed = detached_redraws_.failed;
+  if (sampling_clock_ != nullptr) {
+    counters.period_redraws += sampling_clock_->redraws();
+    counters.period_redraws_failed += sampling_clock_->failed_redraws();
+  }
   return counters;
 }
 

@@ -59,6 +59,10 @@ struct SamplerCounters {
   uint64_t offcpu_sent = 0;        // off-CPU intervals sent
   // Per kernel drop reason (see kDropReasons in drop_reasons.h).
   std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
+  // The sampling clock's redraws of a CPU's period, and those the kernel
+  // refused (that CPU kept its previous period until the next redraw).
+  uint64_t period_redraws = 0;
+  uint64_t period_redraws_failed = 0;
 };
 
 class BpfSampler {
@@ -152,6 +156,11 @@ class BpfSampler {
   pystrobe_sampler* skeleton_;
   std::optional<CpuClockEvents> events_;
   std::unique_ptr<SamplingClock> sampling_clock_;  // redraws events_'s periods
+  // The redraws of clocks already stopped, still counted.
+  struct {
+    uint64_t set = 0;
+    uint64_t failed = 0;
+  } detached_redraws_;
   std::vector<bpf_link*> links_;
   // AttachPythonGcProbes' result per file (device, inode).
   std::map<std::pair<uint64_t, uint64_t>, absl::Status> gc_probes_;

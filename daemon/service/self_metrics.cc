@@ -81,6 +81,13 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
           static_cast<double>(health.python_codes_from_copies));
   counter("pystrobe_offcpu_intervals_total", "Off-CPU intervals sent with their stacks.",
           static_cast<double>(s.offcpu_sent));
+  families.push_back(CounterFamily(
+      "pystrobe_sampling_period_redraws_total",
+      "Random redraws of a CPU's sampling period, by outcome; a failed one leaves that CPU at "
+      "its previous period until the next."));
+  AddSample(families.back(), static_cast<double>(s.period_redraws), with({{"outcome", "set"}}));
+  AddSample(families.back(), static_cast<double>(s.period_redraws_failed),
+            with({{"outcome", "failed"}}));
 
   families.push_back(CounterFamily(
       "pystrobe_dropped_total",

@@ -63,7 +63,10 @@ TEST(RecordSummaryTest, EveryKernelDropReasonIsPrintedWithItsOwnCount) {
 }
 
 TEST(RecordSummaryTest, TextIsTheOneScriptsRead) {
-  EXPECT_EQ(RecordSummary(DistinctDrops(), SomeTotals(), absl::Milliseconds(2049), 99),
+  SamplerCounters kernel = DistinctDrops();
+  kernel.period_redraws = 90;
+  kernel.period_redraws_failed = 2;
+  EXPECT_EQ(RecordSummary(kernel, SomeTotals(), absl::Milliseconds(2049), 99),
             "pystrobe: 400 samples of 4 processes in 2.0 s at 99 Hz\n"
             "pystrobe: lost 1000 samples (ring buffer full), 5 malformed records, 1003 process "
             "events; stack reads failed: 1001 kernel, 1002 user\n"
@@ -72,6 +75,8 @@ TEST(RecordSummaryTest, TextIsTheOneScriptsRead) {
             "named from the kernel's copies, 2 processes known from their exec, 1007 code "
             "object copies lost\n"
             "pystrobe: off CPU: 7 intervals, 1006 stacks that could not be kept\n"
+            "pystrobe: the kernel refused 2 of 92 redraws of a CPU's sampling period; those CPUs "
+            "kept their previous period a while\n"
             "pystrobe: --gil left out 9 samples of threads not holding the GIL\n");
 }
 
