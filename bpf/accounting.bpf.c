@@ -26,6 +26,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
 
+#include "compat.bpf.h"
 #include "offcpu.bpf.h"
 #include "pystrobe_abi.h"
 #include "python_process.bpf.h"
@@ -331,19 +332,18 @@ static __always_inline __u32 syscall_family(long id, __u32 *counts_bytes)
 
 /*
  * The read/write family of the syscall the current thread is in, from its
- * saved user registers. orig_ax also holds an exception's error code (a
- * user page fault on code is 0x14, writev's number); the syscall
- * instruction leaves the return address in rcx, which the entry code saves
- * beside ip, so a syscall has cx == ip and an exception almost never does.
+ * saved user registers. The syscall number's slot also holds an exception's
+ * error code (a user page fault on code is 0x14, writev's number), which
+ * compat_regs_from_syscall() tells apart.
  */
 static __always_inline __u32 current_syscall_family(void)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs = compat_current_user_regs();
 	__u32 counts_bytes;
 	__u32 family;
 
-	family = syscall_family(BPF_CORE_READ(regs, orig_ax), &counts_bytes);
-	if (family != SYSCALL_OTHER && BPF_CORE_READ(regs, cx) != BPF_CORE_READ(regs, ip))
+	family = syscall_family(compat_syscall_nr(regs), &counts_bytes);
+	if (family != SYSCALL_OTHER && !compat_regs_from_syscall(regs))
 		return SYSCALL_OTHER;
 	return family;
 }
@@ -351,10 +351,9 @@ static __always_inline __u32 current_syscall_family(void)
 SEC("raw_tp/sched_switch")
 int acct_switch(struct bpf_raw_tracepoint_args *ctx)
 {
-	bool preempt = (bool)ctx->args[0];
 	struct task_struct *prev = (struct task_struct *)ctx->args[1];
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
-	unsigned int prev_state = (unsigned int)ctx->args[3];
+	__u32 reason = sched_switch_offcpu_reason(ctx);
 	struct offcpu_interval interval;
 	struct acct_thread_state *s;
 	struct acct_refs refs;
@@ -366,7 +365,7 @@ int acct_switch(struct bpf_raw_tracepoint_args *ctx)
 		take_task_deltas(prev, &refs);
 		if (refs.thread) {
 			s = &refs.thread->state;
-			offcpu_switch_out(&s->offcpu, preempt, prev_state, now);
+			offcpu_switch_out(&s->offcpu, reason, now);
 			s->offcpu_syscall = SYSCALL_OTHER;
 			if (s->offcpu.reason != PYSTROBE_OFFCPU_RUNQUEUE)
 				s->offcpu_syscall = current_syscall_family();
@@ -494,7 +493,7 @@ int acct_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u32 family, counts_bytes;
 	__u64 elapsed;
 
-	family = syscall_family(BPF_CORE_READ(regs, orig_ax), &counts_bytes);
+	family = syscall_family(compat_syscall_nr(regs), &counts_bytes);
 	if (family == SYSCALL_OTHER)
 		return 0;
 	task = (struct task_struct *)bpf_get_current_task();
@@ -536,33 +535,61 @@ int acct_bio_queue(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* --- CPython GC, through the interpreter's USDT probes ----------------------- */
+/* --- CPython GC: USDT probes where the interpreter has them, else uprobes --- */
 
-SEC("usdt")
-int BPF_USDT(acct_gc_start, int generation)
+static __always_inline void acct_gc_begin(void)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct acct_refs refs;
 
 	if (acct_lookup(task, true, &refs) && refs.thread)
 		refs.thread->state.gc_start_ns = bpf_ktime_get_ns();
-	return 0;
 }
 
-SEC("usdt")
-int BPF_USDT(acct_gc_done, long collected)
+static __always_inline void acct_gc_end(void)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct acct_refs refs;
 	__u64 start;
 
 	if (!acct_lookup(task, false, &refs) || !refs.thread)
-		return 0;
+		return;
 	start = refs.thread->state.gc_start_ns;
 	refs.thread->state.gc_start_ns = 0;
 	if (!start)
-		return 0;
+		return;
 	ACCT_ADD(&refs, gc_ns, bpf_ktime_get_ns() - start);
 	ACCT_ADD(&refs, gc_collections, 1);
+}
+
+/* Interpreters built --with-dtrace (Debian's): python:gc__start/gc__done. */
+SEC("usdt")
+int BPF_USDT(acct_gc_start, int generation)
+{
+	acct_gc_begin();
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(acct_gc_done, long collected)
+{
+	acct_gc_end();
+	return 0;
+}
+
+/* The others (pyenv's, most source builds): entry and return of the function
+ * that runs one collection, which the USDT probes bracket (gc_collect_main
+ * in 3.10 to 3.13, collect in 3.9); the loader finds it in the symbols. */
+SEC("uprobe")
+int acct_gc_collect_entry(struct pt_regs *ctx)
+{
+	acct_gc_begin();
+	return 0;
+}
+
+SEC("uretprobe")
+int acct_gc_collect_return(struct pt_regs *ctx)
+{
+	acct_gc_end();
 	return 0;
 }

@@ -9,6 +9,7 @@
 
 #ifdef __BPF__
 /* vmlinux.h supplies the __u* types on the BPF side. */
+#include "vmlinux.h"
 #else
 #include <linux/types.h>
 #endif
@@ -135,27 +136,42 @@ struct pystrobe_process_event {
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_event) == 32,
 		    "pystrobe_process_event layout changed: bump PYSTROBE_ABI_VERSION");
 
+/*
+ * The drop reasons: the one list every other is made from (the kernel enum
+ * below, SamplerCounters::dropped, the reason labels of pystrobe_dropped_total
+ * and the words of `record`'s summary). A row is
+ *   X(NAME, metric label, summary words)
+ * and its position is the index in map `drop_counters`: append, never reorder.
+ * The labels and words are what users and scripts read: keep them as they are.
+ */
+#define PYSTROBE_DROP_REASONS(X)                                                                   \
+	/* The ring buffer was full: the sample is lost. */                                        \
+	X(RINGBUF_FULL, "ringbuf_full", "samples (ring buffer full)")                              \
+	/* bpf_get_stack failed on the kernel stack (sample kept without it). */                   \
+	X(KERNEL_STACK, "kernel_stack_failed", "kernel")                                           \
+	/* bpf_get_stack failed on the user stack (sample kept without it). */                     \
+	X(USER_STACK, "user_stack_failed", "user")                                                 \
+	/* A process event could not be sent. */                                                   \
+	X(PROCESS_EVENT, "process_event_lost", "process events")                                   \
+	/* A CPython walk stopped on a failed read of the target's memory. */                      \
+	X(PYTHON_READ, "python_read_failed", "walks cut by failed reads")                          \
+	/* A CPython process's thread had no PyThreadState we could find. */                       \
+	X(PYTHON_NO_THREAD_STATE, "python_no_thread_state", "threads without a thread state")      \
+	/* An off-CPU stack could not be kept until the thread came back. */                       \
+	X(OFFCPU_STORAGE, "offcpu_storage_failed", "stacks that could not be kept")                \
+	/* A code object's copy was not sent (the ring buffer too full); userspace                 \
+	 * reads the object itself if its process still lives. */                                  \
+	X(PYTHON_CODE, "python_code_copy_lost", "code object copies lost")
+
 /* Indices of the per-CPU drop counters (map `drop_counters`). */
+/* clang-format off */
 enum pystrobe_drop_reason {
-	/* The ring buffer was full: the sample is lost. */
-	PYSTROBE_DROP_RINGBUF_FULL = 0,
-	/* bpf_get_stack failed on the kernel stack (sample kept without it). */
-	PYSTROBE_DROP_KERNEL_STACK = 1,
-	/* bpf_get_stack failed on the user stack (sample kept without it). */
-	PYSTROBE_DROP_USER_STACK = 2,
-	/* A process event could not be sent. */
-	PYSTROBE_DROP_PROCESS_EVENT = 3,
-	/* A CPython walk stopped on a failed read of the target's memory. */
-	PYSTROBE_DROP_PYTHON_READ = 4,
-	/* A CPython process's thread had no PyThreadState we could find. */
-	PYSTROBE_DROP_PYTHON_NO_THREAD_STATE = 5,
-	/* An off-CPU stack could not be kept until the thread came back. */
-	PYSTROBE_DROP_OFFCPU_STORAGE = 6,
-	/* A code object's copy was not sent (the ring buffer too full); userspace
-	 * reads the object itself if its process still lives. */
-	PYSTROBE_DROP_PYTHON_CODE = 7,
-	PYSTROBE_DROP_REASON_COUNT = 8,
+#define PYSTROBE_DROP_ENUMERATOR(name, label, words) PYSTROBE_DROP_##name,
+	PYSTROBE_DROP_REASONS(PYSTROBE_DROP_ENUMERATOR)
+#undef PYSTROBE_DROP_ENUMERATOR
+	PYSTROBE_DROP_REASON_COUNT,
 };
+/* clang-format on */
 
 /* Indices of the per-CPU activity counters (map `sample_counters`). */
 enum pystrobe_sample_counter {
@@ -181,7 +197,7 @@ enum pystrobe_sample_counter {
 	PYSTROBE_SAMPLE_COUNTER_COUNT = 9,
 };
 
-/* ==== CPython frame walking (issue 3) ===================================
+/* ==== CPython frame walking ===========================================
  * Owned by daemon/python/. Filled by the daemon (PythonInterpreterFinder)
  * from its verified per-version tables or, on 3.13+, from the interpreter's
  * own _Py_DebugOffsets, and handed to the kernel walker per process.
@@ -417,7 +433,7 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_code_event) ==
 		    "pystrobe_python_code_event layout changed: bump PYSTROBE_ABI_VERSION");
 /* ==== end of CPython frame walking ======================================= */
 
-/* ==== Accounting (issue 4) =============================================
+/* ==== Accounting ======================================================
  * Owned by bpf/accounting.bpf.c (kernel side) and daemon/accounting/
  * (userspace). Counters start at zero when accounting is attached, so a
  * reader gets figures for exactly the window it watched; a task created

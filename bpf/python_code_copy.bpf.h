@@ -15,8 +15,15 @@
 #ifndef PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
 #define PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
 
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
 #include "pystrobe_abi.h"
 #include "python_process.bpf.h"
+#include "python_stack.bpf.h"
+#include "sampler_output.bpf.h"
 
 /* A process is young, and has its code objects sent, for this long after it
  * started: userspace finds a new process at its first sample, within tens of

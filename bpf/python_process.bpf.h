@@ -9,8 +9,12 @@
 #ifndef PYSTROBE_BPF_PYTHON_PROCESS_BPF_H_
 #define PYSTROBE_BPF_PYTHON_PROCESS_BPF_H_
 
-#include <bpf/bpf_core_read.h>
+#include "vmlinux.h"
 
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "compat.bpf.h"
 #include "pystrobe_abi.h"
 
 /*
@@ -67,10 +71,10 @@ static __always_inline bool waiting_for_gil(__u32 tgid)
 	proc = bpf_map_lookup_elem(&python_processes, &tgid);
 	if (!proc || proc->offsets.gil_cond == PYSTROBE_PY_OFFSET_NONE)
 		return false;
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	if (BPF_CORE_READ(regs, orig_ax) != 202 /* __NR_futex, x86_64 */)
+	regs = compat_current_user_regs();
+	if (compat_syscall_nr(regs) != COMPAT_NR_FUTEX)
 		return false;
-	uaddr = BPF_CORE_READ(regs, di);
+	uaddr = compat_syscall_arg1(regs);
 	gil = python_gil_address(proc);
 	return gil != 0 && uaddr >= gil + proc->offsets.gil_cond &&
 	       uaddr < gil + proc->offsets.gil_cond + PYTHON_GIL_WAIT_SPAN;

@@ -11,7 +11,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "compat.bpf.h"
+#include "offcpu.bpf.h"
 #include "pystrobe_abi.h"
+#include "sampler_output.bpf.h"
 #include "targets.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -21,15 +24,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u8 python_native_stacks = 0;
 /* Set by the loader (--subprocesses): children of targets become targets. */
 const volatile __u8 follow_children = 0;
-
-/*
- * Sample and process-event records for userspace. 8 MiB holds about 4000
- * full-depth samples: seconds of headroom at 1000 Hz on many CPUs.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
-} events SEC(".maps");
 
 /* A sample and the bytes of it to send: the unit the scratch space and the
  * off-CPU map hold. */
@@ -49,22 +43,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sample_slot);
 } sample_scratch SEC(".maps");
-
-/* Why records or stacks were lost. Key: enum pystrobe_drop_reason. Per CPU. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, PYSTROBE_DROP_REASON_COUNT);
-	__type(key, __u32);
-	__type(value, __u64);
-} drop_counters SEC(".maps");
-
-/* What happened to samples. Key: enum pystrobe_sample_counter. Per CPU. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, PYSTROBE_SAMPLE_COUNTER_COUNT);
-	__type(key, __u32);
-	__type(value, __u64);
-} sample_counters SEC(".maps");
 
 static __always_inline struct sample_slot *current_slot(void)
 {
@@ -143,22 +121,6 @@ static __always_inline __u64 first_sample_flags(__u32 tgid)
 	return sample_output_flags();
 }
 
-static __always_inline void count_drop(__u32 reason)
-{
-	__u64 *value = bpf_map_lookup_elem(&drop_counters, &reason);
-
-	if (value)
-		*value += 1;
-}
-
-static __always_inline void count_sample(__u32 counter)
-{
-	__u64 *value = bpf_map_lookup_elem(&sample_counters, &counter);
-
-	if (value)
-		*value += 1;
-}
-
 #include "python_code_copy.bpf.h"
 
 /*
@@ -207,11 +169,8 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		/* A CPython process's Python stack replaces its interpreter's
 		 * frames; without --native only the native leaf is shown (as
 		 * [native] when outside the interpreter), so only it is read. */
-		struct pt_regs *regs =
-		    (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-
 		sample->data[(kernel_bytes / sizeof(__u64)) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
-		    BPF_CORE_READ(regs, ip);
+		    compat_user_ip(compat_current_user_regs());
 		user_bytes = sizeof(__u64);
 	} else {
 		user_bytes =
@@ -339,37 +298,26 @@ struct {
 	__type(value, struct sample_slot);
 } offcpu_stacks SEC(".maps");
 
-static __always_inline __u32 offcpu_reason(unsigned int prev_state)
-{
-	/* TASK_RUNNING 0, TASK_INTERRUPTIBLE 1, TASK_UNINTERRUPTIBLE 2. */
-	switch (prev_state & 0xff) {
-	case 0:
-		return PYSTROBE_OFFCPU_RUNQUEUE;
-	case 2:
-		return PYSTROBE_OFFCPU_IO;
-	}
-	return PYSTROBE_OFFCPU_SLEEP;
-}
-
 /*
  * On each context switch: the thread leaving gets its stack kept, with the
  * time and why it left; the thread arriving, if it has a stack kept, sends
  * it weighted by how long it was away.
- * Args: (bool preempt, struct task_struct *prev, struct task_struct *next,
- * unsigned int prev_state).
+ * Args: (bool preempt, struct task_struct *prev, struct task_struct *next
+ * [, unsigned int prev_state since 5.18: see compat.bpf.h]).
  */
 SEC("raw_tp/sched_switch")
 int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
-	unsigned int prev_state = (unsigned int)ctx->args[3];
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct sample_slot *kept, *leaving;
 	__u32 next_tid, tid = (__u32)pid_tgid;
+	__u32 reason;
 	__u64 size;
 
 	if (!offcpu_enabled)
 		return 0;
+	reason = sched_switch_offcpu_reason(ctx);
 
 	/* The arriving thread: send what it left behind. */
 	next_tid = BPF_CORE_READ(next, pid);
@@ -394,7 +342,7 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	leaving->sample.kind = PYSTROBE_EVENT_OFFCPU;
 	leaving->size = fill_sample(ctx, &leaving->sample, pid_tgid, true);
-	leaving->sample.offcpu_reason = offcpu_reason(prev_state);
+	leaving->sample.offcpu_reason = reason;
 	if (leaving->sample.offcpu_reason == PYSTROBE_OFFCPU_SLEEP &&
 	    waiting_for_gil(pid_tgid >> 32))
 		leaving->sample.offcpu_reason = PYSTROBE_OFFCPU_GIL;

@@ -8,6 +8,11 @@
 #ifndef PYSTROBE_BPF_TARGETS_BPF_H_
 #define PYSTROBE_BPF_TARGETS_BPF_H_
 
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
 /* Set by the loader before load: non-zero keeps only processes in target_pids
  * (or, with filter_cgroups, in target_cgroups). */
 const volatile __u8 filter_pids __weak = 0;

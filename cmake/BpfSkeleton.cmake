@@ -21,6 +21,31 @@ function(pystrobe_generate_vmlinux_h out_dir)
     VERBATIM)
 endfunction()
 
+# How every BPF source is compiled (and each header alone, below).
+set(PYSTROBE_BPF_CFLAGS -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror)
+
+# pystrobe_add_bpf_header_tests(HEADERS <x.bpf.h>... [INCLUDE_DIRS dirs...])
+# One test per header, named bpf_header_<name>: the header compiles on its own,
+# as the first thing a BPF source includes, with the flags of the real build.
+# A header that leans on what its includer happened to define fails here.
+# Needs vmlinux.h, which building pystrobe generates.
+function(pystrobe_add_bpf_header_tests)
+  cmake_parse_arguments(ARG "" "" "HEADERS;INCLUDE_DIRS" ${ARGN})
+  set(include_flags "-I${CMAKE_BINARY_DIR}/bpf")
+  foreach(dir ${ARG_INCLUDE_DIRS})
+    list(APPEND include_flags "-I${dir}")
+  endforeach()
+  foreach(header_file ${ARG_HEADERS})
+    get_filename_component(header "${header_file}" ABSOLUTE BASE_DIR "${CMAKE_SOURCE_DIR}")
+    get_filename_component(name "${header_file}" NAME)
+    string(REGEX REPLACE "(\\.bpf)?\\.h$" "" name "${name}")
+    add_test(NAME bpf_header_${name}
+             COMMAND ${BPF_CLANG} ${PYSTROBE_BPF_CFLAGS} ${include_flags} -fsyntax-only
+                     -include "${header}" -x c /dev/null)
+    set_tests_properties(bpf_header_${name} PROPERTIES LABELS unit)
+  endforeach()
+endfunction()
+
 # pystrobe_add_bpf_skeleton(TARGET <target> SOURCES <a.bpf.c>... NAME <skel name>
 #                           [INCLUDE_DIRS dirs...])
 # Compiles each source, links the objects into one BPF object (bpftool gen
@@ -44,7 +69,7 @@ function(pystrobe_add_bpf_skeleton)
     set(object "${out_dir}/${stem}.bpf.o")
     add_custom_command(
       OUTPUT "${object}"
-      COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror
+      COMMAND ${BPF_CLANG} ${PYSTROBE_BPF_CFLAGS}
               ${include_flags} -MD -MF "${object}.d" -c "${source}" -o "${object}"
       DEPENDS "${source}" "${out_dir}/vmlinux.h"
       DEPFILE "${object}.d"

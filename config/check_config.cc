@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "config/config_loader.h"
@@ -35,20 +36,18 @@ int CheckConfig(const std::string& path, const ConfigOverrides& overrides) {
   return kCheckOk;
 }
 
-int NotYetImplemented() {
-  fputs(
-      "pystrobe daemon: not yet implemented except --check-config\n"
-      "usage: pystrobe daemon --check-config FILE [--rate HZ] [--window SECONDS]\n"
-      "                       [--profile-dir DIR] [--prometheus-listen HOST:PORT]\n",
-      stderr);
+constexpr char kUsage[] =
+    "usage: pystrobe daemon --check-config FILE [--rate HZ] [--window SECONDS]\n"
+    "                       [--profile-dir DIR] [--prometheus-listen HOST:PORT]\n";
+
+int UsageError(const std::string& message) {
+  fprintf(stderr, "pystrobe daemon: %s\n%s", message.c_str(), kUsage);
   return kCheckUnreadable;
 }
 
 }  // namespace
 
-int RunCheckConfig(const std::string& path) { return CheckConfig(path, ConfigOverrides{}); }
-
-int RunDaemonCheckOnlyCommand(const std::vector<std::string>& args) {
+int RunDaemonCheckConfigCommand(const std::vector<std::string>& args) {
   std::optional<std::string> path;
   ConfigOverrides overrides;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -69,10 +68,12 @@ int RunDaemonCheckOnlyCommand(const std::vector<std::string>& args) {
       fprintf(stderr, "pystrobe daemon: %s\n", std::string(is_override.status().message()).c_str());
       return kCheckUnreadable;
     }
-    if (!*is_override) return NotYetImplemented();
+    if (!*is_override) {
+      return UsageError(absl::StrCat(args[i], " cannot be checked with --check-config"));
+    }
     if (consumed_next) ++i;
   }
-  if (!path) return NotYetImplemented();
+  if (!path) return UsageError("--check-config needs a FILE");
   return CheckConfig(*path, overrides);
 }
 

@@ -7,16 +7,13 @@
 
 namespace pystrobe {
 
-// Validates the file: prints "FILE: OK" to stdout and returns 0, or prints
-// every error (one per line, "FILE:LINE:COLUMN: KEY: MESSAGE") to stderr and
-// returns 1. Returns 2 when the file cannot be read.
-int RunCheckConfig(const std::string& path);
-
-// The `pystrobe daemon` subcommand until the daemon exists: only
-// `--check-config FILE` (optionally with the override flags --rate, --window,
-// --profile-dir, --prometheus-listen, which are then validated too). Anything
-// else prints that the daemon is not yet implemented and returns 2.
-int RunDaemonCheckOnlyCommand(const std::vector<std::string>& args);
+// `pystrobe daemon --check-config FILE`, with the daemon's other arguments
+// (--config and --socket taken out): validates the file, and the override
+// flags --rate, --window, --profile-dir and --prometheus-listen when given.
+// Prints "FILE: OK" to stdout and returns 0, or prints every error (one per
+// line, "FILE:LINE:COLUMN: KEY: MESSAGE") to stderr and returns 1. Returns 2
+// when the file cannot be read or an argument is not one of those flags.
+int RunDaemonCheckConfigCommand(const std::vector<std::string>& args);
 
 }  // namespace pystrobe
 

@@ -151,7 +151,7 @@ std::string StatReportText(const StatReport& r) {
                        f.voluntary_switches, f.involuntary_switches));
   line("GC", r.gc_measured
                  ? absl::StrFormat("%10.3f s, %d collections", f.gc_seconds, f.gc_collections)
-                 : std::string("         - (no python:gc__* probes)"));
+                 : std::string("         - (no GC probes in this interpreter)"));
   absl::StrAppend(&out, "\nverdict: ", r.verdict.name, "\n  ", r.verdict.evidence, "\n\n");
   if (r.stacks.empty()) {
     absl::StrAppend(&out, "stacks: ", r.stacks_note.empty() ? "none sampled" : r.stacks_note, "\n");

@@ -121,7 +121,7 @@ absl::StatusOr<DaemonArgs> ParseDaemonArgs(const std::vector<std::string>& args)
       parsed.help = true;
       continue;
     }
-    // --check-config FILE or --check-config=FILE; RunDaemonCheckOnlyCommand
+    // --check-config FILE or --check-config=FILE; RunDaemonCheckConfigCommand
     // reads the file from the arguments itself.
     if (arg == "--check-config") {
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("--check-config needs a FILE");
@@ -448,7 +448,7 @@ int RunDaemonCommand(const std::vector<std::string>& args) {
       if (absl::StartsWith(args[i], "--socket=")) continue;
       check_args.push_back(args[i]);
     }
-    return RunDaemonCheckOnlyCommand(check_args);
+    return RunDaemonCheckConfigCommand(check_args);
   }
   std::error_code ignored;
   if (!parsed->config_path && std::filesystem::exists(kDefaultConfigPath, ignored)) {

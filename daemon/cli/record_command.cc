@@ -19,6 +19,7 @@
 #include "daemon/cli/command_lifecycle.h"
 #include "daemon/cli/control_client.h"
 #include "daemon/cli/record_options.h"
+#include "daemon/cli/record_summary.h"
 #include "daemon/cli/target_launcher.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/loader/capabilities.h"
@@ -59,47 +60,16 @@ std::string TargetDescription(const RecordOptions& options) {
 
 void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl::Duration elapsed,
                   int rate_hz) {
-  fprintf(stderr, "pystrobe: %llu samples of %zu processes in %.1f s at %d Hz\n",
-          static_cast<unsigned long long>(recorder.samples()), recorder.processes().process_count(),
-          absl::ToDoubleSeconds(elapsed), rate_hz);
-  fprintf(stderr,
-          "pystrobe: lost %llu samples (ring buffer full), %llu malformed records, "
-          "%llu process events; stack reads failed: %llu kernel, %llu user\n",
-          static_cast<unsigned long long>(kernel.lost_ringbuf_full),
-          static_cast<unsigned long long>(recorder.malformed_records()),
-          static_cast<unsigned long long>(kernel.process_events_lost),
-          static_cast<unsigned long long>(kernel.kernel_stack_failed),
-          static_cast<unsigned long long>(kernel.user_stack_failed));
-  if (recorder.processes().python_processes() > 0) {
-    fprintf(stderr,
-            "pystrobe: Python: %zu processes, %llu samples walked, %llu truncated, "
-            "%llu walks cut by failed reads, %llu threads without a thread state, "
-            "%zu code objects unreadable, %zu named from the kernel's copies, "
-            "%llu processes known from their exec\n",
-            recorder.processes().python_processes(),
-            static_cast<unsigned long long>(kernel.python_walked),
-            static_cast<unsigned long long>(kernel.python_truncated),
-            static_cast<unsigned long long>(kernel.python_read_failed),
-            static_cast<unsigned long long>(kernel.python_no_thread_state),
-            recorder.python_codes().read_errors(), recorder.python_codes().read_from_copies(),
-            static_cast<unsigned long long>(kernel.python_at_exec));
-  }
-  if (kernel.offcpu_sent > 0 || kernel.offcpu_storage_failed > 0) {
-    fprintf(stderr, "pystrobe: off CPU: %llu intervals, %llu stacks that could not be kept\n",
-            static_cast<unsigned long long>(kernel.offcpu_sent),
-            static_cast<unsigned long long>(kernel.offcpu_storage_failed));
-  }
-  if (kernel.period_redraws_failed > 0) {
-    fprintf(stderr,
-            "pystrobe: the kernel refused %llu of %llu redraws of a CPU's sampling period; "
-            "those CPUs kept their previous period a while\n",
-            static_cast<unsigned long long>(kernel.period_redraws_failed),
-            static_cast<unsigned long long>(kernel.period_redraws + kernel.period_redraws_failed));
-  }
-  if (recorder.samples_without_gil() > 0) {
-    fprintf(stderr, "pystrobe: --gil left out %llu samples of threads not holding the GIL\n",
-            static_cast<unsigned long long>(recorder.samples_without_gil()));
-  }
+  RecordTotals totals = {
+      .samples = recorder.samples(),
+      .processes = recorder.processes().process_count(),
+      .python_processes = recorder.processes().python_processes(),
+      .malformed_records = recorder.malformed_records(),
+      .python_codes_unreadable = recorder.python_codes().read_errors(),
+      .python_codes_from_copies = recorder.python_codes().read_from_copies(),
+      .samples_without_gil = recorder.samples_without_gil(),
+  };
+  fputs(RecordSummary(kernel, totals, elapsed, rate_hz).c_str(), stderr);
 }
 
 // Opens, configures and loads the sampler, with `targets` in its filter.

@@ -129,7 +129,9 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
               : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe")).string();
   bool gc_measured = false;
   if (!binary.empty()) {
-    absl::Status gc = sampler.AttachPythonGcProbes(static_cast<int>(pid), binary);
+    // The executable's own probes, from its first collection; an interpreter
+    // in a libpython gets them when discovery finds it.
+    absl::Status gc = sampler.AttachPythonGcProbes(binary);
     gc_measured = gc.ok();
     if (!gc.ok() && gc.code() != absl::StatusCode::kNotFound && options.verbose) {
       fprintf(stderr, "pystrobe stat: no GC time: %s\n", std::string(gc.message()).c_str());
@@ -137,7 +139,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   }
   absl::StatusOr<KernelSymbolizer> kernel_symbols = KernelSymbolizer::FromFile();
   SharedModuleSymbolizer native_symbols;
-  KernelPythonDiscovery python_discovery(&sampler);
+  KernelPythonDiscovery python_discovery(&sampler, /*gc_probes=*/true);
   Recorder recorder(&native_symbols, &python_discovery,
                     RecorderOptions{.mean_period_ns = MeanPeriodNs(options.rate_hz)});
   SampleTally tally;
@@ -191,7 +193,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   report.comm = process.comm;
   report.duration_seconds = absl::ToDoubleSeconds(elapsed);
   report.figures = FiguresFrom(process.raw);
-  report.gc_measured = gc_measured;
+  report.gc_measured = gc_measured || python_discovery.GcMeasured(pid);
   report.syscalls = options.syscalls;
   report.threads = process.threads;
   report.exited = process.exited || (command && command->exited());

@@ -37,7 +37,6 @@ namespace {
 // between rather than waiting in epoll, so the records it reads do not wake
 // it (and preempt the threads they describe) one by one.
 constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
-constexpr char kSystemPython[] = "/usr/bin/python3.11";
 
 int Fail(const absl::Status& status) {
   fprintf(stderr, "pystrobe top: %s\n", std::string(status.message()).c_str());
@@ -86,20 +85,9 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
     if (absl::Status s = sampler.AddTargetPid(*options.pid); !s.ok()) return Fail(s);
   }
   if (absl::Status s = sampler.AttachAccounting({}); !s.ok()) return Fail(s);
-  std::error_code ignored;
-  std::string python_binary =
-      options.pid
-          ? std::filesystem::read_symlink(absl::StrCat("/proc/", *options.pid, "/exe"), ignored)
-                .string()
-          : std::string(kSystemPython);
-  if (!python_binary.empty() && std::filesystem::exists(python_binary, ignored)) {
-    // GC time of the interpreters that have the probes (Debian's python3.11).
-    sampler.AttachPythonGcProbes(options.pid ? static_cast<int>(*options.pid) : -1, python_binary)
-        .IgnoreError();
-  }
-
+  // GC time of every CPython process found: its interpreter gets the probes.
   SharedModuleSymbolizer native_symbols;
-  KernelPythonDiscovery python_discovery(&sampler);
+  KernelPythonDiscovery python_discovery(&sampler, /*gc_probes=*/true);
   Recorder recorder(&native_symbols, &python_discovery,
                     RecorderOptions{.mean_period_ns = MeanPeriodNs(options.rate_hz)});
   absl::Status attached = sampler.Attach(

@@ -1,11 +1,14 @@
 #include "daemon/loader/bpf_sampler.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <vector>
@@ -34,6 +37,24 @@ absl::Status SumPerCpuCounters(const bpf_map* map, std::span<uint64_t> out) {
     for (uint64_t value : values) out[key] += value;
   }
   return absl::OkStatus();
+}
+
+// Whether this kernel's sched_switch tracepoint passes prev_state (Linux 5.18
+// and later: four arguments, see bpf/compat.bpf.h), from the arity of
+// btf_trace_sched_switch in its BTF. Assumes it does when the BTF cannot say.
+bool SchedSwitchHasPrevState() {
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (vmlinux == nullptr) return true;
+  bool has_prev_state = true;
+  int id = btf__find_by_name_kind(vmlinux, "btf_trace_sched_switch", BTF_KIND_TYPEDEF);
+  if (id > 0) {
+    // typedef -> pointer -> function prototype (void *, preempt, prev, next[, prev_state])
+    const btf_type* type = btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, id));
+    if (type != nullptr && btf_is_ptr(type)) type = btf__type_by_id(vmlinux, type->type);
+    if (type != nullptr && btf_is_func_proto(type)) has_prev_state = btf_vlen(type) >= 5;
+  }
+  btf__free(vmlinux);
+  return has_prev_state;
 }
 
 }  // namespace
@@ -67,6 +88,7 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->python_max_frames = static_cast<uint32_t>(config.python_max_frames);
   skeleton_->rodata->offcpu_enabled = config.offcpu ? 1 : 0;
   skeleton_->rodata->python_native_stacks = config.python_native_stacks ? 1 : 0;
+  skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
   offcpu_ = config.offcpu;
   return absl::OkStatus();
 }
@@ -268,27 +290,18 @@ int BpfSampler::HandleRecord(void* self, void* data, size_t size) {
 SamplerCounters BpfSampler::ReadCounters() const {
   SamplerCounters counters;
   uint64_t samples[PYSTROBE_SAMPLE_COUNTER_COUNT] = {};
-  uint64_t drops[PYSTROBE_DROP_REASON_COUNT] = {};
   // A counter that cannot be read stays zero; the map is ours and loaded.
   SumPerCpuCounters(skeleton_->maps.sample_counters, samples).IgnoreError();
-  SumPerCpuCounters(skeleton_->maps.drop_counters, drops).IgnoreError();
+  SumPerCpuCounters(skeleton_->maps.drop_counters, counters.dropped).IgnoreError();
   counters.taken = samples[PYSTROBE_COUNT_TAKEN];
   counters.idle = samples[PYSTROBE_COUNT_IDLE];
   counters.filtered = samples[PYSTROBE_COUNT_FILTERED];
   counters.sent = samples[PYSTROBE_COUNT_SENT];
-  counters.lost_ringbuf_full = drops[PYSTROBE_DROP_RINGBUF_FULL];
-  counters.kernel_stack_failed = drops[PYSTROBE_DROP_KERNEL_STACK];
-  counters.user_stack_failed = drops[PYSTROBE_DROP_USER_STACK];
-  counters.process_events_lost = drops[PYSTROBE_DROP_PROCESS_EVENT];
   counters.python_walked = samples[PYSTROBE_COUNT_PYTHON_WALKED];
   counters.python_truncated = samples[PYSTROBE_COUNT_PYTHON_TRUNCATED];
-  counters.python_read_failed = drops[PYSTROBE_DROP_PYTHON_READ];
-  counters.python_no_thread_state = drops[PYSTROBE_DROP_PYTHON_NO_THREAD_STATE];
   counters.offcpu_sent = samples[PYSTROBE_COUNT_OFFCPU_SENT];
   counters.python_at_exec = samples[PYSTROBE_COUNT_PYTHON_AT_EXEC];
-  counters.offcpu_storage_failed = drops[PYSTROBE_DROP_OFFCPU_STORAGE];
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
-  counters.python_codes_lost = drops[PYSTROBE_DROP_PYTHON_CODE];
   counters.period_redraws = detached_redraws_.set;
   counters.period_redraws_failed = detached_redraws_.failed;
   if (sampling_clock_ != nullptr) {
@@ -298,7 +311,7 @@ SamplerCounters BpfSampler::ReadCounters() const {
   return counters;
 }
 
-// ---- Accounting (issue 4) --------------------------------------------------
+// ---- Accounting ------------------------------------------------------------
 
 absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
   // Tasks born from now on count from zero; older ones from their first event.
@@ -325,9 +338,22 @@ absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
   return absl::OkStatus();
 }
 
-absl::Status BpfSampler::AttachPythonGcProbes(int pid, const std::string& binary) {
+absl::Status BpfSampler::AttachPythonGcProbes(const std::string& binary) {
+  struct stat file = {};
+  if (stat(binary.c_str(), &file) != 0) {
+    return absl::NotFoundError(absl::StrCat(binary, ": ", std::strerror(errno)));
+  }
+  auto [probes, first] = gc_probes_.try_emplace(
+      {static_cast<uint64_t>(file.st_dev), static_cast<uint64_t>(file.st_ino)});
+  if (!first) return probes->second;
+  probes->second = AttachGcUsdt(binary);
+  if (absl::IsNotFound(probes->second)) probes->second = AttachGcUprobes(binary);
+  return probes->second;
+}
+
+absl::Status BpfSampler::AttachGcUsdt(const std::string& binary) {
   LibbpfLog::Take();
-  bpf_link* start = bpf_program__attach_usdt(skeleton_->progs.acct_gc_start, pid, binary.c_str(),
+  bpf_link* start = bpf_program__attach_usdt(skeleton_->progs.acct_gc_start, -1, binary.c_str(),
                                              "python", "gc__start", nullptr);
   if (start == nullptr) {
     int err = -errno;
@@ -338,13 +364,42 @@ absl::Status BpfSampler::AttachPythonGcProbes(int pid, const std::string& binary
     return LibbpfError(err, absl::StrCat("attach python:gc__start of ", binary));
   }
   links_.push_back(start);
-  bpf_link* done = bpf_program__attach_usdt(skeleton_->progs.acct_gc_done, pid, binary.c_str(),
+  bpf_link* done = bpf_program__attach_usdt(skeleton_->progs.acct_gc_done, -1, binary.c_str(),
                                             "python", "gc__done", nullptr);
   if (done == nullptr) {
     return LibbpfError(-errno, absl::StrCat("attach python:gc__done of ", binary));
   }
   links_.push_back(done);
   return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachGcUprobes(const std::string& binary) {
+  // The function one collection runs in, by version: its entry and return
+  // bracket what gc__start and gc__done do. Found in the ELF symbol table,
+  // which pyenv's and most source builds keep.
+  for (const char* function : {"gc_collect_main", "collect"}) {
+    LibbpfLog::Take();
+    LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .func_name = function);
+    bpf_link* entry = bpf_program__attach_uprobe_opts(skeleton_->progs.acct_gc_collect_entry, -1,
+                                                      binary.c_str(), 0, &entry_opts);
+    if (entry == nullptr) {
+      int err = -errno;
+      LibbpfLog::Take();
+      if (err == -ENOENT) continue;
+      return LibbpfError(err, absl::StrCat("attach a uprobe on ", function, " in ", binary));
+    }
+    links_.push_back(entry);
+    LIBBPF_OPTS(bpf_uprobe_opts, return_opts, .retprobe = true, .func_name = function);
+    bpf_link* exit = bpf_program__attach_uprobe_opts(skeleton_->progs.acct_gc_collect_return, -1,
+                                                     binary.c_str(), 0, &return_opts);
+    if (exit == nullptr) {
+      return LibbpfError(-errno, absl::StrCat("attach a uretprobe on ", function, " in ", binary));
+    }
+    links_.push_back(exit);
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat(
+      binary, " has neither python:gc__* probes nor a gc_collect_main or collect symbol"));
 }
 
 BpfSampler::AccountingMaps BpfSampler::accounting_maps() const {

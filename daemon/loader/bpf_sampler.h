@@ -6,12 +6,15 @@
 
 #include <bpf/libbpf.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,23 +48,17 @@ struct SamplerConfig {
 
 // What happened to samples in the kernel, summed over CPUs.
 struct SamplerCounters {
-  uint64_t taken = 0;     // cpu-clock samples, before any filter
-  uint64_t idle = 0;      // samples of the idle task, not sent
-  uint64_t filtered = 0;  // samples of processes outside the targets
-  uint64_t sent = 0;      // samples written to the ring buffer
-  uint64_t lost_ringbuf_full = 0;
-  uint64_t kernel_stack_failed = 0;
-  uint64_t user_stack_failed = 0;
-  uint64_t process_events_lost = 0;
-  uint64_t python_walked = 0;           // samples with a Python walk
-  uint64_t python_truncated = 0;        // walks that hit the depth limit
-  uint64_t python_read_failed = 0;      // walks ended by a failed read
-  uint64_t python_no_thread_state = 0;  // CPython threads without a thread state
-  uint64_t python_at_exec = 0;          // processes known as CPython from their exec
-  uint64_t python_codes_sent = 0;       // code objects copied out of young processes
-  uint64_t python_codes_lost = 0;       // code object copies the ring buffer was too full for
-  uint64_t offcpu_sent = 0;             // off-CPU intervals sent
-  uint64_t offcpu_storage_failed = 0;   // off-CPU stacks that could not be kept
+  uint64_t taken = 0;              // cpu-clock samples, before any filter
+  uint64_t idle = 0;               // samples of the idle task, not sent
+  uint64_t filtered = 0;           // samples of processes outside the targets
+  uint64_t sent = 0;               // samples written to the ring buffer
+  uint64_t python_walked = 0;      // samples with a Python walk
+  uint64_t python_truncated = 0;   // walks that hit the depth limit
+  uint64_t python_at_exec = 0;     // processes known as CPython from their exec
+  uint64_t python_codes_sent = 0;  // code objects copied out of young processes
+  uint64_t offcpu_sent = 0;        // off-CPU intervals sent
+  // Per kernel drop reason (see kDropReasons in drop_reasons.h).
+  std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
   // The sampling clock's redraws of a CPU's period, and those the kernel
   // refused (that CPU kept its previous period until the next redraw).
   uint64_t period_redraws = 0;
@@ -124,7 +121,7 @@ class BpfSampler {
   // Walks their keys: call it every few seconds, not per sample.
   std::vector<MapFill> ReadMapFill() const;
 
-  // ---- Accounting (issue 4): per-process and per-thread counters. --------
+  // ---- Accounting: per-process and per-thread counters. ------------------
   // The maps bpf/accounting.bpf.c fills; AccountingReader reads them.
   struct AccountingMaps {
     const bpf_map* threads;       // tid -> pystrobe_thread_counters (+ kernel state)
@@ -142,13 +139,18 @@ class BpfSampler {
   // the syscall ones if asked). Counters cover the time from this call on.
   // After Load().
   absl::Status AttachAccounting(AccountingOptions options);
-  // Adds CPython GC time from the USDT probes python:gc__start/gc__done of
-  // `binary` (an executable or libpython) in process `pid` (-1: in every
-  // process that runs it). NotFound when `binary` has no such probes.
-  absl::Status AttachPythonGcProbes(int pid, const std::string& binary);
+  // Adds CPython GC time in every process that runs `binary` (an interpreter
+  // executable or a libpython): from its USDT probes python:gc__start and
+  // gc__done, or else from uprobes on the function that runs one collection
+  // (gc_collect_main, 3.10+; collect, 3.9). Once per file: a later call, by
+  // any path, returns the first one's result. NotFound when `binary` has
+  // neither.
+  absl::Status AttachPythonGcProbes(const std::string& binary);
   AccountingMaps accounting_maps() const;
 
  private:
+  absl::Status AttachGcUsdt(const std::string& binary);
+  absl::Status AttachGcUprobes(const std::string& binary);
   explicit BpfSampler(pystrobe_sampler* skeleton) : skeleton_(skeleton) {}
   static int HandleRecord(void* self, void* data, size_t size);
   // Notes the moment sampling starts as every CPU's last tick.
@@ -163,6 +165,8 @@ class BpfSampler {
     uint64_t failed = 0;
   } detached_redraws_;
   std::vector<bpf_link*> links_;
+  // AttachPythonGcProbes' result per file (device, inode).
+  std::map<std::pair<uint64_t, uint64_t>, absl::Status> gc_probes_;
   bool offcpu_ = false;
   ring_buffer* ring_buffer_ = nullptr;
   RecordHandler handler_;

@@ -1,9 +1,13 @@
 #include "daemon/recording/kernel_python_discovery.h"
 
+#include <signal.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/symbolizer/proc_maps.h"
 
 namespace pystrobe {
@@ -23,7 +27,21 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::Discover(u
     return status;
   }
   RememberBinary(pid, (*python)->interpreter());
+  if (gc_probes_) AttachGcProbes(pid, (*python)->interpreter());
   return python;
+}
+
+void KernelPythonDiscovery::AttachGcProbes(uint32_t pid, const PythonInterpreter& interpreter) {
+  // Through the process's root: the path is as its mount namespace sees it.
+  std::string binary = absl::StrCat("/proc/", pid, "/root", interpreter.binary_path);
+  if (!sampler_->AttachPythonGcProbes(binary).ok()) return;  // no probes: gc_measured false
+  if (gc_measured_.size() >= gc_measured_sweep_at_) {
+    absl::erase_if(gc_measured_, [](uint32_t old) {
+      return kill(static_cast<pid_t>(old), 0) != 0 && errno == ESRCH;
+    });
+    gc_measured_sweep_at_ = std::max<size_t>(kGcMeasuredSweepAt, 2 * gc_measured_.size());
+  }
+  gc_measured_.insert(pid);
 }
 
 void KernelPythonDiscovery::RememberBinary(uint32_t pid, const PythonInterpreter& interpreter) {

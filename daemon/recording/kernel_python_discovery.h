@@ -16,21 +16,36 @@ namespace pystrobe {
 
 class KernelPythonDiscovery : public PythonDiscovery {
  public:
-  // `sampler` must outlive this object.
-  explicit KernelPythonDiscovery(BpfSampler* sampler) : sampler_(sampler) {}
+  // `sampler` must outlive this object. With `gc_probes`, the GC probes are
+  // attached to the interpreter binary (executable or libpython) of every
+  // CPython process found, once per binary; the sampler's accounting must be
+  // attached.
+  explicit KernelPythonDiscovery(BpfSampler* sampler, bool gc_probes = false)
+      : sampler_(sampler), gc_probes_(gc_probes) {}
 
   absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t pid) override;
+
+  // Whether process `pid` was found running an interpreter whose GC probes
+  // are attached: its GC time is counted.
+  bool GcMeasured(uint32_t pid) const { return gc_measured_.contains(pid); }
 
  private:
   // Hands the kernel the binary of `pid`'s interpreter, when CPython is in
   // its main executable, so later execs of it are walked from the start.
   void RememberBinary(uint32_t pid, const PythonInterpreter& interpreter);
+  // Attaches the GC probes to `pid`'s interpreter binary (see gc_probes).
+  void AttachGcProbes(uint32_t pid, const PythonInterpreter& interpreter);
 
   BpfSampler* sampler_;
   // Executables already handed to the kernel (pystrobe_python_binary_key).
   absl::flat_hash_set<std::pair<uint64_t, uint64_t>> binaries_;
   // Unsupported versions already warned about: one warning per version.
   absl::flat_hash_set<std::string> warned_;
+  bool gc_probes_;
+  // Processes whose GC is counted; the exited ones are let go as it grows.
+  absl::flat_hash_set<uint32_t> gc_measured_;
+  static constexpr size_t kGcMeasuredSweepAt = 4096;
+  size_t gc_measured_sweep_at_ = kGcMeasuredSweepAt;
 };
 
 }  // namespace pystrobe

@@ -2,9 +2,9 @@
 // which runs civetweb) and stops within milliseconds.
 //
 // civetweb before 1.16 (Debian 12 ships 1.15) stops only when its listening
-// thread's poll ends, and that poll waits up to 2 s (civetweb issue #1163).
-// SIGTERM must end the daemon within 2 s, so stopping connects to the server's
-// own port: the poll wakes, sees civetweb stopping, and ends.
+// thread's poll ends, and that poll waits up to 2 s
+// (https://github.com/civetweb/civetweb/issues/1163). SIGTERM must end the daemon within 2 s, so
+// stopping connects to the server's own port: the poll wakes, sees civetweb stopping, and ends.
 #ifndef PYSTROBE_DAEMON_SERVICE_METRICS_SERVER_H_
 #define PYSTROBE_DAEMON_SERVICE_METRICS_SERVER_H_
 

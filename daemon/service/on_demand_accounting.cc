@@ -250,11 +250,7 @@ void OnDemandAccounting::AnswerStat(Stat& stat) {
   report.comm = stat.at_end.comm;
   report.duration_seconds = absl::ToDoubleSeconds(stat.end - stat.start);
   report.figures = FiguresFrom(CountersSince(stat.at_end.raw, stat.before));
-  std::error_code ignored;
-  report.gc_measured =
-      !caps_.gc_binary.empty() &&
-      std::filesystem::read_symlink(absl::StrCat("/proc/", request.pid, "/exe"), ignored) ==
-          std::filesystem::path(caps_.gc_binary);
+  report.gc_measured = caps_.gc_measured && caps_.gc_measured(request.pid);
   report.syscalls = false;
   report.threads = stat.at_end.threads;
   report.exited = stat.at_end.exited || !ProcessIsAlive(request.pid);

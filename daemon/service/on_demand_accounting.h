@@ -31,7 +31,9 @@ struct AccountingCapabilities {
   // cgroups and containers: TargetSelector::Includes); null: only
   // all_processes and what the accounting has counted tell.
   std::function<bool(uint32_t pid)> targets;
-  std::string gc_binary;  // the interpreter whose GC probes are attached, or ""
+  // Whether process `pid`'s GC time is counted (its interpreter has the GC
+  // probes); null: nobody's is.
+  std::function<bool(uint32_t pid)> gc_measured;
 };
 
 class OnDemandAccounting {

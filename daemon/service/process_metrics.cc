@@ -98,8 +98,9 @@ const ProcessMetric kMetrics[] = {
      "voluntary", [](const TaskFigures& f) { return static_cast<double>(f.voluntary_switches); }},
     {"pystrobe_process_context_switches_total", nullptr, "involuntary",
      [](const TaskFigures& f) { return static_cast<double>(f.involuntary_switches); }},
-    {"pystrobe_process_gc_seconds_total", "Time in CPython's garbage collector (USDT probes).",
-     nullptr, [](const TaskFigures& f) { return f.gc_seconds; }},
+    {"pystrobe_process_gc_seconds_total",
+     "Time in CPython's garbage collector (its USDT probes, or uprobes on the collector).", nullptr,
+     [](const TaskFigures& f) { return f.gc_seconds; }},
 };
 
 }  // namespace

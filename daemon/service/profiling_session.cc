@@ -12,7 +12,6 @@
 namespace pystrobe {
 namespace {
 
-constexpr char kSystemPython[] = "/usr/bin/python3.11";
 constexpr absl::Duration kMapReadInterval = absl::Seconds(5);
 // Above this share of limits.memory the window is cut early and new
 // processes are refused until memory is back under it.
@@ -86,12 +85,6 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
       config.targets, &bpf, labels != nullptr ? labels->resolver() : nullptr);
   if (absl::Status s = session->targets_->Start(); !s.ok()) return s;
   if (absl::Status s = bpf.AttachAccounting({}); !s.ok()) return s;
-  std::error_code ignored;
-  bool gc_probes = false;
-  if (std::filesystem::exists(kSystemPython, ignored)) {
-    // GC time of every process of the interpreter that has the probes.
-    gc_probes = bpf.AttachPythonGcProbes(-1, kSystemPython).ok();
-  }
   session->accounting_ = std::make_unique<AccountingReader>(bpf.accounting_maps());
 
   absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromFile();
@@ -102,7 +95,8 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
             std::string(kernel.status().message()).c_str());
   }
   if (config.python.walk) {
-    session->python_discovery_ = std::make_unique<KernelPythonDiscovery>(&bpf);
+    // GC time of every CPython process found: its interpreter gets the probes.
+    session->python_discovery_ = std::make_unique<KernelPythonDiscovery>(&bpf, /*gc_probes=*/true);
   }
   MemoryBudget budget = BudgetFor(config.limits.memory_bytes);
   session->recorder_ =
@@ -129,7 +123,10 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                              .all_processes = config.targets.all,
                              .targets = [selector = session->targets_.get()](
                                             uint32_t pid) { return selector->Includes(pid); },
-                             .gc_binary = gc_probes ? kSystemPython : ""});
+                             .gc_measured =
+                                 [discovery = session->python_discovery_.get()](uint32_t pid) {
+                                   return discovery != nullptr && discovery->GcMeasured(pid);
+                                 }});
   OnDemandRecordings* on_demand = session->on_demand_.get();
   session->window_loop_->set_window_observer(
       [on_demand](const WindowStacks& stacks) { on_demand->OnWindowTaken(stacks); });

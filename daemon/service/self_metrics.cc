@@ -5,7 +5,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 
+#include "daemon/loader/drop_reasons.h"
 #include "daemon/service/metrics_snapshot.h"
 
 namespace pystrobe {
@@ -90,17 +92,13 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   families.push_back(CounterFamily(
       "pystrobe_dropped_total",
       "What was lost or left out, by reason. Every drop the daemon knows of is here."));
-  auto drop = [&](const char* reason, uint64_t value) {
-    AddSample(families.back(), static_cast<double>(value), with({{"reason", reason}}));
+  auto drop = [&](std::string_view reason, uint64_t value) {
+    AddSample(families.back(), static_cast<double>(value), with({{"reason", std::string(reason)}}));
   };
-  drop("ringbuf_full", s.lost_ringbuf_full);
-  drop("kernel_stack_failed", s.kernel_stack_failed);
-  drop("user_stack_failed", s.user_stack_failed);
-  drop("process_event_lost", s.process_events_lost);
+  for (const DropReason& kernel_drop : kDropReasons) {
+    drop(kernel_drop.metric_label, s.dropped[kernel_drop.reason]);
+  }
   drop("python_walk_truncated", s.python_truncated);
-  drop("python_read_failed", s.python_read_failed);
-  drop("python_no_thread_state", s.python_no_thread_state);
-  drop("offcpu_storage_failed", s.offcpu_storage_failed);
   drop("accounting_process_map_full", health.accounting.process_map_full);
   drop("accounting_thread_map_full", health.accounting.thread_map_full);
   drop("accounting_no_thread_state", health.accounting.no_thread_state);
@@ -108,7 +106,6 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   drop("window_stack_limit", health.samples_over_stack_limit);
   drop("tracked_process_limit", health.samples_of_refused_processes);
   drop("python_code_unreadable", health.python_code_read_errors);
-  drop("python_code_copy_lost", s.python_codes_lost);
   drop("python_code_copy_overflow", health.python_code_copies_dropped);
   drop("push_queue_full", health.push.dropped_queue_full);
   drop("push_shutdown", health.push.dropped_shutdown);

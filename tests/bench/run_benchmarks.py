@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""pystrobe benchmarks side by side with its peers (issue 6). Prints figures and the
+"""pystrobe benchmarks side by side with its peers. Prints figures and the
 targets' PASS/MISS; asserts nothing.
 
   1. cost to the profiled program: work a CPU-bound Python program (one thread; four
@@ -969,7 +969,7 @@ def main():
         table(["profiler", "func_a % (50)", "func_b % (30)", "func_c % (20)", "max error, points",
                "samples"], rows)
 
-    say(f"## Targets (issue 6) (load at end {loadavg()}, run took {(time.monotonic() - started) / 60:.1f} min)")
+    say(f"## Targets (load at end {loadavg()}, run took {(time.monotonic() - started) / 60:.1f} min)")
     say()
     for name, v in targets:
         say(f"- {name}: {v}")

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Foundation benchmark for `pystrobe record` (issue 2). Prints figures; asserts nothing.
+"""Foundation benchmark for `pystrobe record`. Prints figures; asserts nothing.
 
   (a) samples per second handled by userspace: `record --all -r 1000` while two
       busy processes keep both CPUs sampled, samples / elapsed, and pystrobe's

@@ -12,8 +12,10 @@ lifetime. Modes:
   gil     four pure-Python threads
   sleep   sleep in short naps
   rw      read /dev/zero and write /dev/null in 64 KiB calls
+  gc      make cyclic garbage, for the collector (truth: its collections)
 """
 
+import gc
 import json
 import mmap
 import os
@@ -73,6 +75,14 @@ def rw(deadline):
             dst.write(src.read(block))
 
 
+def garbage(deadline):
+    while time.monotonic() < deadline:
+        for _ in range(1000):
+            a, b = [], []
+            a.append(b)
+            b.append(a)
+
+
 def truth():
     with open("/proc/self/stat") as f:
         fields = f.read().rpartition(")")[2].split()
@@ -89,6 +99,7 @@ def truth():
         "wchar": int(io_fields["wchar"]),
         "syscr": int(io_fields["syscr"]),
         "syscw": int(io_fields["syscw"]),
+        "gc_collections": sum(generation["collections"] for generation in gc.get_stats()),
     }
 
 
@@ -107,6 +118,8 @@ def main():
         sleep(deadline)
     elif mode == "rw":
         rw(deadline)
+    elif mode == "gc":
+        garbage(deadline)
     else:
         sys.exit(f"unknown mode {mode}")
     result = truth()

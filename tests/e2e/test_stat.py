@@ -20,6 +20,7 @@ import time
 import unittest
 
 from pystrobe_testlib import HERE, BpfTestCase, run_pystrobe
+from python_testlib import installed_pythons
 
 PYTHON = "/usr/bin/python3.11"  # Debian's, with the python:gc__* USDT probes
 # Other interpreters for the GIL tests, where installed (pyenv: shared libpython).
@@ -82,6 +83,24 @@ class StatTest(BpfTestCase):
         # One thread: nobody to wait for the GIL.
         self.assertTrue(report["gil_wait_measured"])
         self.assertLess(report["gil_wait_seconds"], 0.05, report)
+
+    def test_gc_is_measured_for_every_interpreter_with_or_without_usdt_probes(self):
+        # Debian's 3.11 has USDT probes in its executable; pyenv's have none and
+        # keep the collector in libpython3.X.so, probed where discovery finds it.
+        # 3.8's collector is split into compiler clones: not measured.
+        pythons = [p for p in installed_pythons() if p.minor >= 9]
+        self.assertTrue(any(p.pyenv_prefix for p in pythons), "no pyenv CPython 3.9+ installed")
+        for python in pythons:
+            with self.subTest(python=python.label):
+                report, truth = self.stat("gc", seconds=2, python=python.executable)
+                self.assertTrue(report["gc_measured"], report)
+                self.assertGreater(report["gc_collections"], 0, report)
+                # Discovery attaches at the first sample: the collections of the
+                # first milliseconds may be missed; the interpreter's shutdown
+                # collects a few more after the truth was written.
+                self.assertLessEqual(report["gc_collections"], truth["gc_collections"] + 10)
+                self.assertGreater(report["gc_collections"], 0.5 * truth["gc_collections"])
+                self.assertGreater(report["gc_seconds"], 0)
 
     def test_read_write_bytes_and_calls_match_proc_io(self):
         report, truth = self.stat("rw", seconds=2)

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Kernel and architecture differences, one shim each, in the style of
+ * libbpf-tools' core_fixes.bpf.h: every other file calls these instead of
+ * reading what differs. pystrobe needs Linux 5.15 or later (bpf_task_pt_regs,
+ * task storage, ring buffers, BTF); each shim says which kernel changed what.
+ */
+#ifndef PYSTROBE_BPF_COMPAT_BPF_H_
+#define PYSTROBE_BPF_COMPAT_BPF_H_
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#ifndef __TARGET_ARCH_x86
+#error "pystrobe reads x86-64 registers: add this architecture's shims to compat.bpf.h"
+#endif
+
+/*
+ * sched_switch's prev_state. Since Linux 5.18 (commit fa2c3254d7cf,
+ * "sched/tracing: Don't re-read p->state when emitting sched_switch event")
+ * the raw tracepoint's arguments are (bool preempt, prev, next,
+ * unsigned int prev_state): the state __schedule() acted on. Before, they are
+ * (preempt, prev, next) only, and prev->__state is the best there is (a
+ * wakeup on another CPU may already have set it back to TASK_RUNNING).
+ * The loader sets this from the kernel's BTF (the arity of
+ * btf_trace_sched_switch) before load; when zero the verifier prunes the read
+ * of args[3], which a 5.15 kernel refuses to attach.
+ */
+const volatile __u8 sched_switch_has_prev_state __weak = 1;
+
+static __always_inline unsigned int
+compat_sched_switch_prev_state(struct bpf_raw_tracepoint_args *ctx)
+{
+	/* prev is the current task. */
+	struct task_struct *prev = bpf_get_current_task_btf();
+
+	if (sched_switch_has_prev_state)
+		return (unsigned int)ctx->args[3];
+	/* task_struct::state became __state in 5.14 (commit 2f064a59a11f),
+	 * before the oldest kernel pystrobe runs on. */
+	return prev->__state;
+}
+
+/* The current thread's saved user registers (bpf_task_pt_regs: 5.15). */
+static __always_inline struct pt_regs *compat_current_user_regs(void)
+{
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
+/* x86-64: the syscall number, kept in orig_ax by the entry code (an
+ * exception's error code there otherwise). */
+static __always_inline long compat_syscall_nr(struct pt_regs *regs)
+{
+	return BPF_CORE_READ(regs, orig_ax);
+}
+
+/* x86-64: a syscall's first argument, in rdi. */
+static __always_inline __u64 compat_syscall_arg1(struct pt_regs *regs)
+{
+	return BPF_CORE_READ(regs, di);
+}
+
+static __always_inline __u64 compat_user_ip(struct pt_regs *regs)
+{
+	return BPF_CORE_READ(regs, ip);
+}
+
+/* x86-64: the syscall instruction leaves the return address in rcx, which the
+ * entry code saves beside ip, so a syscall has cx == ip and an exception
+ * almost never does. */
+static __always_inline bool compat_regs_from_syscall(struct pt_regs *regs)
+{
+	return BPF_CORE_READ(regs, cx) == BPF_CORE_READ(regs, ip);
+}
+
+/* x86-64's futex syscall number (arch/x86/entry/syscalls/syscall_64.tbl). */
+#define COMPAT_NR_FUTEX 202
+
+#endif /* PYSTROBE_BPF_COMPAT_BPF_H_ */

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What the sampler sends and counts: its ring buffer to userspace and its
+ * per-CPU counters of samples and drops, shared by sampler.bpf.c and the
+ * helpers it includes.
+ */
+#ifndef PYSTROBE_BPF_SAMPLER_OUTPUT_BPF_H_
+#define PYSTROBE_BPF_SAMPLER_OUTPUT_BPF_H_
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
+#include "pystrobe_abi.h"
+
+/*
+ * Sample and process-event records for userspace. 8 MiB holds about 4000
+ * full-depth samples: seconds of headroom at 1000 Hz on many CPUs.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+/* Why records or stacks were lost. Key: enum pystrobe_drop_reason. Per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PYSTROBE_DROP_REASON_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} drop_counters SEC(".maps");
+
+/* What happened to samples. Key: enum pystrobe_sample_counter. Per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PYSTROBE_SAMPLE_COUNTER_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} sample_counters SEC(".maps");
+
+static __always_inline void count_drop(__u32 reason)
+{
+	__u64 *value = bpf_map_lookup_elem(&drop_counters, &reason);
+
+	if (value)
+		*value += 1;
+}
+
+static __always_inline void count_sample(__u32 counter)
+{
+	__u64 *value = bpf_map_lookup_elem(&sample_counters, &counter);
+
+	if (value)
+		*value += 1;
+}
+
+#endif /* PYSTROBE_BPF_SAMPLER_OUTPUT_BPF_H_ */

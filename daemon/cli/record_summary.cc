@@ -1,0 +1,58 @@
+#include "daemon/cli/record_summary.h"
+
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "daemon/loader/drop_reasons.h"
+
+namespace pystrobe {
+namespace {
+
+// "<count> <words>" for a kernel drop reason.
+std::string Dropped(const SamplerCounters& kernel, pystrobe_drop_reason reason) {
+  std::string_view words = DropReasonInfo(reason).summary_words;
+  return absl::StrCat(kernel.dropped[reason], " ", absl::string_view(words.data(), words.size()));
+}
+
+}  // namespace
+
+std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& totals,
+                          absl::Duration elapsed, int rate_hz) {
+  std::string text =
+      absl::StrFormat("pystrobe: %d samples of %d processes in %.1f s at %d Hz\n", totals.samples,
+                      totals.processes, absl::ToDoubleSeconds(elapsed), rate_hz);
+  absl::StrAppend(&text, "pystrobe: lost ", Dropped(kernel, PYSTROBE_DROP_RINGBUF_FULL), ", ",
+                  totals.malformed_records, " malformed records, ",
+                  Dropped(kernel, PYSTROBE_DROP_PROCESS_EVENT),
+                  "; stack reads failed: ", Dropped(kernel, PYSTROBE_DROP_KERNEL_STACK), ", ",
+                  Dropped(kernel, PYSTROBE_DROP_USER_STACK), "\n");
+  if (totals.python_processes > 0) {
+    absl::StrAppend(&text, "pystrobe: Python: ", totals.python_processes, " processes, ",
+                    kernel.python_walked, " samples walked, ", kernel.python_truncated,
+                    " truncated, ", Dropped(kernel, PYSTROBE_DROP_PYTHON_READ), ", ",
+                    Dropped(kernel, PYSTROBE_DROP_PYTHON_NO_THREAD_STATE), ", ",
+                    totals.python_codes_unreadable, " code objects unreadable, ",
+                    totals.python_codes_from_copies, " named from the kernel's copies, ",
+                    kernel.python_at_exec, " processes known from their exec, ",
+                    Dropped(kernel, PYSTROBE_DROP_PYTHON_CODE), "\n");
+  }
+  if (kernel.offcpu_sent > 0 || kernel.dropped[PYSTROBE_DROP_OFFCPU_STORAGE] > 0) {
+    absl::StrAppend(&text, "pystrobe: off CPU: ", kernel.offcpu_sent, " intervals, ",
+                    Dropped(kernel, PYSTROBE_DROP_OFFCPU_STORAGE), "\n");
+  }
+  if (kernel.period_redraws_failed > 0) {
+    absl::StrAppend(&text, "pystrobe: the kernel refused ", kernel.period_redraws_failed, " of ",
+                    kernel.period_redraws + kernel.period_redraws_failed,
+                    " redraws of a CPU's sampling period; those CPUs kept their previous period "
+                    "a while\n");
+  }
+  if (totals.samples_without_gil > 0) {
+    absl::StrAppend(&text, "pystrobe: --gil left out ", totals.samples_without_gil,
+                    " samples of threads not holding the GIL\n");
+  }
+  return text;
+}
+
+}  // namespace pystrobe

@@ -1,0 +1,33 @@
+// What `record` prints to stderr when it ends: samples, every kernel drop by
+// its words in kDropReasons, and the userspace counts beside them. Scripts
+// and tests read these lines: the text is an interface.
+#ifndef PYSTROBE_DAEMON_CLI_RECORD_SUMMARY_H_
+#define PYSTROBE_DAEMON_CLI_RECORD_SUMMARY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "daemon/loader/bpf_sampler.h"
+
+namespace pystrobe {
+
+// The recorder's side of the summary.
+struct RecordTotals {
+  uint64_t samples = 0;
+  size_t processes = 0;
+  size_t python_processes = 0;
+  uint64_t malformed_records = 0;
+  size_t python_codes_unreadable = 0;
+  size_t python_codes_from_copies = 0;
+  uint64_t samples_without_gil = 0;
+};
+
+// The summary's lines, each ending in a newline.
+std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& totals,
+                          absl::Duration elapsed, int rate_hz);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_CLI_RECORD_SUMMARY_H_
