@@ -13,8 +13,8 @@ packages=(
   libprotobuf-dev protobuf-compiler
   # Test workloads, the browser that renders our flame graphs, a real
   # Prometheus to scrape the daemon, and Node.js (with npm) for the independent
-  # decoders.
-  python3 python3-yaml chromium prometheus nodejs systemd
+  # decoders. python3-numpy: a heavy import for record --imports's e2e test.
+  python3 python3-yaml python3-numpy chromium prometheus nodejs systemd
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -24,6 +25,7 @@
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/libbpf_errors.h"
+#include "daemon/recording/import_tree.h"
 #include "daemon/recording/kernel_python_discovery.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
@@ -74,7 +76,8 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
     fprintf(stderr,
             "pystrobe: Python: %zu processes, %llu samples walked, %llu truncated, "
             "%llu walks cut by failed reads, %llu threads without a thread state, "
-            "%zu code objects unreadable, %zu named from the kernel's copies, "
+            "%zu code objects unreadable, %zu named from the kernel's copies "
+            "(%llu sent, %.1f KiB; %llu put off by the copy budget), "
             "%llu processes known from their exec\n",
             recorder.processes().python_processes(),
             static_cast<unsigned long long>(kernel.python_walked),
@@ -82,6 +85,9 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
             static_cast<unsigned long long>(kernel.python_read_failed),
             static_cast<unsigned long long>(kernel.python_no_thread_state),
             recorder.python_codes().read_errors(), recorder.python_codes().read_from_copies(),
+            static_cast<unsigned long long>(kernel.python_codes_sent),
+            recorder.python_code_copy_bytes() / 1024.0,
+            static_cast<unsigned long long>(kernel.python_codes_deferred),
             static_cast<unsigned long long>(kernel.python_at_exec));
   }
   if (kernel.offcpu_sent > 0 || kernel.offcpu_storage_failed > 0) {
@@ -133,6 +139,32 @@ void RecordUntilDone(const RecordOptions& options, BpfSampler& sampler, Launched
   }
 }
 
+// Writes the import tree of what was recorded to `out` (opened on `output`),
+// or to stderr when there is no output.
+int WriteImportTree(const RecordOptions& options, const Recorder& recorder,
+                    const std::string& output, std::ofstream& out) {
+  ImportTree tree;
+  tree.AddStacks(recorder.stacks(), recorder.python_codes());
+  // Off CPU too with --off-cpu: an import's time reading files is its time.
+  if (options.offcpu || options.idle) {
+    tree.AddStacks(recorder.offcpu_stacks(), recorder.python_codes());
+  }
+  std::string text = tree.Format();
+  absl::StrAppendFormat(
+      &text, "pystrobe: %.1f ms in imports (%s), %.1f ms finding top-level modules\n",
+      tree.imports_ns() / 1e6, options.offcpu || options.idle ? "on and off CPU" : "on CPU",
+      tree.unattributed_ns() / 1e6);
+  if (output.empty()) {
+    fputs(text.c_str(), stderr);
+    return kExitOk;
+  }
+  out << text;
+  out.close();
+  if (!out) return Fail(absl::DataLossError(absl::StrCat("writing ", output, " failed")));
+  fprintf(stderr, "pystrobe: wrote %s\n", output.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunRecordCommand(const std::vector<std::string>& command_args) {
@@ -161,12 +193,16 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   }
 
   // Open the output first: a recording must not end in an unwritable path.
+  // An import tree without -o goes to stderr.
   std::string output =
-      options.output.empty()
+      options.output.empty() && !options.imports
           ? DefaultOutputPath(options, absl::Now(), std::string((*writer)->extension()))
           : options.output;
-  std::ofstream out(output, std::ios::binary | std::ios::trunc);
-  if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", output)));
+  std::ofstream out;
+  if (!output.empty()) {
+    out.open(output, std::ios::binary | std::ios::trunc);
+    if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", output)));
+  }
 
   LibbpfLog::Capture(options.verbose);
   std::optional<LaunchedCommand> command;
@@ -217,6 +253,11 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   }
   SamplerCounters counters = (*sampler)->ReadCounters();
   if (command) StopCommand(*command);
+
+  if (options.imports) {
+    PrintSummary(counters, recorder, elapsed, options.rate_hz);
+    return WriteImportTree(options, recorder, output, out);
+  }
 
   Profile profile;
   profile.title = absl::StrCat("pystrobe record: ", TargetDescription(options));

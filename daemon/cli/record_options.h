@@ -34,6 +34,9 @@ struct RecordOptions {
   bool full_filenames = false;
   int max_python_depth = 128;
   bool subprocesses = false;  // follow children of the targets
+  // The import time of each module, as a tree, instead of a profile: to
+  // `output` when given, else to stderr.
+  bool imports = false;
 
   // Off CPU.
   bool offcpu = false;  // on- and off-CPU time, each under its own root

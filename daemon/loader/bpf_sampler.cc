@@ -280,6 +280,7 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.python_at_exec = samples[PYSTROBE_COUNT_PYTHON_AT_EXEC];
   counters.offcpu_storage_failed = drops[PYSTROBE_DROP_OFFCPU_STORAGE];
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
+  counters.python_codes_deferred = samples[PYSTROBE_COUNT_PYTHON_CODES_DEFERRED];
   counters.python_codes_lost = drops[PYSTROBE_DROP_PYTHON_CODE];
   return counters;
 }

@@ -58,7 +58,8 @@ struct SamplerCounters {
   uint64_t python_read_failed = 0;      // walks ended by a failed read
   uint64_t python_no_thread_state = 0;  // CPython threads without a thread state
   uint64_t python_at_exec = 0;          // processes known as CPython from their exec
-  uint64_t python_codes_sent = 0;       // code objects copied out of young processes
+  uint64_t python_codes_sent = 0;       // code objects copied out of sampled processes
+  uint64_t python_codes_deferred = 0;   // copies the per-CPU copy budget put off
   uint64_t python_codes_lost = 0;       // code object copies the ring buffer was too full for
   uint64_t offcpu_sent = 0;             // off-CPU intervals sent
   uint64_t offcpu_storage_failed = 0;   // off-CPU stacks that could not be kept

@@ -41,11 +41,13 @@ class PythonProcess {
     return code_reader_.Read(address, stamp);
   }
 
-  // The same, from the kernel's copy of the code object's memory.
+  // The same, from the kernel's copy of the code object's memory; a copy
+  // without the line table (too big to copy) names the object without lines.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCodeFrom(const ProcessMemory& copy,
                                                                        uint64_t address,
                                                                        uint32_t stamp) const {
-    return CodeObjectReader(copy, interpreter_).Read(address, stamp);
+    return CodeObjectReader(copy, interpreter_, CodeObjectReader::LineTables::kOptional)
+        .Read(address, stamp);
   }
 
  private:

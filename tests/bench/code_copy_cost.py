@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""What the kernel's code object copies cost (issue #19), for docs/benchmarks.md.
+
+Runs `pystrobe record -r RATE -- python3.11 WORKLOAD` for three workloads and
+reports, per run: the in-kernel time of sample_cpu per run and per sample of
+the target (kernel.bpf_stats_enabled, from the recorder's own fd), the copies
+sent and the ring buffer bytes they took (the record summary), and whether any
+sample held an unnamed Python frame. With --baseline BIN the same runs are made
+with another pystrobe (main's, which copied only in a process's first 2 s).
+
+  long import:  late_imports.py --wait 2.5 (numpy and some stdlib, after 2.5 s)
+  steady state: a loop over the same few functions for 8 s (nothing new to copy)
+  churn:        short_lived_code.py --seconds 8 (new code objects without end)
+
+Usage (root): python3 tests/bench/code_copy_cost.py --bin build/pystrobe [--baseline B]
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_benchmarks import sampler_stats  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORKLOADS = os.path.join(REPO, "tests", "workloads", "python", "e2e")
+PYTHON = "/usr/bin/python3.11"
+STEADY = ("import time\n"
+          "def leaf(n):\n    return sum(i * i for i in range(n))\n"
+          "def middle(n):\n    return leaf(n) + leaf(n // 2)\n"
+          "end = time.monotonic() + 8\n"
+          "while time.monotonic() < end:\n    middle(2000)\n")
+
+SCENARIOS = [
+    ("long import", [PYTHON, os.path.join(WORKLOADS, "late_imports.py"), "--wait", "2.5"]),
+    ("steady state", [PYTHON, "-c", STEADY]),
+    ("churn", [PYTHON, os.path.join(WORKLOADS, "short_lived_code.py"), "--seconds", "8"]),
+]
+
+
+def run(binary, rate, command, output):
+    proc = subprocess.Popen([binary, "record", "-r", str(rate), "-f", "folded", "-o", output,
+                             "--"] + command, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    stats = None
+    while proc.poll() is None:
+        now = sampler_stats(proc.pid)
+        if now is not None:
+            stats = now
+        time.sleep(0.05)
+    stderr = proc.stderr.read()
+    with open(output, encoding="utf-8", errors="replace") as f:
+        folded = f.read()
+    samples = re.search(r"^pystrobe: (\d+) samples", stderr, re.M)
+    copies = re.search(r"\((\d+) sent, ([\d.]+) KiB; (\d+) put off", stderr)
+    old_copies = re.search(r"(\d+) named from the kernel's copies", stderr)
+    unnamed = sum(int(line.rsplit(" ", 1)[1]) for line in folded.splitlines()
+                  if "[unknown python frame]" in line)
+    return {
+        "samples": int(samples.group(1)) if samples else 0,
+        "run_time_ns": stats[0] if stats else 0,
+        "run_cnt": stats[1] if stats else 0,
+        "copies": copies.group(1) if copies else "?",
+        "kib": copies.group(2) if copies else "?",
+        "deferred": copies.group(3) if copies else "?",
+        "named_from_copies": old_copies.group(1) if old_copies else "?",
+        "unnamed": unnamed,
+        "stderr": stderr,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", default=os.path.join(REPO, "build", "pystrobe"))
+    parser.add_argument("--baseline", help="another pystrobe binary to compare with")
+    parser.add_argument("--rate", type=int, default=499)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    binaries = [("this", args.bin)] + ([("baseline", args.baseline)] if args.baseline else [])
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        stats_before = f.read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for scenario, command in SCENARIOS:
+                for round_ in range(args.rounds):
+                    for label, binary in binaries:
+                        r = run(binary, args.rate, command, os.path.join(tmp, "out.folded"))
+                        per_run = r["run_time_ns"] / r["run_cnt"] if r["run_cnt"] else 0
+                        per_sample = r["run_time_ns"] / r["samples"] if r["samples"] else 0
+                        rows.append((scenario, label, r["samples"], f"{per_run:.0f}",
+                                     f"{per_sample:.0f}", r["copies"], r["kib"], r["deferred"],
+                                     r["named_from_copies"], r["unnamed"]))
+                        print(" | ".join(str(c) for c in rows[-1]), flush=True)
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(stats_before)
+    print()
+    print(f"load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}, "
+          f"-r {args.rate}")
+    print("| workload | pystrobe | samples | ns/run | ns/target sample | copies | KiB | "
+          "put off | named from copies | samples unnamed |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
+
+
+if __name__ == "__main__":
+    main()
