@@ -11,6 +11,12 @@
  * while the sampled thread is stopped on it, and sent once; it costs one
  * hash lookup per frame after that.
  *
+ * A sample's frames are checked first against this CPU's small cache of
+ * code objects known sent (python_codes_sent_cache: a few ns a frame), then
+ * against the set of all sent (python_codes_sent: a hash lookup), so a deep
+ * stack of old code costs little more than before copies were made for
+ * processes of any age.
+ *
  * Copies are bounded per CPU by a token bucket (python_code_budget), so a
  * process that makes new code without end cannot fill the ring buffer; a
  * copy the budget puts off is counted (PYSTROBE_COUNT_PYTHON_CODES_DEFERRED)
@@ -98,6 +104,38 @@ static __always_inline bool take_code_copy_token(__u64 now_ns)
 		return false;
 	budget->tokens--;
 	return true;
+}
+
+/*
+ * Code objects this CPU has found in python_codes_sent, or sent, lately:
+ * direct-mapped by a hash of the key, so a hit costs one comparison. A stale
+ * slot (its key evicted from python_codes_sent since) only spares a copy
+ * userspace has had. 8 KiB per CPU.
+ */
+#define PYTHON_SENT_CACHE_SLOTS 512
+
+struct python_sent_cache {
+	struct python_code_key keys[PYTHON_SENT_CACHE_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct python_sent_cache);
+} python_codes_sent_cache SEC(".maps");
+
+/* The cache slot of `key`, or null when the cache cannot be had. */
+static __always_inline struct python_code_key *sent_cache_slot(const struct python_code_key *key)
+{
+	struct python_sent_cache *cache;
+	__u32 zero = 0, slot;
+
+	cache = bpf_map_lookup_elem(&python_codes_sent_cache, &zero);
+	if (!cache)
+		return NULL;
+	slot = (__u32)(key->code >> 4) ^ (__u32)(key->code >> 20) ^ key->stamp ^ key->tgid;
+	return &cache->keys[slot & (PYTHON_SENT_CACHE_SLOTS - 1)];
 }
 
 /* The event being built, per CPU: too big for the BPF stack. */
@@ -271,13 +309,21 @@ static long send_code_copy_step(__u32 index, void *ctx)
 	    .stamp = (__u32)sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
 	    .code = sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
 	};
+	struct python_code_key *cached;
 	__u8 one = 1;
 
 	if (key.code == copy_ctx->last.code && key.stamp == copy_ctx->last.stamp)
 		return 0;
 	copy_ctx->last = key;
-	if (bpf_map_lookup_elem(&python_codes_sent, &key))
+	cached = sent_cache_slot(&key);
+	if (cached && cached->code == key.code && cached->stamp == key.stamp &&
+	    cached->tgid == key.tgid)
 		return 0;
+	if (bpf_map_lookup_elem(&python_codes_sent, &key)) {
+		if (cached)
+			*cached = key;
+		return 0;
+	}
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > PYTHON_CODE_RING_LIMIT) {
 		count_drop(PYSTROBE_DROP_PYTHON_CODE);
 		return 1;
@@ -289,6 +335,8 @@ static long send_code_copy_step(__u32 index, void *ctx)
 	if (!send_code_copy(key.tgid, key.code, key.stamp, copy_ctx->proc))
 		return 0;
 	bpf_map_update_elem(&python_codes_sent, &key, &one, BPF_ANY);
+	if (cached)
+		*cached = key;
 	return ++copy_ctx->sent >= PYTHON_CODES_PER_SAMPLE ? 1 : 0;
 }
 

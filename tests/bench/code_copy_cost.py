@@ -10,6 +10,7 @@ with another pystrobe (main's, which copied only in a process's first 2 s).
 
   long import:  late_imports.py --wait 2.5 (numpy and some stdlib, after 2.5 s)
   steady state: a loop over the same few functions for 8 s (nothing new to copy)
+  steady, 100 deep: the same under 100 distinct functions
   churn:        short_lived_code.py --seconds 8 (new code objects without end)
 
 Usage (root): python3 tests/bench/code_copy_cost.py --bin build/pystrobe [--baseline B]
@@ -35,9 +36,18 @@ STEADY = ("import time\n"
           "end = time.monotonic() + 8\n"
           "while time.monotonic() < end:\n    middle(2000)\n")
 
+# 100 distinct functions deep: every frame is a lookup in the kernel's set of
+# code objects already sent (a recursion of one function costs one).
+DEEP = ("import time\n"
+        "def f99(n):\n    return sum(i * i for i in range(n))\n" +
+        "".join(f"def f{k}(n):\n    return f{k + 1}(n)\n" for k in range(99)) +
+        "end = time.monotonic() + 8\n"
+        "while time.monotonic() < end:\n    f0(2000)\n")
+
 SCENARIOS = [
     ("long import", [PYTHON, os.path.join(WORKLOADS, "late_imports.py"), "--wait", "2.5"]),
     ("steady state", [PYTHON, "-c", STEADY]),
+    ("steady, 100 deep", [PYTHON, "-c", DEEP]),
     ("churn", [PYTHON, os.path.join(WORKLOADS, "short_lived_code.py"), "--seconds", "8"]),
 ]
 
@@ -79,6 +89,7 @@ def main():
     parser.add_argument("--baseline", help="another pystrobe binary to compare with")
     parser.add_argument("--rate", type=int, default=499)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", help="run only the workloads whose name contains this")
     args = parser.parse_args()
     binaries = [("this", args.bin)] + ([("baseline", args.baseline)] if args.baseline else [])
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
@@ -89,6 +100,8 @@ def main():
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for scenario, command in SCENARIOS:
+                if args.only and args.only not in scenario:
+                    continue
                 for round_ in range(args.rounds):
                     for label, binary in binaries:
                         r = run(binary, args.rate, command, os.path.join(tmp, "out.folded"))
