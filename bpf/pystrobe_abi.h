@@ -181,7 +181,10 @@ enum pystrobe_sample_counter {
 	/* Copies put off by the per-CPU copy budget (tried again at the code
 	 * object's next sample; meanwhile userspace reads the object itself). */
 	PYSTROBE_COUNT_PYTHON_CODES_DEFERRED = 9,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 10,
+	/* Nanoseconds spent copying and sending code objects (bpf_ktime_get_ns
+	 * around each copy): what the copies cost in the kernel. */
+	PYSTROBE_COUNT_PYTHON_CODE_COPY_NS = 10,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 11,
 };
 
 /* ==== CPython frame walking (issue 3) ===================================

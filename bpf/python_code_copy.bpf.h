@@ -310,7 +310,9 @@ static long send_code_copy_step(__u32 index, void *ctx)
 	    .code = sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
 	};
 	struct python_code_key *cached;
+	__u64 started_ns;
 	__u8 one = 1;
+	bool sent;
 
 	if (key.code == copy_ctx->last.code && key.stamp == copy_ctx->last.stamp)
 		return 0;
@@ -332,7 +334,10 @@ static long send_code_copy_step(__u32 index, void *ctx)
 		count_sample(PYSTROBE_COUNT_PYTHON_CODES_DEFERRED);
 		return 1;
 	}
-	if (!send_code_copy(key.tgid, key.code, key.stamp, copy_ctx->proc))
+	started_ns = bpf_ktime_get_ns();
+	sent = send_code_copy(key.tgid, key.code, key.stamp, copy_ctx->proc);
+	count_sample_by(PYSTROBE_COUNT_PYTHON_CODE_COPY_NS, bpf_ktime_get_ns() - started_ns);
+	if (!sent)
 		return 0;
 	bpf_map_update_elem(&python_codes_sent, &key, &one, BPF_ANY);
 	if (cached)

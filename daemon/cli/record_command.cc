@@ -77,7 +77,7 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
             "pystrobe: Python: %zu processes, %llu samples walked, %llu truncated, "
             "%llu walks cut by failed reads, %llu threads without a thread state, "
             "%zu code objects unreadable, %zu named from the kernel's copies "
-            "(%llu sent, %.1f KiB; %llu put off by the copy budget), "
+            "(%llu sent, %.1f KiB, %.2f ms in the kernel; %llu put off by the copy budget), "
             "%llu processes known from their exec\n",
             recorder.processes().python_processes(),
             static_cast<unsigned long long>(kernel.python_walked),
@@ -86,7 +86,7 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
             static_cast<unsigned long long>(kernel.python_no_thread_state),
             recorder.python_codes().read_errors(), recorder.python_codes().read_from_copies(),
             static_cast<unsigned long long>(kernel.python_codes_sent),
-            recorder.python_code_copy_bytes() / 1024.0,
+            recorder.python_code_copy_bytes() / 1024.0, kernel.python_code_copy_ns / 1e6,
             static_cast<unsigned long long>(kernel.python_codes_deferred),
             static_cast<unsigned long long>(kernel.python_at_exec));
   }

@@ -281,6 +281,7 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.offcpu_storage_failed = drops[PYSTROBE_DROP_OFFCPU_STORAGE];
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
   counters.python_codes_deferred = samples[PYSTROBE_COUNT_PYTHON_CODES_DEFERRED];
+  counters.python_code_copy_ns = samples[PYSTROBE_COUNT_PYTHON_CODE_COPY_NS];
   counters.python_codes_lost = drops[PYSTROBE_DROP_PYTHON_CODE];
   return counters;
 }

@@ -74,6 +74,9 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
           "Code objects the kernel copied out of CPython processes, to name their frames "
           "after the code or the process is gone.",
           static_cast<double>(s.python_codes_sent));
+  counter("pystrobe_python_code_copy_seconds_total",
+          "In-kernel time spent copying code objects and sending the copies.",
+          static_cast<double>(s.python_code_copy_ns) / 1e9);
   counter("pystrobe_python_code_copies_deferred_total",
           "Code object copies the kernel's per-CPU copy budget put off to a later sample.",
           static_cast<double>(s.python_codes_deferred));
