@@ -3,9 +3,10 @@
 
 Runs `pystrobe record -r RATE -- python3.11 WORKLOAD` for three workloads and
 reports, per run: the in-kernel time of sample_cpu per run and per sample of
-the target (kernel.bpf_stats_enabled, from the recorder's own fd), the copies
-sent and the ring buffer bytes they took (the record summary), and whether any
-sample held an unnamed Python frame. With --baseline BIN the same runs are made
+the target (kernel.bpf_stats_enabled, from the recorder's own fd; the latter
+charges the runs that hit other tasks to the target), the copies sent, the
+ring buffer bytes and the in-kernel time they took (the record summary: the
+kernel times each copy), and whether any sample held an unnamed Python frame. With --baseline BIN the same runs are made
 with another pystrobe (main's, which copied only in a process's first 2 s).
 
   long import:  late_imports.py --wait 2.5 (numpy and some stdlib, after 2.5 s)
@@ -66,7 +67,8 @@ def run(binary, rate, command, output):
     with open(output, encoding="utf-8", errors="replace") as f:
         folded = f.read()
     samples = re.search(r"^pystrobe: (\d+) samples", stderr, re.M)
-    copies = re.search(r"\((\d+) sent, ([\d.]+) KiB; (\d+) put off", stderr)
+    copies = re.search(r"\((\d+) sent, ([\d.]+) KiB, ([\d.]+) ms in the kernel; (\d+) put off",
+                       stderr)
     old_copies = re.search(r"(\d+) named from the kernel's copies", stderr)
     unnamed = sum(int(line.rsplit(" ", 1)[1]) for line in folded.splitlines()
                   if "[unknown python frame]" in line)
@@ -76,7 +78,8 @@ def run(binary, rate, command, output):
         "run_cnt": stats[1] if stats else 0,
         "copies": copies.group(1) if copies else "?",
         "kib": copies.group(2) if copies else "?",
-        "deferred": copies.group(3) if copies else "?",
+        "copy_ms": float(copies.group(3)) if copies else None,
+        "deferred": copies.group(4) if copies else "?",
         "named_from_copies": old_copies.group(1) if old_copies else "?",
         "unnamed": unnamed,
         "stderr": stderr,
@@ -107,8 +110,13 @@ def main():
                         r = run(binary, args.rate, command, os.path.join(tmp, "out.folded"))
                         per_run = r["run_time_ns"] / r["run_cnt"] if r["run_cnt"] else 0
                         per_sample = r["run_time_ns"] / r["samples"] if r["samples"] else 0
+                        copy_us = (f"{1000 * r['copy_ms'] / int(r['copies']):.1f}"
+                                   if r["copy_ms"] is not None and int(r["copies"]) else "-")
+                        copy_share = (f"{1e6 * r['copy_ms'] / r['run_time_ns']:.1%}"
+                                      if r["copy_ms"] is not None and r["run_time_ns"] else "-")
                         rows.append((scenario, label, r["samples"], f"{per_run:.0f}",
-                                     f"{per_sample:.0f}", r["copies"], r["kib"], r["deferred"],
+                                     f"{per_sample:.0f}", r["copies"], r["kib"], copy_us,
+                                     copy_share, r["deferred"],
                                      r["named_from_copies"], r["unnamed"]))
                         print(" | ".join(str(c) for c in rows[-1]), flush=True)
     finally:
@@ -118,8 +126,9 @@ def main():
     print(f"load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}, "
           f"-r {args.rate}")
     print("| workload | pystrobe | samples | ns/run | ns/target sample | copies | KiB | "
-          "put off | named from copies | samples unnamed |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "us/copy | copies' share of sample_cpu | put off | named from copies | "
+          "samples unnamed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(str(c) for c in row) + " |")
 
