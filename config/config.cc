@@ -1,9 +1,17 @@
 #include "config/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -243,15 +251,19 @@ absl::Status ValidatePushUrl(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat(Quoted(text), " is not an http:// or https:// URL"));
   }
-  if (absl::StartsWith(text, "https://")) {
-    // The pusher speaks plain HTTP only (no TLS library in the daemon).
-    return absl::InvalidArgumentError(absl::StrCat(
-        Quoted(text),
-        ": https is not supported yet; use http:// (e.g. through a local TLS-terminating proxy)"));
-  }
   absl::string_view host = rest.substr(0, rest.find_first_of("/?#"));
+  if (size_t at = host.rfind('@'); at != absl::string_view::npos) {
+    // Not quoted: what is before the @ may be a password.
+    return absl::InvalidArgumentError(
+        "the URL has user info (user:password@): credentials in a URL end up in logs; use "
+        "basic_auth with password_file, or bearer_token_file");
+  }
   if (host.empty() || absl::StartsWith(host, ":")) {
     return absl::InvalidArgumentError(absl::StrCat(Quoted(text), " has no host"));
+  }
+  if (rest.find_first_of("?#") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Quoted(text), " has a query or fragment (the push adds its own query)"));
   }
   for (char c : text) {
     if (absl::ascii_isspace(c) || absl::ascii_iscntrl(c)) {
@@ -259,6 +271,129 @@ absl::Status ValidatePushUrl(absl::string_view text) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidatePushHeader(absl::string_view name, absl::string_view value) {
+  auto is_token_char = [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
+  };
+  if (name.empty() || !std::all_of(name.begin(), name.end(), is_token_char)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Quoted(name), " is not a header name (letters, digits, '-')"));
+  }
+  for (absl::string_view reserved : {"Host", "Content-Length", "Content-Type", "Content-Encoding",
+                                     "Transfer-Encoding", "Connection", "Expect", "User-Agent",
+                                     "Authorization", "Proxy-Authorization", "X-Scope-OrgID"}) {
+    if (absl::EqualsIgnoreCase(name, reserved)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name,
+          " is set by the push itself (authentication: basic_auth or bearer_token_file; "
+          "X-Scope-OrgID: tenant_id)"));
+    }
+  }
+  for (char c : value) {
+    if (absl::ascii_iscntrl(static_cast<unsigned char>(c)) && c != '\t') {
+      return absl::InvalidArgumentError("the value has a control character (a line break?)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTenantId(absl::string_view text) {
+  for (char c : text) {
+    if (!absl::ascii_isgraph(static_cast<unsigned char>(c))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Quoted(text), " has a space or control character"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// An open file, closed on every path out.
+class ReadOnlyFile {
+ public:
+  static absl::StatusOr<ReadOnlyFile> Open(const std::string& path) {
+    if (absl::Status s = ValidateAbsolutePath(path); !s.ok()) return s;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Unreadable(path, errno);
+    ReadOnlyFile file(fd);
+    struct stat st;
+    if (fstat(fd, &st) != 0) return Unreadable(path, errno);
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot read ", path, ": not a file"));
+    }
+    return file;
+  }
+  ReadOnlyFile(ReadOnlyFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  ReadOnlyFile& operator=(ReadOnlyFile&&) = delete;
+  ~ReadOnlyFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  absl::StatusOr<bool> Empty(const std::string& path) {
+    char byte;
+    ssize_t n;
+    while ((n = read(fd_, &byte, 1)) < 0 && errno == EINTR) {
+    }
+    if (n < 0) return Unreadable(path, errno);
+    return n == 0;
+  }
+
+  // Up to `limit` bytes from the start; more than that is an error.
+  absl::StatusOr<std::string> Read(const std::string& path, size_t limit) {
+    std::string text;
+    char buffer[4096];
+    while (true) {
+      ssize_t n = read(fd_, buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Unreadable(path, errno);
+      if (n == 0) return text;
+      text.append(buffer, static_cast<size_t>(n));
+      if (text.size() > limit) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot read ", path, ": larger than ", limit, " bytes"));
+      }
+    }
+  }
+
+ private:
+  explicit ReadOnlyFile(int fd) : fd_(fd) {}
+  static absl::Status Unreadable(const std::string& path, int err) {
+    std::string message = absl::StrCat("cannot read ", path, ": ", strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(message);
+    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+    return absl::FailedPreconditionError(message);
+  }
+  int fd_;
+};
+
+constexpr size_t kMaxSecretBytes = 64 * 1024;
+
+}  // namespace
+
+absl::Status CheckReadableFile(const std::string& path) {
+  absl::StatusOr<ReadOnlyFile> file = ReadOnlyFile::Open(path);
+  if (!file.ok()) return file.status();
+  // One byte: a file that opens may still fail to read (EIO, a FUSE mount).
+  absl::StatusOr<bool> empty = file->Empty(path);
+  if (!empty.ok()) return empty.status();
+  if (*empty) return absl::FailedPreconditionError(absl::StrCat(path, " is empty"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
+  absl::StatusOr<ReadOnlyFile> file = ReadOnlyFile::Open(path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<std::string> text = file->Read(path, kMaxSecretBytes);
+  if (!text.ok()) return text.status();
+  std::string secret(absl::StripAsciiWhitespace(*text));
+  if (secret.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is empty"));
+  }
+  return secret;
 }
 
 const std::vector<std::string>& ReservedLabelNames() {

@@ -56,10 +56,34 @@ struct RetentionConfig {
   friend bool operator==(const RetentionConfig&, const RetentionConfig&) = default;
 };
 
+// TLS of an https:// push. Files are absolute paths, checked readable when
+// the configuration is loaded (start, SIGHUP, --check-config).
+struct PushTlsConfig {
+  std::string ca_file;    // PEM CA certificates for the store; empty: the system's
+  std::string cert_file;  // a client certificate (PEM); empty: none
+  std::string key_file;   // its private key (PEM); empty: inside cert_file
+  bool insecure_skip_verify = false;
+
+  friend bool operator==(const PushTlsConfig&, const PushTlsConfig&) = default;
+};
+
+struct PushBasicAuthConfig {
+  std::string username;
+  std::string password_file;  // the password, read from this file (never in the YAML)
+
+  friend bool operator==(const PushBasicAuthConfig&, const PushBasicAuthConfig&) = default;
+};
+
 struct PushConfig {
-  std::string url;  // empty: no push. http:// only (Pyroscope ingest API); https is refused
+  std::string url;  // empty: no push. http:// or https:// (Pyroscope ingest API)
   absl::Duration timeout = absl::Seconds(10);
   int max_queue = 16;  // windows waiting to be sent; beyond it the oldest is dropped
+  PushTlsConfig tls;
+  PushBasicAuthConfig basic_auth;
+  std::string bearer_token_file;  // Authorization: Bearer, the token read from this file
+  std::string tenant_id;          // sent as X-Scope-OrgID; empty: not sent
+  // Extra headers sent with every push (values may be keys: never logged).
+  std::map<std::string, std::string> headers;
 
   friend bool operator==(const PushConfig&, const PushConfig&) = default;
 };
@@ -153,8 +177,27 @@ absl::Status ValidateListenAddress(absl::string_view text);
 // An absolute path without "." or ".." components.
 absl::Status ValidateAbsolutePath(absl::string_view text);
 
-// http:// with a host. https:// is refused: the pusher has no TLS.
+// http:// or https:// with a host, without user info (credentials belong in
+// basic_auth), a query or a fragment.
 absl::Status ValidatePushUrl(absl::string_view text);
+
+// An extra push header: the name an HTTP token and not one the push sets
+// itself (Host, Content-*, Authorization, X-Scope-OrgID, ...), the value
+// without control characters. Messages never quote the value.
+absl::Status ValidatePushHeader(absl::string_view name, absl::string_view value);
+
+// A tenant id: printable, no spaces.
+absl::Status ValidateTenantId(absl::string_view text);
+
+// A file the daemon will read (a CA bundle, a certificate, a key): an
+// absolute path to a regular file that can be opened and is not empty.
+// FailedPrecondition/NotFound/PermissionDenied naming the path.
+absl::Status CheckReadableFile(const std::string& path);
+
+// A secret (a password, a token) read from a file: at most 64 KiB,
+// surrounding whitespace (the trailing newline of `echo pw > file`) removed,
+// not empty. Errors name the path, never the content.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
 // A Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*), not reserved ("__" prefix)
 // and not one of the labels the daemon sets itself (pid, comm, ...).

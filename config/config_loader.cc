@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -202,6 +203,23 @@ class SchemaWalker {
         out);
   }
 
+  // A file the daemon will read (a CA bundle, a certificate, a key), checked
+  // now so that a wrong path shows at --check-config and SIGHUP, not at the
+  // first push. An empty string leaves it unset.
+  void File(const YAML::Node& node, const std::string& key, std::string* out) {
+    if (node.IsScalar() && node.Scalar().empty()) return;
+    String(node, key, "an absolute file path", CheckReadableFile, out);
+  }
+
+  // A file holding a secret: read to check it, the secret itself not kept
+  // (the push reads it when it starts).
+  void SecretFile(const YAML::Node& node, const std::string& key, std::string* out) {
+    if (node.IsScalar() && node.Scalar().empty()) return;
+    String(
+        node, key, "an absolute file path",
+        [](const std::string& path) { return ReadSecretFile(path).status(); }, out);
+  }
+
   // A list whose items are read by `item(node, key)`; null is an empty list.
   void List(const YAML::Node& node, const std::string& key,
             const std::function<void(const YAML::Node&, const std::string&)>& item) {
@@ -216,6 +234,38 @@ class SchemaWalker {
  private:
   ConfigParseResult* result_;
 };
+
+// Where the push keys that may contradict each other were written.
+struct PushMarks {
+  YAML::Mark tls = YAML::Mark::null_mark();
+  YAML::Mark key_file = YAML::Mark::null_mark();
+  YAML::Mark basic_auth = YAML::Mark::null_mark();
+  YAML::Mark bearer = YAML::Mark::null_mark();
+};
+
+// What each push key allows alone but not with the others.
+void CheckPushCombinations(SchemaWalker& w, const PushConfig& push, const PushMarks& marks) {
+  const PushTlsConfig& tls = push.tls;
+  bool any_tls = tls != PushTlsConfig{};
+  if (any_tls && !push.url.empty() && !absl::StartsWith(push.url, "https://")) {
+    w.Error(marks.tls, "exporters.push.tls",
+            "TLS settings need an https:// url (the url is http://)");
+  }
+  if (!tls.key_file.empty() && tls.cert_file.empty()) {
+    w.Error(marks.key_file, "exporters.push.tls.key_file",
+            "a client key needs its certificate: set cert_file too");
+  }
+  const PushBasicAuthConfig& auth = push.basic_auth;
+  if (auth.username.empty() != auth.password_file.empty()) {
+    w.Error(marks.basic_auth, "exporters.push.basic_auth",
+            auth.username.empty() ? "password_file needs a username"
+                                  : "username needs a password_file");
+  }
+  if (!auth.username.empty() && !push.bearer_token_file.empty()) {
+    w.Error(marks.bearer, "exporters.push.bearer_token_file",
+            "basic_auth and a bearer token cannot both be used: choose one");
+  }
+}
 
 void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
   // Where `targets.all` was written, to point at it when it contradicts the lists.
@@ -285,6 +335,80 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
               });
   };
 
+  PushMarks push_marks;
+  auto read_push_tls = [&](const YAML::Node& node, const std::string& prefix) {
+    PushTlsConfig& tls = c.exporters.push.tls;
+    push_marks.tls = node.Mark();
+    w.ReadMap(node, prefix,
+              {
+                  {"ca_file",
+                   [&](const YAML::Node& v, const std::string& k) { w.File(v, k, &tls.ca_file); }},
+                  {"cert_file", [&](const YAML::Node& v,
+                                    const std::string& k) { w.File(v, k, &tls.cert_file); }},
+                  {"key_file",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     push_marks.key_file = v.Mark();
+                     w.File(v, k, &tls.key_file);
+                   }},
+                  {"insecure_skip_verify",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     w.Bool(v, k, &tls.insecure_skip_verify);
+                   }},
+              });
+  };
+  auto read_push_basic_auth = [&](const YAML::Node& node, const std::string& prefix) {
+    PushBasicAuthConfig& auth = c.exporters.push.basic_auth;
+    push_marks.basic_auth = node.Mark();
+    w.ReadMap(node, prefix,
+              {
+                  {"username",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     std::optional<std::string> text = w.Scalar(v, k, "a user name");
+                     if (!text) return;
+                     if (text->find(':') != std::string::npos) {
+                       w.Error(v.Mark(), k, "a basic-auth user name cannot contain ':'");
+                       return;
+                     }
+                     auth.username = *text;
+                   }},
+                  {"password_file",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     w.SecretFile(v, k, &auth.password_file);
+                   }},
+              });
+  };
+  auto read_push_headers = [&](const YAML::Node& node, const std::string& prefix) {
+    if (node.IsNull()) return;
+    if (!node.IsMap()) {
+      w.Error(node.Mark(), prefix,
+              absl::StrCat("expected a mapping of header names to values, got ", Describe(node)));
+      return;
+    }
+    std::map<std::string, std::string>& headers = c.exporters.push.headers;
+    for (const auto& entry : node) {
+      const YAML::Node& name_node = entry.first;
+      if (!name_node.IsScalar()) {
+        w.Error(name_node.Mark(), prefix, "header names must be plain names");
+        continue;
+      }
+      const std::string& name = name_node.Scalar();
+      std::string key = absl::StrCat(prefix, ".", name);
+      std::optional<std::string> value = w.Scalar(entry.second, key, "a header value");
+      if (!value) continue;
+      if (absl::Status status = ValidatePushHeader(name, *value); !status.ok()) {
+        w.Error(name_node, key, status);
+        continue;
+      }
+      bool duplicate = false;
+      for (const auto& [seen, unused] : headers) duplicate |= absl::EqualsIgnoreCase(seen, name);
+      if (duplicate) {
+        w.Error(name_node.Mark(), key, "duplicate header (names are case-insensitive)");
+        continue;
+      }
+      headers[name] = *value;
+    }
+  };
+
   auto read_exporters = [&](const YAML::Node& node, const std::string& prefix) {
     ExportersConfig& e = c.exporters;
     w.ReadMap(node, prefix,
@@ -311,6 +435,9 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
                    }},
                   {"push",
                    [&](const YAML::Node& v, const std::string& k) {
+                     // Errors inside push leave keys unset; checking the
+                     // combinations then would only add confusing errors.
+                     int errors_before = w.error_count();
                      w.ReadMap(v, k,
                                {
                                    {"url",
@@ -332,7 +459,24 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
                                       w.Int(v2, k2, kConfigMinPushQueue, kConfigMaxPushQueue,
                                             &e.push.max_queue);
                                     }},
+                                   {"tls", read_push_tls},
+                                   {"basic_auth", read_push_basic_auth},
+                                   {"bearer_token_file",
+                                    [&](const YAML::Node& v2, const std::string& k2) {
+                                      push_marks.bearer = v2.Mark();
+                                      w.SecretFile(v2, k2, &e.push.bearer_token_file);
+                                    }},
+                                   {"tenant_id",
+                                    [&](const YAML::Node& v2, const std::string& k2) {
+                                      if (v2.IsScalar() && v2.Scalar().empty()) return;
+                                      w.String(v2, k2, "a tenant id", ValidateTenantId,
+                                               &e.push.tenant_id);
+                                    }},
+                                   {"headers", read_push_headers},
                                });
+                     if (w.error_count() == errors_before) {
+                       CheckPushCombinations(w, e.push, push_marks);
+                     }
                    }},
                   {"prometheus",
                    [&](const YAML::Node& v, const std::string& k) {

@@ -1,227 +1,197 @@
 #include "exporters/http_client.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <unistd.h>
+#include <curl/curl.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 
 namespace pystrobe {
 namespace {
 
 constexpr absl::string_view kHttpScheme = "http://";
-constexpr absl::string_view kUserAgent = "pystrobe";
-// Status line and headers of a response; a store that sends more is broken.
-constexpr size_t kMaxHttpResponseHead = 64 * 1024;
-
-absl::Status UrlError(absl::string_view url, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("push URL \"", url, "\": ", why));
-}
-
-// A socket closed on every path out.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// The deadline of one exchange: its own, and a shared cutoff.
-struct Deadline {
-  absl::Time own;
-  const SharedDeadline* cutoff = nullptr;
-  absl::Time Get() const { return cutoff == nullptr ? own : std::min(own, cutoff->Get()); }
-};
-
-// A poll never sleeps longer than this, so that a cutoff brought forward is
-// seen soon.
+constexpr absl::string_view kHttpsScheme = "https://";
+constexpr char kUserAgent[] = "pystrobe";
+// How long one wait for the sockets lasts at most, so that a cutoff brought
+// forward is seen soon.
 constexpr int kMaxPollMillis = 50;
 
-int MillisUntil(absl::Time deadline) {
-  absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) return 0;
-  // Rounded up, so that a poll never spins on a sub-millisecond remainder.
-  return static_cast<int>(
-      absl::ToInt64Milliseconds(left + absl::Milliseconds(1) - absl::Nanoseconds(1)));
+// The URL as a message may quote it: user info, which ParseHttpUrl refuses,
+// is blanked so that a password written there is not repeated.
+std::string Redacted(absl::string_view url) {
+  size_t scheme_end = url.find("://");
+  size_t authority_start = scheme_end == absl::string_view::npos ? 0 : scheme_end + 3;
+  size_t authority_end = url.find_first_of("/?#", authority_start);
+  absl::string_view authority = url.substr(authority_start, authority_end == absl::string_view::npos
+                                                                ? absl::string_view::npos
+                                                                : authority_end - authority_start);
+  size_t at = authority.rfind('@');
+  if (at == absl::string_view::npos) return std::string(url);
+  return absl::StrCat(url.substr(0, authority_start), "REDACTED", url.substr(authority_start + at));
 }
 
-// Waits until `fd` is ready for `events` or the deadline passes.
-absl::Status WaitFor(int fd, short events, const Deadline& deadline, absl::string_view what) {
-  while (true) {
-    int millis = std::min(MillisUntil(deadline.Get()), kMaxPollMillis);
-    if (millis == 0) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
-    pollfd pfd{.fd = fd, .events = events, .revents = 0};
-    int ready = poll(&pfd, 1, millis);
-    if (ready > 0) return absl::OkStatus();
-    if (ready < 0 && errno != EINTR) {
-      return absl::UnavailableError(absl::StrCat(what, ": poll: ", strerror(errno)));
-    }
+absl::Status UrlError(absl::string_view url, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("push URL \"", Redacted(url), "\": ", why));
+}
+
+// libcurl's process-wide state, set up once and kept for the process's life.
+bool CurlReady() {
+  static const bool ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+  return ready;
+}
+
+// What a failed transfer says, as a status code (see HttpClient::Send).
+absl::StatusCode CodeOf(CURLcode result) {
+  switch (result) {
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_PROXY:
+      return absl::StatusCode::kUnavailable;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CLIENTCERT:
+      return absl::StatusCode::kUnauthenticated;
+    case CURLE_OPERATION_TIMEDOUT:
+      return absl::StatusCode::kDeadlineExceeded;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_HTTP3:
+      return absl::StatusCode::kDataLoss;
+    default:
+      return absl::StatusCode::kInternal;
   }
 }
 
-// A non-blocking socket connected to one of the host's addresses.
-absl::StatusOr<int> Connect(const HttpUrl& url, const Deadline& deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_ADDRCONFIG | AI_NUMERICSERV;
-  addrinfo* addresses = nullptr;
-  std::string port = std::to_string(url.port);
-  int gai = getaddrinfo(url.host.c_str(), port.c_str(), &hints, &addresses);
-  if (gai != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "resolving ", url.host, ": ", gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai)));
+// What one transfer collects through libcurl's callbacks.
+struct Exchange {
+  HttpResponse response;
+};
+
+size_t OnBody(char* data, size_t size, size_t count, void* user) {
+  auto* exchange = static_cast<Exchange*>(user);
+  size_t bytes = size * count;
+  std::string& body = exchange->response.body;
+  if (body.size() < kMaxHttpResponseBody) {
+    body.append(data, std::min(bytes, kMaxHttpResponseBody - body.size()));
   }
-  std::string last_error = "no address";
-  int connected = -1;
-  for (addrinfo* ai = addresses; ai != nullptr && connected < 0; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      last_error = absl::StrCat("socket: ", strerror(errno));
-      continue;
-    }
-    int result = connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (result < 0 && errno == EINPROGRESS) {
-      absl::Status waited = WaitFor(fd, POLLOUT, deadline, "connecting");
-      if (!waited.ok()) {
-        close(fd);
-        freeaddrinfo(addresses);
-        return absl::DeadlineExceededError(
-            absl::StrCat("connecting to ", url.Authority(), ": timed out"));
-      }
-      int error = 0;
-      socklen_t length = sizeof(error);
-      getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-      result = error == 0 ? 0 : -1;
-      errno = error;
-    }
-    if (result == 0) {
-      connected = fd;
-    } else {
-      last_error = strerror(errno);
-      close(fd);
-    }
-  }
-  freeaddrinfo(addresses);
-  if (connected < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("connecting to ", url.Authority(), ": ", last_error));
-  }
-  return connected;
+  return bytes;  // all taken: the rest is dropped, not an error
 }
 
-absl::Status SendAll(int fd, absl::string_view data, const Deadline& deadline) {
-  while (!data.empty()) {
-    ssize_t sent = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (sent > 0) {
-      data.remove_prefix(static_cast<size_t>(sent));
-      continue;
+size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+  auto* exchange = static_cast<Exchange*>(user);
+  size_t bytes = size * count;
+  absl::string_view line = absl::StripTrailingAsciiWhitespace(absl::string_view(data, bytes));
+  HttpResponse& response = exchange->response;
+  if (absl::StartsWith(line, "HTTP/")) {
+    // A new status line (after a 100 Continue, or a proxy's CONNECT answer):
+    // only the last response's head counts. "HTTP/1.1 503 Service Unavailable".
+    response.headers.clear();
+    response.reason.clear();
+    size_t space = line.find(' ');
+    size_t reason = space == absl::string_view::npos ? space : line.find(' ', space + 1);
+    if (reason != absl::string_view::npos) {
+      response.reason = std::string(absl::StripAsciiWhitespace(line.substr(reason + 1)));
     }
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      absl::Status waited = WaitFor(fd, POLLOUT, deadline, "sending the request");
-      if (!waited.ok()) return waited;
-      continue;
-    }
-    return absl::UnavailableError(absl::StrCat("sending the request: ", strerror(errno)));
+    return bytes;
   }
-  return absl::OkStatus();
+  size_t colon = line.find(':');
+  if (colon != absl::string_view::npos) {
+    response.headers.emplace_back(std::string(absl::StripAsciiWhitespace(line.substr(0, colon))),
+                                  std::string(absl::StripAsciiWhitespace(line.substr(colon + 1))));
+  }
+  return bytes;
 }
 
-// Where the head ends ("\r\n\r\n"), or npos.
-size_t HeadEnd(absl::string_view bytes) { return bytes.find("\r\n\r\n"); }
+// The headers of one request as libcurl takes them; freed with it.
+class HeaderList {
+ public:
+  HeaderList() = default;
+  HeaderList(const HeaderList&) = delete;
+  HeaderList& operator=(const HeaderList&) = delete;
+  ~HeaderList() { curl_slist_free_all(list_); }
 
-// True once `bytes` holds a whole response whose length is known from its
-// headers (Content-Length, or the last chunk), so the read can stop without
-// waiting for the server to close.
-bool ResponseComplete(absl::string_view bytes) {
-  size_t head_end = HeadEnd(bytes);
-  if (head_end == absl::string_view::npos) return false;
-  absl::string_view head = bytes.substr(0, head_end);
-  std::string lower = absl::AsciiStrToLower(head);
-  size_t at = lower.find("\r\ncontent-length:");
-  if (at != std::string::npos) {
-    size_t value_start = at + std::strlen("\r\ncontent-length:");
-    size_t value_end = lower.find("\r\n", value_start);
-    uint64_t length = 0;
-    if (absl::SimpleAtoi(
-            absl::StripAsciiWhitespace(absl::string_view(lower).substr(
-                value_start,
-                value_end == std::string::npos ? std::string::npos : value_end - value_start)),
-            &length)) {
-      return bytes.size() - (head_end + 4) >= length;
-    }
+  bool Add(const std::string& line) {
+    curl_slist* next = curl_slist_append(list_, line.c_str());
+    if (next == nullptr) return false;
+    list_ = next;
+    return true;
   }
-  if (absl::StrContains(lower, "\r\ntransfer-encoding:") && absl::StrContains(lower, "chunked")) {
-    return absl::EndsWith(bytes, "\r\n0\r\n\r\n") ||
-           absl::StartsWith(bytes.substr(head_end + 4), "0\r\n\r\n");
-  }
-  return false;
-}
+  curl_slist* get() const { return list_; }
 
-absl::StatusOr<std::string> DecodeChunked(absl::string_view body) {
-  std::string out;
-  while (true) {
-    size_t line_end = body.find("\r\n");
-    if (line_end == absl::string_view::npos) return absl::DataLossError("chunked body cut short");
-    absl::string_view size_text = body.substr(0, line_end);
-    size_text = size_text.substr(0, size_text.find(';'));  // chunk extensions
-    uint64_t size = 0;
-    if (!absl::SimpleHexAtoi(absl::StripAsciiWhitespace(absl::string_view(size_text)), &size)) {
-      return absl::DataLossError("chunked body: bad chunk size");
-    }
-    body.remove_prefix(line_end + 2);
-    if (size == 0) return out;
-    if (body.size() < size + 2) return absl::DataLossError("chunked body cut short");
-    if (out.size() < kMaxHttpResponseBody) {
-      absl::string_view chunk =
-          body.substr(0, std::min<size_t>(size, kMaxHttpResponseBody - out.size()));
-      out.append(chunk.data(), chunk.size());
-    }
-    body.remove_prefix(size + 2);
-  }
-}
+ private:
+  curl_slist* list_ = nullptr;
+};
 
 }  // namespace
+
+// One easy handle in one multi handle: the multi handle's poll lets a request
+// wait on its sockets in short slices and look at the cutoff in between; the
+// connection cache lives in it.
+struct HttpClient::Curl {
+  CURL* easy = nullptr;
+  CURLM* multi = nullptr;
+  char error[CURL_ERROR_SIZE] = {};
+
+  ~Curl() {
+    if (easy != nullptr) curl_easy_cleanup(easy);
+    if (multi != nullptr) curl_multi_cleanup(multi);
+  }
+};
 
 std::string HttpUrl::Authority() const {
   bool ipv6 = host.find(':') != std::string::npos;
   return ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 }
 
+std::string HttpUrl::Origin() const {
+  return absl::StrCat(https ? kHttpsScheme : kHttpScheme, Authority());
+}
+
+std::string HttpUrl::ToString(std::string_view path) const {
+  return absl::StrCat(Origin(), path_prefix, absl::string_view(path.data(), path.size()));
+}
+
 absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url_in) {
   absl::string_view url(url_in.data(), url_in.size());
   if (url.empty()) return UrlError(url, "empty");
   std::string lower = absl::AsciiStrToLower(url.substr(0, std::min<size_t>(url.size(), 16)));
-  if (absl::StartsWith(lower, "https://")) {
-    return UrlError(url,
-                    "https is not supported (this client does not do TLS); use http:// to the "
-                    "store, or to a local proxy that adds TLS");
+  HttpUrl parsed;
+  absl::string_view rest = url;
+  if (absl::StartsWith(lower, kHttpsScheme)) {
+    parsed.https = true;
+    parsed.port = 443;
+    rest.remove_prefix(kHttpsScheme.size());
+  } else if (absl::StartsWith(lower, kHttpScheme)) {
+    rest.remove_prefix(kHttpScheme.size());
+  } else {
+    return UrlError(url, "must start with http:// or https://");
   }
-  if (!absl::StartsWith(lower, kHttpScheme)) {
-    return UrlError(url, "must start with http://");
-  }
-  absl::string_view rest = url.substr(kHttpScheme.size());
   if (rest.find_first_of("?#") != absl::string_view::npos) {
     return UrlError(url, "a query or fragment is not allowed (the push adds its own query)");
   }
@@ -234,9 +204,10 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url_in) {
   absl::string_view authority = rest.substr(0, slash);
   absl::string_view path = slash == absl::string_view::npos ? "" : rest.substr(slash);
   if (authority.find('@') != absl::string_view::npos) {
-    return UrlError(url, "user info (user:password@) is not supported");
+    return UrlError(url,
+                    "user info (user:password@) is not allowed: credentials in a URL end up in "
+                    "logs; use basic_auth or bearer_token_file");
   }
-  HttpUrl parsed;
   absl::string_view port_text;
   if (absl::StartsWith(authority, "[")) {
     size_t close = authority.find(']');
@@ -290,111 +261,162 @@ std::optional<std::string> HttpResponse::Header(std::string_view name_in) const 
   return std::nullopt;
 }
 
-std::string SerializeHttpRequest(const HttpUrl& url, const HttpRequest& request) {
-  std::string out = absl::StrCat(request.method, " ", request.target, " HTTP/1.1\r\n");
-  // The Host header leaves out the default port, as browsers and Go do.
-  bool ipv6 = url.host.find(':') != std::string::npos;
-  std::string host = ipv6 ? absl::StrCat("[", url.host, "]") : url.host;
-  if (url.port != 80) absl::StrAppend(&host, ":", url.port);
-  absl::StrAppend(&out, "Host: ", host, "\r\n");
-  absl::StrAppend(&out, "User-Agent: ", kUserAgent, "\r\n");
-  for (const auto& [key, value] : request.headers) {
-    absl::StrAppend(&out, key, ": ", value, "\r\n");
-  }
-  absl::StrAppend(&out, "Content-Length: ", request.body.size(), "\r\n");
-  absl::StrAppend(&out, "Connection: close\r\n\r\n");
-  out.append(request.body);
-  return out;
-}
-
-absl::StatusOr<HttpResponse> ParseHttpResponse(std::string_view bytes_in) {
-  absl::string_view bytes(bytes_in.data(), bytes_in.size());
-  size_t head_end = HeadEnd(bytes);
-  if (head_end == absl::string_view::npos) {
-    return absl::DataLossError(bytes.empty() ? "the server closed the connection without a response"
-                                             : "the response ended inside its headers");
-  }
-  absl::string_view head = bytes.substr(0, head_end);
-  absl::string_view body = bytes.substr(head_end + 4);
-  size_t line_end = head.find("\r\n");
-  absl::string_view status_line = head.substr(0, line_end);
-  HttpResponse response;
-  // "HTTP/1.1 503 Service Unavailable"
-  if (!absl::StartsWith(status_line, "HTTP/1.") || status_line.size() < 12 ||
-      status_line[8] != ' ' || !absl::SimpleAtoi(status_line.substr(9, 3), &response.status) ||
-      response.status < 100 || response.status > 599) {
+absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(HttpUrl url,
+                                                               const HttpClientOptions& options) {
+  const HttpTlsOptions& tls = options.tls;
+  bool any_tls = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty() ||
+                 tls.insecure_skip_verify;
+  if (any_tls && !url.https) {
     return absl::InvalidArgumentError(
-        absl::StrCat("not an HTTP response: \"", status_line.substr(0, 40), "\""));
+        absl::StrCat("TLS settings need an https:// URL, not ", url.ToString()));
   }
-  if (status_line.size() > 13) response.reason = std::string(status_line.substr(13));
-  absl::string_view fields = line_end == absl::string_view::npos ? "" : head.substr(line_end + 2);
-  while (!fields.empty()) {
-    size_t end = fields.find("\r\n");
-    absl::string_view line = fields.substr(0, end);
-    fields = end == absl::string_view::npos ? "" : fields.substr(end + 2);
-    size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) continue;
-    response.headers.emplace_back(
-        std::string(absl::StripAsciiWhitespace(absl::string_view(line.substr(0, colon)))),
-        std::string(absl::StripAsciiWhitespace(absl::string_view(line.substr(colon + 1)))));
+  if (!tls.key_file.empty() && tls.cert_file.empty()) {
+    return absl::InvalidArgumentError("a client key needs its certificate (cert_file)");
   }
-  std::optional<std::string> encoding = response.Header("Transfer-Encoding");
-  if (encoding && absl::StrContains(absl::AsciiStrToLower(*encoding), "chunked")) {
-    absl::StatusOr<std::string> decoded = DecodeChunked(body);
-    if (!decoded.ok()) return decoded.status();
-    response.body = *std::move(decoded);
-  } else {
-    std::optional<std::string> length_text = response.Header("Content-Length");
-    uint64_t length = body.size();
-    if (length_text && absl::SimpleAtoi(*length_text, &length) && length < body.size()) {
-      body = body.substr(0, length);
-    }
-    response.body = std::string(body.substr(0, kMaxHttpResponseBody));
+  const HttpCredentials& credentials = options.credentials;
+  if (credentials.basic_username.empty() != credentials.basic_password.empty()) {
+    return absl::InvalidArgumentError("basic authentication needs both a username and a password");
   }
-  return response;
+  if (!credentials.basic_username.empty() && !credentials.bearer_token.empty()) {
+    return absl::InvalidArgumentError(
+        "basic authentication and a bearer token cannot both be used");
+  }
+  if (!CurlReady()) return absl::InternalError("libcurl could not be initialized");
+  auto curl = std::make_unique<Curl>();
+  curl->easy = curl_easy_init();
+  curl->multi = curl_multi_init();
+  if (curl->easy == nullptr || curl->multi == nullptr) {
+    return absl::InternalError("libcurl could not make a handle");
+  }
+  CURL* easy = curl->easy;
+  // What stays the same for every request.
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM: we are one thread of many
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(easy, CURLOPT_USERAGENT, kUserAgent);
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl->error);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
+  if (!tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
+  if (!tls.cert_file.empty()) {
+    curl_easy_setopt(easy, CURLOPT_SSLCERT, tls.cert_file.c_str());
+    curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
+  }
+  if (!tls.key_file.empty()) {
+    curl_easy_setopt(easy, CURLOPT_SSLKEY, tls.key_file.c_str());
+    curl_easy_setopt(easy, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  if (tls.insecure_skip_verify) {
+    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (!credentials.basic_username.empty()) {
+    curl_easy_setopt(easy, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BASIC));
+    curl_easy_setopt(easy, CURLOPT_USERNAME, credentials.basic_username.c_str());
+    curl_easy_setopt(easy, CURLOPT_PASSWORD, credentials.basic_password.c_str());
+  } else if (!credentials.bearer_token.empty()) {
+    curl_easy_setopt(easy, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BEARER));
+    curl_easy_setopt(easy, CURLOPT_XOAUTH2_BEARER, credentials.bearer_token.c_str());
+  }
+  // (libcurl copies every string it is given above.)
+  return std::unique_ptr<HttpClient>(new HttpClient(std::move(url), std::move(curl)));
 }
 
-absl::StatusOr<HttpResponse> SendHttpRequest(const HttpUrl& url, const HttpRequest& request,
-                                             absl::Duration timeout, const SharedDeadline* cutoff) {
-  Deadline deadline{.own = absl::Now() + timeout, .cutoff = cutoff};
-  absl::StatusOr<int> connected = Connect(url, deadline);
-  if (!connected.ok()) return connected.status();
-  FileDescriptor fd(*connected);
+HttpClient::HttpClient(HttpUrl url, std::unique_ptr<Curl> curl)
+    : url_(std::move(url)), curl_(std::move(curl)) {}
 
-  absl::Status sent = SendAll(fd.get(), SerializeHttpRequest(url, request), deadline);
-  // A server may answer (e.g. 413) and close before reading the whole body:
-  // read what it said before reporting the send error.
-  std::string received;
-  char buffer[16384];
-  constexpr size_t kMaxResponse = kMaxHttpResponseHead + kMaxHttpResponseBody + 1024;
-  while (received.size() < kMaxResponse && !ResponseComplete(received)) {
-    ssize_t n = recv(fd.get(), buffer, sizeof(buffer), 0);
-    if (n > 0) {
-      received.append(buffer, static_cast<size_t>(n));
-      continue;
-    }
-    if (n == 0) break;  // the server closed: the response is complete
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      absl::Status waited = WaitFor(fd.get(), POLLIN, deadline, "waiting for the response");
-      if (!waited.ok()) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("waiting for the response from ", url.Authority(), ": timed out"));
-      }
-      continue;
-    }
-    if (received.empty()) {
-      return absl::UnavailableError(absl::StrCat("reading the response: ", strerror(errno)));
-    }
-    break;
+HttpClient::~HttpClient() = default;
+
+absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& request, absl::Duration timeout,
+                                              const SharedDeadline* cutoff) {
+  std::string where =
+      absl::StrCat(url_.Origin(), request.target.substr(0, request.target.find('?')));
+  auto fail = [&](absl::StatusCode code, absl::string_view why) {
+    return absl::Status(code, absl::StrCat(request.method, " ", where, ": ", why));
+  };
+  if (cutoff != nullptr && cutoff->Get() <= absl::Now()) {
+    return fail(absl::StatusCode::kCancelled, "cut short by the shutdown");
   }
-  if (received.empty() && !sent.ok()) return sent;
-  absl::StatusOr<HttpResponse> response = ParseHttpResponse(received);
-  if (!response.ok() && received.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat(url.Authority(), " closed the connection without a response"));
+
+  HeaderList headers;
+  bool headers_ok = headers.Add("Expect:");  // no 100-continue wait before the body
+  for (const auto& [name, value] : request.headers) {
+    headers_ok = headers_ok && headers.Add(absl::StrCat(name, ": ", value));
   }
-  return response;
+  if (!headers_ok) return fail(absl::StatusCode::kInternal, "out of memory");
+
+  CURL* easy = curl_->easy;
+  Exchange exchange;
+  curl_->error[0] = '\0';
+  std::string url = absl::StrCat(url_.Origin(), request.target);
+  curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST,
+                   request.method == "POST" ? nullptr : request.method.c_str());
+  curl_easy_setopt(easy, CURLOPT_POST, 1L);
+  curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
+  curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &exchange);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, &exchange);
+
+  if (curl_multi_add_handle(curl_->multi, easy) != CURLM_OK) {
+    return fail(absl::StatusCode::kInternal, "libcurl refused the request");
+  }
+  bool cut = false;
+  int running = 1;
+  while (running > 0) {
+    if (curl_multi_perform(curl_->multi, &running) != CURLM_OK) break;
+    if (running == 0) break;
+    if (cutoff != nullptr && absl::Now() >= cutoff->Get()) {
+      cut = true;
+      break;
+    }
+    curl_multi_poll(curl_->multi, nullptr, 0, kMaxPollMillis, nullptr);
+  }
+  CURLcode result = CURLE_OK;
+  bool done = false;
+  int left = 0;
+  while (CURLMsg* message = curl_multi_info_read(curl_->multi, &left)) {
+    if (message->msg == CURLMSG_DONE && message->easy_handle == easy) {
+      result = message->data.result;
+      done = true;
+    }
+  }
+  curl_multi_remove_handle(curl_->multi, easy);
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, nullptr);  // `headers` goes now
+  curl_easy_setopt(easy, CURLOPT_POSTFIELDS, nullptr);
+
+  if (cut) return fail(absl::StatusCode::kCancelled, "cut short by the shutdown");
+  if (!done) return fail(absl::StatusCode::kInternal, "libcurl stopped without a result");
+  if (result != CURLE_OK) {
+    absl::StatusCode code = CodeOf(result);
+    // The error buffer says more than the code's name ("SSL certificate
+    // problem: unable to get local issuer certificate").
+    std::string detail = curl_->error[0] != '\0' ? std::string(curl_->error)
+                                                 : std::string(curl_easy_strerror(result));
+    // With TLS 1.3 the server refuses a client certificate after the client
+    // considers the handshake done: the refusal arrives as a read error
+    // carrying the server's alert ("tlsv13 alert certificate required").
+    if (code == absl::StatusCode::kDataLoss && absl::StrContains(detail, " alert ")) {
+      code = absl::StatusCode::kUnauthenticated;
+    }
+    long os_errno = 0;  // libcurl's message leaves it out ("Couldn't connect to server")
+    if (code == absl::StatusCode::kUnavailable &&
+        curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno != 0) {
+      absl::StrAppend(&detail, " (", strerror(static_cast<int>(os_errno)), ")");
+    }
+    if (code == absl::StatusCode::kDeadlineExceeded) {
+      return fail(
+          code, absl::StrCat("timed out after ", absl::FormatDuration(timeout), " (", detail, ")"));
+    }
+    return fail(code, detail);
+  }
+  long status = 0;
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+  exchange.response.status = static_cast<int>(status);
+  return std::move(exchange.response);
 }
 
 }  // namespace pystrobe

@@ -37,6 +37,12 @@ std::string QueryEscape(absl::string_view text) {
   return out;
 }
 
+// A header name: an HTTP token (RFC 9110 5.6.2).
+bool IsTokenChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+         absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
+}
+
 std::string ShortBody(absl::string_view body) {
   std::string text(body.substr(0, 200));
   for (char& c : text) {
@@ -46,6 +52,32 @@ std::string ShortBody(absl::string_view body) {
 }
 
 }  // namespace
+
+const char* PushErrorReasonLabel(PushErrorReason reason) {
+  switch (reason) {
+#define PYSTROBE_LABEL(name, label) \
+  case PushErrorReason::name:       \
+    return label;
+    PYSTROBE_PUSH_ERROR_REASONS(PYSTROBE_LABEL)
+#undef PYSTROBE_LABEL
+  }
+  return "other";
+}
+
+PushErrorReason PushErrorReasonOf(const absl::Status& error) {
+  switch (error.code()) {
+    case absl::StatusCode::kUnavailable:
+      return PushErrorReason::kConnect;
+    case absl::StatusCode::kUnauthenticated:
+      return PushErrorReason::kTls;
+    case absl::StatusCode::kDeadlineExceeded:
+      return PushErrorReason::kTimeout;
+    case absl::StatusCode::kDataLoss:
+      return PushErrorReason::kConnectionLost;
+    default:
+      return PushErrorReason::kOther;
+  }
+}
 
 absl::Duration PushBackoff(const PyroscopePushOptions& options, int retry, double uniform) {
   absl::Duration base = options.initial_backoff;
@@ -104,6 +136,8 @@ HttpRequest BuildIngestRequest(const PyroscopePushOptions& options, const HttpUr
   if (sample_rate_hz > 0) absl::StrAppend(&request.target, "&sampleRate=", sample_rate_hz);
   absl::StrAppend(&request.target, "&spyName=", QueryEscape(options.spy_name),
                   "&units=samples&aggregationType=sum");
+  if (!options.tenant_id.empty()) request.headers.emplace_back("X-Scope-OrgID", options.tenant_id);
+  for (const auto& header : options.headers) request.headers.push_back(header);
   if (options.encoding == PushBodyEncoding::kRawPprof) {
     absl::StrAppend(&request.target, "&format=pprof");
     request.headers.emplace_back("Content-Type", "application/octet-stream");
@@ -149,6 +183,26 @@ absl::StatusOr<HttpUrl> ValidatePushOptions(const PyroscopePushOptions& options)
           "(Pyroscope's name syntax)"));
     }
   }
+  for (char c : options.tenant_id) {
+    if (absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
+      return absl::InvalidArgumentError("push: the tenant id has a control character");
+    }
+  }
+  // The full rules are the configuration's (config/config.h,
+  // ValidatePushHeader); here only what would break the request itself.
+  for (const auto& [name, value] : options.headers) {
+    if (name.empty() || !std::all_of(name.begin(), name.end(), IsTokenChar)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("push: header name \"", name, "\" is not an HTTP token"));
+    }
+    if (std::any_of(value.begin(), value.end(), [](char c) {
+          return absl::ascii_iscntrl(static_cast<unsigned char>(c)) && c != '\t';
+        })) {
+      // The value is left out: a header may carry a key.
+      return absl::InvalidArgumentError(
+          absl::StrCat("push: header ", name, ": the value has a control character"));
+    }
+  }
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("push: the timeout must be positive");
   }
@@ -170,11 +224,18 @@ absl::StatusOr<std::unique_ptr<PyroscopePusher>> PyroscopePusher::Create(
     PyroscopePushOptions options) {
   absl::StatusOr<HttpUrl> url = ValidatePushOptions(options);
   if (!url.ok()) return url.status();
-  return std::unique_ptr<PyroscopePusher>(new PyroscopePusher(std::move(options), *std::move(url)));
+  absl::StatusOr<std::unique_ptr<HttpClient>> client = HttpClient::Create(*url, options.client);
+  if (!client.ok()) return client.status();
+  return std::unique_ptr<PyroscopePusher>(
+      new PyroscopePusher(std::move(options), *std::move(url), *std::move(client)));
 }
 
-PyroscopePusher::PyroscopePusher(PyroscopePushOptions options, HttpUrl url)
-    : options_(std::move(options)), url_(std::move(url)), random_(std::random_device{}()) {
+PyroscopePusher::PyroscopePusher(PyroscopePushOptions options, HttpUrl url,
+                                 std::unique_ptr<HttpClient> client)
+    : options_(std::move(options)),
+      url_(std::move(url)),
+      client_(std::move(client)),
+      random_(std::random_device{}()) {
   worker_ = std::thread([this] { Run(); });
 }
 
@@ -262,11 +323,14 @@ bool PyroscopePusher::SendWithRetries(const Window& window) {
     }
     HttpRequest request = BuildIngestRequest(options_, url_, window.profile_gz, window.start,
                                              window.end, window.sample_rate_hz, boundary);
-    absl::StatusOr<HttpResponse> response =
-        SendHttpRequest(url_, request, options_.timeout, &cutoff_);
+    absl::StatusOr<HttpResponse> response = client_->Send(request, options_.timeout, &cutoff_);
+    if (!response.ok() && response.status().code() == absl::StatusCode::kCancelled) {
+      return false;  // Shutdown's deadline: not a failure of the store
+    }
 
     std::optional<absl::Duration> retry_after;
     std::string error;
+    PushErrorReason reason = PushErrorReason::kHttpStatus;
     if (response.ok()) {
       if (response->status >= 200 && response->status < 300) {
         absl::MutexLock lock(&mu_);
@@ -275,10 +339,11 @@ bool PyroscopePusher::SendWithRetries(const Window& window) {
         stats_.last_error.clear();
         return true;
       }
-      error = absl::StrCat("HTTP ", response->status, " ", response->reason, ": ",
-                           ShortBody(response->body));
+      error = absl::StrCat("POST ", url_.ToString("/ingest"), ": HTTP ", response->status, " ",
+                           response->reason, ": ", ShortBody(response->body));
       if (!IsRetryableStatus(response->status)) {
         absl::MutexLock lock(&mu_);
+        ++stats_.errors[static_cast<size_t>(PushErrorReason::kHttpStatus)];
         ++stats_.rejected;
         stats_.last_error = std::move(error);
         return true;
@@ -288,11 +353,13 @@ bool PyroscopePusher::SendWithRetries(const Window& window) {
       }
     } else {
       error = std::string(response.status().message());
+      reason = PushErrorReasonOf(response.status());
     }
 
     absl::Duration delay;
     {
       absl::MutexLock lock(&mu_);
+      ++stats_.errors[static_cast<size_t>(reason)];
       stats_.last_error = error;
       if (attempt >= options_.max_attempts) {
         ++stats_.failed;

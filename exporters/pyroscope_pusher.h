@@ -16,14 +16,21 @@
 // (grafana/pyroscope-go upstream/remote/remote.go); `kRawPprof` is the other
 // form the server accepts (format=pprof, the gzipped profile as the body).
 //
+// Transport: libcurl (exporters/http_client.h), so https:// with a private CA
+// or client certificates, basic or bearer authentication, and the proxies of
+// the environment; a tenant id goes as X-Scope-OrgID (Grafana's multi-tenant
+// stores), extra headers as given.
+//
 // Outcomes, every window counted once: sent (2xx), rejected (any other 4xx
 // than 408/429: retrying cannot help), failed (retries used up on connection
 // errors, timeouts, 408, 429 and 5xx), dropped_queue_full (the oldest queued
 // window, when a new one arrives and the queue is full), dropped_shutdown
-// (still queued when Shutdown's deadline passed).
+// (still queued when Shutdown's deadline passed). Every failed attempt is
+// also counted by reason (PushErrorReason).
 #ifndef PYSTROBE_EXPORTERS_PYROSCOPE_PUSHER_H_
 #define PYSTROBE_EXPORTERS_PYROSCOPE_PUSHER_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -51,8 +58,15 @@ enum class PushBodyEncoding {
 };
 
 struct PyroscopePushOptions {
-  // http://HOST[:PORT][/PREFIX]; requests go to PREFIX/ingest.
+  // http[s]://HOST[:PORT][/PREFIX]; requests go to PREFIX/ingest.
   std::string url;
+  // TLS and credentials (secrets: never in a message).
+  HttpClientOptions client;
+  // Sent as X-Scope-OrgID when not empty.
+  std::string tenant_id;
+  // Sent with every request. Names are HTTP tokens; values have no control
+  // characters.
+  HttpHeaders headers;
   // The application name: Pyroscope's service_name. Letters, digits and
   // "_.-/" (the server's rule).
   std::string app_name = "pystrobe";
@@ -78,6 +92,31 @@ struct PyroscopePushOptions {
   absl::Duration max_retry_after = absl::Minutes(5);
 };
 
+// Why an attempt failed: one table for the enum, the metric's label values
+// and their order. X(enumerator, label).
+#define PYSTROBE_PUSH_ERROR_REASONS(X)                                          \
+  X(kConnect, "connect")        /* the host or proxy unresolved or unreached */ \
+  X(kTls, "tls")                /* certificate refused, handshake failed */     \
+  X(kTimeout, "timeout")        /* no complete answer within the timeout */     \
+  X(kConnectionLost, "network") /* the connection broke, or no HTTP answer */   \
+  X(kHttpStatus, "http_status") /* an answer other than 2xx */                  \
+  X(kOther, "other")
+
+enum class PushErrorReason {
+#define PYSTROBE_ENUMERATOR(name, label) name,
+  PYSTROBE_PUSH_ERROR_REASONS(PYSTROBE_ENUMERATOR)
+#undef PYSTROBE_ENUMERATOR
+};
+inline constexpr size_t kPushErrorReasons = 0
+#define PYSTROBE_COUNT(name, label) +1
+    PYSTROBE_PUSH_ERROR_REASONS(PYSTROBE_COUNT)
+#undef PYSTROBE_COUNT
+    ;
+// The metric label of a reason ("tls").
+const char* PushErrorReasonLabel(PushErrorReason reason);
+// The reason of a transport error (HttpClient::Send's status codes).
+PushErrorReason PushErrorReasonOf(const absl::Status& error);
+
 // Counters since the pusher was created, for the daemon's metrics.
 struct PushStats {
   uint64_t enqueued = 0;            // windows accepted by Push
@@ -89,6 +128,8 @@ struct PushStats {
   uint64_t failed = 0;              // retries exhausted
   uint64_t queued = 0;              // waiting now, including one being sent
   uint64_t bytes_sent = 0;          // request bodies of windows sent
+  // Failed attempts (retried or not), by PushErrorReason.
+  std::array<uint64_t, kPushErrorReasons> errors{};
   // The last error (empty when the last attempt succeeded), for logs.
   std::string last_error;
 };
@@ -104,8 +145,8 @@ std::optional<absl::Duration> ParseRetryAfter(std::string_view value, absl::Time
 // Whether a response status is worth retrying: 408, 429 and 5xx.
 bool IsRetryableStatus(int status);
 
-// The ingest request for one window, without the Host/Content-Length headers
-// SendHttpRequest adds. `profile_gz` is the gzipped pprof. `boundary` is the
+// The ingest request for one window, without the Host/Content-Length and
+// authentication headers the client adds. `profile_gz` is the gzipped pprof. `boundary` is the
 // multipart boundary (random in PyroscopePusher). Exposed for tests.
 HttpRequest BuildIngestRequest(const PyroscopePushOptions& options, const HttpUrl& url,
                                std::string_view profile_gz, absl::Time start, absl::Time end,
@@ -114,7 +155,7 @@ HttpRequest BuildIngestRequest(const PyroscopePushOptions& options, const HttpUr
 // The `name` parameter: app{k=v,...}, keys sorted.
 std::string IngestName(const PyroscopePushOptions& options);
 
-// Checks the options: URL, app name, labels, ranges.
+// Checks the options: URL, app name, labels, headers, ranges.
 absl::StatusOr<HttpUrl> ValidatePushOptions(const PyroscopePushOptions& options);
 
 class PyroscopePusher {
@@ -149,7 +190,7 @@ class PyroscopePusher {
     int sample_rate_hz = 0;
   };
 
-  PyroscopePusher(PyroscopePushOptions options, HttpUrl url);
+  PyroscopePusher(PyroscopePushOptions options, HttpUrl url, std::unique_ptr<HttpClient> client);
   void Run();
   // Sends one window with its retries. False when the shutdown deadline cut
   // it short (the window is then counted by the caller).
@@ -160,6 +201,7 @@ class PyroscopePusher {
 
   const PyroscopePushOptions options_;
   const HttpUrl url_;
+  const std::unique_ptr<HttpClient> client_;  // used by the worker only
 
   mutable absl::Mutex mu_;
   std::deque<Window> queue_ ABSL_GUARDED_BY(mu_);

@@ -11,10 +11,14 @@ packages=(
   # C++ libraries.
   libabsl-dev libgtest-dev libgmock-dev libyaml-cpp-dev prometheus-cpp-dev
   libprotobuf-dev protobuf-compiler
+  # Push to a profile store over HTTPS (TLS, client certificates, proxies).
+  libcurl4-openssl-dev
   # Test workloads, the browser that renders our flame graphs, a real
   # Prometheus to scrape the daemon, and Node.js (with npm) for the independent
   # decoders. python3-numpy: a heavy import for record --imports's e2e test.
   python3 python3-yaml python3-numpy chromium prometheus nodejs systemd
+  # The push tests' own certificate authority.
+  openssl
 )
 
 if [ "$(id -u)" -ne 0 ]; then

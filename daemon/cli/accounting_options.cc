@@ -80,11 +80,15 @@ block IO, page faults, context switches, CPython GC; a verdict (cpu-bound,
 io-bound, memory-bound, gil-bound, lock-or-sleep-bound, cpu-starved) with the
 figures behind it, and the five stacks most responsible.
 
+Exit status: with -- CMD, the command's own (128 + the signal when a signal
+ended it), as `time` does; 1 when stat itself fails, 2 for bad flags, a --pid
+that does not exist or a CMD that cannot be found.
+
 Options:
   -p, --pid PID        watch a running process
   -d, --duration SECS  how long to watch it (required with --pid)
   --json               print one JSON object instead of text
-  -r, --rate HZ        sampling rate for the stacks (default 199)
+  -r, --rate HZ        mean sampling rate for the stacks (default 199)
   --syscalls           also trace each read/write-family syscall (socket calls,
                        time entry to exit); slows every syscall on the host
   --no-offcpu-stacks   on-CPU stacks only: no stack walk at each context switch
@@ -148,7 +152,7 @@ Options:
   --once               print one screen after one interval and exit
   -i, --interval SECS  refresh interval (default 1)
   -n, --rows N         rows shown (default 20)
-  -r, --rate HZ        sampling rate for the Python functions (default 49)
+  -r, --rate HZ        mean sampling rate for the Python functions (default 49)
   --no-daemon          measure here even when a pystrobe daemon runs (by default
                        top is asked of it, over its socket)
   --socket PATH        the daemon's socket (default /run/pystrobe/pystrobe.sock)

@@ -39,7 +39,7 @@ void StopCommand(LaunchedCommand& command, absl::Duration grace) {
   while (!command.TryReap() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
   if (!command.TryReap()) {
     kill(command.pid(), SIGKILL);
-    waitpid(command.pid(), nullptr, 0);
+    command.Wait();
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "daemon/loader/libbpf_errors.h"
 #include "daemon/service/container_labels.h"
 #include "daemon/service/control_server.h"
+#include "daemon/service/loop_wakeups.h"
 #include "daemon/service/metrics_server.h"
 #include "daemon/service/metrics_snapshot.h"
 #include "daemon/service/profile_directory.h"
@@ -31,8 +33,12 @@
 namespace pystrobe {
 namespace {
 
-// Records do not wake the reader (see sampler.bpf.c): how often it looks.
-constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
+// The loop sleeps until something wakes it (LoopWakeups) or its next timer:
+// the 1 s tick of metrics and accounting, the window's cut, the watchdog.
+// While recordings or stat/top answers are under way it serves them this
+// often; most samples do not wake the reader (see sampler.bpf.c) and are
+// read in one batch at each wakeup.
+constexpr absl::Duration kServingInterval = absl::Milliseconds(50);
 constexpr absl::Duration kTickInterval = absl::Seconds(1);
 // How long after SIGTERM is seen the last window may take to reach the
 // profile store: SIGTERM must end the daemon within 2 s, and writing the
@@ -60,9 +66,20 @@ and exits.
 
 std::atomic<int> stop_signal{0};
 std::atomic<bool> reload_requested{false};
+// The loop's wakeups, for the signal handlers (Wake only writes to an eventfd).
+std::atomic<const LoopWakeups*> signal_wakeups{nullptr};
 
-void OnStopSignal(int signal) { stop_signal.store(signal); }
-void OnReloadSignal(int) { reload_requested.store(true); }
+void WakeLoop() {
+  if (const LoopWakeups* wakeups = signal_wakeups.load()) wakeups->Wake();
+}
+void OnStopSignal(int signal) {
+  stop_signal.store(signal);
+  WakeLoop();
+}
+void OnReloadSignal(int) {
+  reload_requested.store(true);
+  WakeLoop();
+}
 
 void InstallSignalHandlers() {
   struct sigaction action = {};
@@ -158,6 +175,7 @@ class Daemon {
   void Reload();
   void PublishHealth();
   void ConfigurePush(const DaemonConfig& config);
+  void LogPushErrors(const PushHealth& push);
   std::string ReadyStatus() const;
 
   DaemonArgs args_;
@@ -167,11 +185,14 @@ class Daemon {
   std::unique_ptr<ProfileDirectory> profile_dir_;
   PushSink push_sink_;
   std::unique_ptr<ContainerLabels> labels_;
+  std::unique_ptr<LoopWakeups> wakeups_;
   std::unique_ptr<ProfilingSession> session_;
   std::unique_ptr<ControlServer> control_;
   uint64_t next_sequence_ = 1;
   uint64_t reloads_ = 0;
   uint64_t reload_errors_ = 0;
+  std::string last_push_error_;      // the last push error logged; empty once it worked again
+  uint64_t push_sent_at_error_ = 0;  // windows sent when it was last seen failing
 };
 
 absl::Status Daemon::StartSession() {
@@ -179,6 +200,10 @@ absl::Status Daemon::StartSession() {
       config_, {profile_dir_.get(), &push_sink_}, labels_.get(), next_sequence_);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
+  if (absl::Status s = wakeups_->Watch(session_->ring_buffer_fd()); !s.ok()) {
+    // Still correct, only slower to see a new process: the tick drains too.
+    Log(absl::StrCat("warning: new processes wait for the next tick: ", s.message()));
+  }
   Log(absl::StrCat(
       "profiling ", config_.targets.all ? "every process" : "the configured targets", " at ",
       config_.rate_hz, " Hz in windows of ", absl::FormatDuration(config_.window), "; profiles in ",
@@ -265,6 +290,21 @@ void Daemon::ConfigurePush(const DaemonConfig& config) {
   if (absl::Status s = push_sink_.Configure(config); !s.ok()) Log(std::string(s.message()));
 }
 
+void Daemon::LogPushErrors(const PushHealth& push) {
+  // A line when the push starts failing, when the reason changes, and when a
+  // window goes through again; every failure is counted in
+  // pystrobe_push_errors_total. Errors name the URL, never a credential.
+  std::string error = push_sink_.LastError();
+  if (!error.empty() && error != last_push_error_) {
+    Log(absl::StrCat("push failed: ", error));
+    last_push_error_ = std::move(error);
+  } else if (error.empty() && !last_push_error_.empty() && push.sent > push_sent_at_error_) {
+    Log("push: sending again");
+    last_push_error_.clear();
+  }
+  if (!last_push_error_.empty() && error == last_push_error_) push_sent_at_error_ = push.sent;
+}
+
 void Daemon::PublishHealth() {
   DaemonHealth health;
   if (session_ != nullptr) session_->FillHealth(health);
@@ -274,6 +314,7 @@ void Daemon::PublishHealth() {
   health.profile_files = dir.files;
   health.profile_dir_bytes = dir.total_bytes;
   health.push = push_sink_.Health();
+  LogPushErrors(health.push);
   if (control_ != nullptr) health.control = control_->stats();
   health.config_reloads = reloads_;
   health.config_reload_errors = reload_errors_;
@@ -305,6 +346,13 @@ int Daemon::Run() {
   }
   labels_ = std::make_unique<ContainerLabels>(resolver.ok() ? std::move(*resolver) : nullptr);
   ConfigurePush(config_);
+  absl::StatusOr<std::unique_ptr<LoopWakeups>> wakeups = LoopWakeups::Create();
+  if (!wakeups.ok()) {
+    Log(std::string(wakeups.status().message()));
+    return kExitFailure;
+  }
+  wakeups_ = std::move(*wakeups);
+  signal_wakeups.store(wakeups_.get());
 
   if (absl::Status s = StartSession(); !s.ok()) {
     Log(std::string(s.message()));
@@ -314,6 +362,7 @@ int Daemon::Run() {
   absl::StatusOr<std::unique_ptr<ControlServer>> control = ControlServer::Start(args_.socket_path);
   if (control.ok()) {
     control_ = std::move(*control);
+    control_->set_on_job([wakeups = wakeups_.get()] { wakeups->Wake(); });
   } else {
     Log(absl::StrCat("warning: no control socket (record/top/stat load their own BPF): ",
                      control.status().message()));
@@ -326,7 +375,11 @@ int Daemon::Run() {
   absl::Time next_watchdog = absl::Now();
   absl::Time next_tick = absl::Now() + kTickInterval;
   while (stop_signal.load() == 0) {
-    if (absl::Status s = session_->Poll(kPollInterval); !s.ok()) {
+    absl::Time wake_at = std::min(next_tick, session_->next_cut());
+    if (watchdog) wake_at = std::min(wake_at, next_watchdog);
+    if (session_->serving_requests()) wake_at = std::min(wake_at, absl::Now() + kServingInterval);
+    wakeups_->Wait(wake_at - absl::Now());
+    if (absl::Status s = session_->Drain(); !s.ok()) {
       Log(absl::StrCat(s.message(), "; stopping"));
       break;
     }
@@ -362,6 +415,7 @@ int Daemon::Run() {
   control_.reset();  // the recordings were completed by Finish
   PublishHealth();
   Log(absl::StrCat("stopped by signal ", stop_signal.load(), "; last window written"));
+  signal_wakeups.store(nullptr);
   return kExitOk;
 }
 

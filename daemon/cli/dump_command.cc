@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -17,9 +18,12 @@
 #include "absl/strings/strip.h"
 #include "daemon/cli/dump_report.h"
 #include "daemon/cli/record_command.h"
+#include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"
 #include "daemon/python/interpreter_finder.h"
+#include "daemon/python/object_layout.h"
+#include "daemon/python/object_reader.h"
 #include "daemon/python/process_memory.h"
 #include "daemon/python/pthread_tid.h"
 
@@ -34,6 +38,7 @@ constexpr int kWalkAttempts = 5;
 struct DumpOptions {
   pid_t pid = 0;
   bool json = false;
+  bool asyncio = false;
   bool help = false;
 };
 
@@ -61,6 +66,8 @@ absl::StatusOr<DumpOptions> ParseDumpOptions(const std::vector<std::string>& arg
       have_pid = true;
     } else if (flag == "--json" && !value) {
       options.json = true;
+    } else if (flag == "--asyncio" && !value) {
+      options.asyncio = true;
     } else if ((flag == "-h" || flag == "--help") && !value) {
       options.help = true;
     } else {
@@ -177,6 +184,40 @@ absl::StatusOr<std::vector<DumpThread>> ReadThreads(const ProcessMemory& memory,
                                    " walks; last: ", last_error.message()));
 }
 
+// The pending asyncio tasks, named and symbolized for the report. The tasks
+// change as they are read; what no longer makes sense is counted, not fatal.
+absl::Status ReadAsyncioTasks(const ProcessMemory& memory, const PythonInterpreter& interpreter,
+                              const std::vector<PythonThread>& walked, DumpReport& report) {
+  absl::StatusOr<PythonObjectLayout> layout =
+      PythonObjectLayoutFor(interpreter.version, interpreter.layout);
+  if (!layout.ok()) return layout.status();
+  PythonObjectReader objects(memory, interpreter, *layout);
+  CodeObjectReader code(memory, interpreter);
+  AsyncioTaskReader reader(objects, code, interpreter);
+  absl::StatusOr<AsyncioSnapshot> snapshot = reader.ReadTasks(walked);
+  if (!snapshot.ok()) return snapshot.status();
+  absl::flat_hash_map<uint64_t, std::string> names;
+  for (const AsyncioTask& task : snapshot->tasks) names[task.address] = task.name;
+  for (const AsyncioTask& task : snapshot->tasks) {
+    DumpAsyncioTask out;
+    out.name = task.name;
+    out.running = task.running;
+    for (const PythonFrameSymbol& frame : task.stack) {
+      out.stack.push_back({frame.name, frame.filename, frame.line});
+    }
+    for (uint64_t awaiter : task.awaited_by) out.awaited_by.push_back(names[awaiter]);
+    report.asyncio_tasks.push_back(std::move(out));
+  }
+  // Running tasks first, then by name, so the output reads the same run to run.
+  std::stable_sort(report.asyncio_tasks.begin(), report.asyncio_tasks.end(),
+                   [](const DumpAsyncioTask& a, const DumpAsyncioTask& b) {
+                     if (a.running != b.running) return a.running;
+                     return a.name < b.name;
+                   });
+  report.asyncio_unreadable = snapshot->unreadable;
+  return absl::OkStatus();
+}
+
 int Fail(absl::string_view message) {
   fprintf(stderr, "pystrobe dump: %s\n", std::string(message).c_str());
   return kExitFailure;
@@ -198,7 +239,7 @@ std::string ReadFailure(pid_t pid, const absl::Status& status) {
 }  // namespace
 
 const char* DumpUsage() {
-  return R"(usage: pystrobe dump --pid PID [--json]
+  return R"(usage: pystrobe dump --pid PID [--json] [--asyncio]
 
 Prints the Python stack of every thread of a running CPython process (3.8 to
 3.13), innermost frame first, read from its memory without stopping it. Each
@@ -207,9 +248,16 @@ it is running or idle, and whether it holds the GIL. Needs root (CAP_SYS_PTRACE)
 
 Options:
   -p, --pid PID   the process to dump
+      --asyncio   after the threads, every pending asyncio task of every event
+                  loop: its name, whether it is running or pending, its
+                  coroutine chain (outermost first, each where it is suspended
+                  or running) and the tasks awaiting it (await, gather,
+                  TaskGroup)
       --json      print one JSON object instead:
                   {"pid", "python_version", "threads": [{"tid", "name", "holds_gil",
                    "state", "frames": [{"name", "filename", "line"}]}]}
+                  with --asyncio also "asyncio_tasks": [{"name", "state",
+                   "stack": [{"name", "filename", "line"}], "awaited_by": [names]}]
   -h, --help      this text
 )";
 }
@@ -278,6 +326,15 @@ int RunDumpCommand(const std::vector<std::string>& args) {
   report.python_version = interpreter->version.ToString();
   report.python_binary = interpreter->binary_path;
   report.threads = std::move(*threads);
+  if (options.asyncio) {
+    report.asyncio = true;
+    if (absl::Status status = ReadAsyncioTasks(memory, *interpreter, walked, report);
+        !status.ok()) {
+      if (!IsTransient(status)) return Fail(ReadFailure(pid, status));
+      fprintf(stderr, "pystrobe dump: warning: asyncio tasks unreadable: %s\n",
+              std::string(status.message()).c_str());
+    }
+  }
   const std::string text = options.json ? FormatDumpJson(report) : FormatDumpText(report);
   fwrite(text.data(), 1, text.size(), stdout);
   return fflush(stdout) == 0 ? kExitOk : kExitFailure;

@@ -47,6 +47,12 @@ std::string FrameText(const DumpFrame& frame) {
   return absl::StrCat(frame.name, " (", frame.filename, ":", frame.line, ")");
 }
 
+std::string FrameJson(const DumpFrame& frame) {
+  return absl::StrCat("{\"name\":", JsonString(frame.name),
+                      ",\"filename\":", JsonString(frame.filename),
+                      ",\"line\":", frame.line >= 0 ? absl::StrCat(frame.line) : "null", "}");
+}
+
 }  // namespace
 
 absl::string_view ThreadActivity(char proc_state) {
@@ -133,15 +139,33 @@ std::string FormatDumpJson(const DumpReport& report) {
                     ",\"proc_state\":", JsonString(absl::string_view(&thread.proc_state, 1)),
                     ",\"truncated\":", thread.truncated ? "true" : "false", ",\"frames\":[");
     for (size_t f = 0; f < thread.frames.size(); ++f) {
-      const DumpFrame& frame = thread.frames[f];
       if (f > 0) out += ",";
-      absl::StrAppend(&out, "{\"name\":", JsonString(frame.name),
-                      ",\"filename\":", JsonString(frame.filename),
-                      ",\"line\":", frame.line >= 0 ? absl::StrCat(frame.line) : "null", "}");
+      out += FrameJson(thread.frames[f]);
     }
     out += "]}";
   }
-  out += "]}\n";
+  out += "]";
+  if (report.asyncio) {
+    out += ",\"asyncio_tasks\":[";
+    for (size_t t = 0; t < report.asyncio_tasks.size(); ++t) {
+      const DumpAsyncioTask& task = report.asyncio_tasks[t];
+      if (t > 0) out += ",";
+      absl::StrAppend(&out, "{\"name\":", JsonString(task.name),
+                      ",\"state\":", task.running ? "\"running\"" : "\"pending\"", ",\"stack\":[");
+      for (size_t f = 0; f < task.stack.size(); ++f) {
+        if (f > 0) out += ",";
+        absl::StrAppend(&out, FrameJson(task.stack[f]));
+      }
+      out += "],\"awaited_by\":[";
+      for (size_t a = 0; a < task.awaited_by.size(); ++a) {
+        if (a > 0) out += ",";
+        out += JsonString(task.awaited_by[a]);
+      }
+      out += "]}";
+    }
+    absl::StrAppend(&out, "],\"asyncio_unreadable\":", report.asyncio_unreadable);
+  }
+  out += "}\n";
   return out;
 }
 
@@ -159,6 +183,22 @@ std::string FormatDumpText(const DumpReport& report) {
     for (const DumpFrame& frame : thread.frames)
       absl::StrAppend(&out, "    ", FrameText(frame), "\n");
     if (thread.truncated) out += "    [truncated]\n";
+  }
+  if (!report.asyncio) return out;
+  if (report.asyncio_tasks.empty()) out += "\nNo asyncio tasks\n";
+  for (const DumpAsyncioTask& task : report.asyncio_tasks) {
+    absl::StrAppend(&out, "\nTask \"", task.name, "\" (", task.running ? "running" : "pending",
+                    ")");
+    for (size_t a = 0; a < task.awaited_by.size(); ++a) {
+      absl::StrAppend(&out, a == 0 ? ", awaited by " : ", ", "\"", task.awaited_by[a], "\"");
+    }
+    out += "\n";
+    if (task.stack.empty()) out += "    (no coroutine frames)\n";
+    for (const DumpFrame& frame : task.stack) absl::StrAppend(&out, "    ", FrameText(frame), "\n");
+  }
+  if (report.asyncio_unreadable > 0) {
+    absl::StrAppend(&out, "\n", report.asyncio_unreadable,
+                    " asyncio task(s) or task set(s) changed while being read and are not shown\n");
   }
   return out;
 }

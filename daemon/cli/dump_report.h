@@ -31,12 +31,22 @@ struct DumpThread {
   bool truncated = false;         // deeper than the walk goes
 };
 
+struct DumpAsyncioTask {
+  std::string name;
+  bool running = false;                 // "running" when its loop runs it now, else "pending"
+  std::vector<DumpFrame> stack;         // outermost first
+  std::vector<std::string> awaited_by;  // names of the tasks awaiting it
+};
+
 struct DumpReport {
   pid_t pid = 0;
   std::string command_line;    // /proc/PID/cmdline, arguments joined by spaces
   std::string python_version;  // "3.11.2"
   std::string python_binary;   // the ELF that holds _PyRuntime
   std::vector<DumpThread> threads;
+  bool asyncio = false;  // --asyncio: the tasks below were asked for
+  std::vector<DumpAsyncioTask> asyncio_tasks;
+  size_t asyncio_unreadable = 0;  // tasks skipped because their memory changed under the read
 };
 
 // "running" for R (on a CPU or waiting for one), "idle" for every other state
@@ -55,7 +65,10 @@ std::string JsonEscape(absl::string_view text);
 // {"pid":N,"python_version":"3.11.2","threads":[{"tid":N,"name":"..",
 //  "holds_gil":true,"state":"running","frames":[{"name":..,"filename":..,"line":N}]}]}
 // plus "thread_id" (pthread_t), "proc_state" and "truncated" per thread;
-// "tid" is null when unknown, "line" null when the frame has none.
+// "tid" is null when unknown, "line" null when the frame has none. With
+// --asyncio also "asyncio_tasks":[{"name","state":"running"|"pending",
+// "stack":[{"name","filename","line"}] (outermost first),"awaited_by":[names]}]
+// and "asyncio_unreadable":N.
 std::string FormatDumpJson(const DumpReport& report);
 
 // The text rendering:
@@ -65,6 +78,10 @@ std::string FormatDumpJson(const DumpReport& report);
 //   Thread 1234 "python3" (idle)
 //       wait_here (/srv/app.py:12)
 //       main (/srv/app.py:30)
+//
+//   Task "io-0" (pending), awaited by "main"
+//       serve (/srv/app.py:40)
+//       query_db (/srv/app.py:22)
 std::string FormatDumpText(const DumpReport& report);
 
 }  // namespace pystrobe

@@ -95,6 +95,13 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
             static_cast<unsigned long long>(kernel.offcpu_sent),
             static_cast<unsigned long long>(kernel.offcpu_storage_failed));
   }
+  if (kernel.period_redraws_failed > 0) {
+    fprintf(stderr,
+            "pystrobe: the kernel refused %llu of %llu redraws of a CPU's sampling period; "
+            "those CPUs kept their previous period a while\n",
+            static_cast<unsigned long long>(kernel.period_redraws_failed),
+            static_cast<unsigned long long>(kernel.period_redraws + kernel.period_redraws_failed));
+  }
   if (recorder.samples_without_gil() > 0) {
     fprintf(stderr, "pystrobe: --gil left out %llu samples of threads not holding the GIL\n",
             static_cast<unsigned long long>(recorder.samples_without_gil()));
@@ -224,10 +231,13 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   }
   SharedModuleSymbolizer native_symbols;
   KernelPythonDiscovery python_discovery(sampler->get());
-  Recorder recorder(&native_symbols, &python_discovery,
-                    RecorderOptions{.threads = options.threads,
-                                    .gil_only = options.gil_only,
-                                    .mean_period_ns = MeanPeriodNs(options.rate_hz)});
+  Recorder recorder(
+      &native_symbols, &python_discovery,
+      RecorderOptions{.threads = options.threads,
+                      .gil_only = options.gil_only,
+                      .mean_period_ns = MeanPeriodNs(options.rate_hz),
+                      .asyncio = options.asyncio,
+                      .asyncio_await = options.asyncio && (options.offcpu || options.idle)});
 
   StopSignals::Install();
   absl::Status attached = (*sampler)->Attach(
@@ -262,9 +272,10 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   Profile profile;
   profile.title = absl::StrCat("pystrobe record: ", TargetDescription(options));
   profile.sample_rate_hz = options.rate_hz;
+  ProfileBuilderOptions build_options = ProfileBuilderOptionsFrom(options);
+  build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                         kernel_symbols.ok() ? &*kernel_symbols : nullptr,
-                         ProfileBuilderOptionsFrom(options));
+                         kernel_symbols.ok() ? &*kernel_symbols : nullptr, build_options);
   AddOnAndOffCpuStacks(recorder.stacks(), recorder.offcpu_stacks(),
                        {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz},
                        builder, profile);

@@ -68,6 +68,7 @@ bool* SwitchFlag(RecordOptions& options, absl::string_view flag) {
   if (flag == "--nolineno") return &options.no_line_numbers;
   if (flag == "--full-filenames") return &options.full_filenames;
   if (flag == "--imports") return &options.imports;
+  if (flag == "--asyncio") return &options.asyncio;
   return nullptr;
 }
 
@@ -84,7 +85,9 @@ Targets (one kind; the whole system when none is given):
   -a, --all            profile every process on the system
 
 Options:
-  -r, --rate HZ        samples per second on each CPU (1 to 1000, default 99)
+  -r, --rate HZ        mean samples per second on each CPU (1 to 1000, default
+                       99); each CPU's instants are random, so that no periodic
+                       program is sampled at the same phase of its cycle
   -d, --duration SECS  stop after SECS seconds (default: when the target exits,
                        or on Ctrl-C / SIGTERM; the profile is written either way)
   -f, --format FMT     svg (default), folded, pprof (.pb.gz) or speedscope
@@ -109,6 +112,9 @@ Python (any CPython 3.8 to 3.13, found automatically):
       --imports        instead of a profile, the import time of each module as a
                        tree (self and cumulative ms, as python -X importtime
                        prints it), from samples: to -o FILE, else to stderr
+      --asyncio        group asyncio code by task: a sample of a running task reads
+                       <process>;[task NAME];<frames of the tasks awaiting it>;
+                       <the task's own frames>, without the event loop's frames
       --max-python-depth N
                        Python frames walked per sample (1 to 384, default 128);
                        deeper stacks start with a [truncated] frame

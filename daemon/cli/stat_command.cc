@@ -212,6 +212,8 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   std::string text = options.json ? StatReportJson(report) : StatReportText(report);
   fputs(text.c_str(), stdout);
   fflush(stdout);
+  // As `time` does: the command's own status, so that scripts see its failure.
+  if (command) return command->ShellExitCode().value_or(kExitOk);
   return kExitOk;
 }
 

@@ -98,6 +98,27 @@ absl::Status LaunchedCommand::Release() {
   return absl::OkStatus();
 }
 
+int LaunchedCommand::Wait() {
+  while (!wait_status_) {
+    int status = 0;
+    pid_t reaped = waitpid(pid_, &status, 0);
+    if (reaped == pid_) {
+      wait_status_ = status;
+    } else if (reaped < 0 && errno != EINTR) {
+      // Not our child any more (reaped elsewhere): nothing to report but a failure.
+      wait_status_ = W_EXITCODE(1, 0);
+    }
+  }
+  return *wait_status_;
+}
+
+std::optional<int> LaunchedCommand::ShellExitCode() const {
+  if (!wait_status_) return std::nullopt;
+  if (WIFSIGNALED(*wait_status_)) return 128 + WTERMSIG(*wait_status_);
+  if (WIFEXITED(*wait_status_)) return WEXITSTATUS(*wait_status_);
+  return 1;  // stopped or continued: not an end, never reaped as one
+}
+
 std::optional<int> LaunchedCommand::TryReap() {
   if (wait_status_) return wait_status_;
   int status = 0;

@@ -34,8 +34,13 @@ class LaunchedCommand {
 
   // The child's wait status once it has exited; nullopt while it runs.
   std::optional<int> TryReap();
+  // Waits for the child to exit (after a kill, say) and keeps its status.
+  int Wait();
   // True once the child has exited and been reaped.
   bool exited() const { return wait_status_.has_value(); }
+  // What a shell (and `time`) would exit with after the child: its exit
+  // status, or 128 + the signal that killed it. nullopt while it runs.
+  std::optional<int> ShellExitCode() const;
 
  private:
   LaunchedCommand(pid_t pid, int release_fd, int exec_error_fd)

@@ -235,6 +235,10 @@ absl::Status BpfSampler::Poll(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
+int BpfSampler::ring_buffer_fd() const {
+  return ring_buffer_ != nullptr ? ring_buffer__epoll_fd(ring_buffer_) : -1;
+}
+
 absl::Status BpfSampler::Drain() {
   if (ring_buffer_ == nullptr) return absl::FailedPreconditionError("Drain before Attach");
   handler_deadline_ = absl::InfiniteFuture();
@@ -244,6 +248,10 @@ absl::Status BpfSampler::Drain() {
 }
 
 void BpfSampler::Detach() {
+  if (sampling_clock_ != nullptr) {
+    detached_redraws_.set += sampling_clock_->redraws();
+    detached_redraws_.failed += sampling_clock_->failed_redraws();
+  }
   sampling_clock_.reset();  // before the events it sets
   for (bpf_link* link : links_) bpf_link__destroy(link);
   links_.clear();
@@ -283,6 +291,12 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.python_codes_deferred = samples[PYSTROBE_COUNT_PYTHON_CODES_DEFERRED];
   counters.python_code_copy_ns = samples[PYSTROBE_COUNT_PYTHON_CODE_COPY_NS];
   counters.python_codes_lost = drops[PYSTROBE_DROP_PYTHON_CODE];
+  counters.period_redraws = detached_redraws_.set;
+  counters.period_redraws_failed = detached_redraws_.failed;
+  if (sampling_clock_ != nullptr) {
+    counters.period_redraws += sampling_clock_->redraws();
+    counters.period_redraws_failed += sampling_clock_->failed_redraws();
+  }
   return counters;
 }
 

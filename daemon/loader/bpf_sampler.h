@@ -64,6 +64,10 @@ struct SamplerCounters {
   uint64_t python_codes_lost = 0;       // code object copies the ring buffer was too full for
   uint64_t offcpu_sent = 0;             // off-CPU intervals sent
   uint64_t offcpu_storage_failed = 0;   // off-CPU stacks that could not be kept
+  // The sampling clock's redraws of a CPU's period, and those the kernel
+  // refused (that CPU kept its previous period until the next redraw).
+  uint64_t period_redraws = 0;
+  uint64_t period_redraws_failed = 0;
 };
 
 class BpfSampler {
@@ -97,6 +101,9 @@ class BpfSampler {
   // `rate_hz` times a second on average at random intervals (SamplingClock),
   // and attaches the programs. Records go to `handler` during Poll().
   absl::Status Attach(int rate_hz, RecordHandler handler);
+  // An fd readable when the ring buffer has records that asked to wake the
+  // reader (for a caller's own epoll set); -1 before Attach.
+  int ring_buffer_fd() const;
   // Hands waiting records to the handler, waiting up to `timeout` for some,
   // and returns after about `timeout` even while records keep coming.
   // Interrupted by a signal: returns OK.
@@ -152,6 +159,11 @@ class BpfSampler {
   pystrobe_sampler* skeleton_;
   std::optional<CpuClockEvents> events_;
   std::unique_ptr<SamplingClock> sampling_clock_;  // redraws events_'s periods
+  // The redraws of clocks already stopped, still counted.
+  struct {
+    uint64_t set = 0;
+    uint64_t failed = 0;
+  } detached_redraws_;
   std::vector<bpf_link*> links_;
   bool offcpu_ = false;
   ring_buffer* ring_buffer_ = nullptr;

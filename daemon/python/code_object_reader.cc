@@ -39,17 +39,18 @@ T Load(const uint8_t* p) {
 
 }  // namespace
 
-absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
-                                                         std::string_view what) const {
-  const PythonLayout& layout = interpreter_.layout;
+absl::StatusOr<std::string> ReadPythonStr(const ProcessMemory& memory,
+                                          const PythonInterpreter& interpreter, uint64_t address,
+                                          std::string_view what, size_t max_chars) {
+  const PythonLayout& layout = interpreter.layout;
   if (address == 0) return absl::DataLossError(absl::StrCat(std::string(what), " is NULL"));
   uint8_t header[128];
   const size_t header_size = layout.abi.unicode_state + 4;
   if (header_size > sizeof(header)) return absl::InternalError("unicode layout too large");
-  if (absl::Status status = memory_.Read(address, header, header_size); !status.ok()) {
+  if (absl::Status status = memory.Read(address, header, header_size); !status.ok()) {
     return status;
   }
-  if (Load<uint64_t>(header + layout.abi.object_type) != interpreter_.unicode_type_address) {
+  if (Load<uint64_t>(header + layout.abi.object_type) != interpreter.unicode_type_address) {
     return absl::DataLossError(absl::StrFormat("%s at 0x%x is not a str", what, address));
   }
   const int64_t length = Load<int64_t>(header + layout.abi.unicode_length);
@@ -57,7 +58,7 @@ absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
   const uint32_t kind = (state >> layout.abi.unicode_kind_shift) & 7;
   const bool compact = (state >> layout.abi.unicode_compact_shift) & 1;
   const bool ascii = (state >> layout.abi.unicode_ascii_shift) & 1;
-  if (length < 0 || static_cast<uint64_t>(length) > kMaxNameBytes) {
+  if (length < 0 || static_cast<uint64_t>(length) > max_chars) {
     return absl::DataLossError(
         absl::StrFormat("%s at 0x%x has implausible length %d", what, address, length));
   }
@@ -68,7 +69,7 @@ absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
   const uint64_t data =
       address + (ascii ? layout.abi.unicode_ascii_data : layout.abi.unicode_compact_data);
   std::vector<uint8_t> raw(static_cast<size_t>(length) * kind);
-  if (absl::Status status = memory_.Read(data, raw.data(), raw.size()); !status.ok()) {
+  if (absl::Status status = memory.Read(data, raw.data(), raw.size()); !status.ok()) {
     return status;
   }
   std::string out;
@@ -93,6 +94,11 @@ absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
     AppendUtf8(code_point, out);
   }
   return out;
+}
+
+absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
+                                                         std::string_view what) const {
+  return ReadPythonStr(memory_, interpreter_, address, what, kMaxNameBytes);
 }
 
 absl::StatusOr<std::vector<uint8_t>> CodeObjectReader::ReadBytes(uint64_t address, size_t max_size,
@@ -176,6 +182,23 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFr
   }
   code->code_bytes = static_cast<uint32_t>(code_bytes);
   return code;
+}
+
+absl::StatusOr<uint32_t> CodeObjectReader::CurrentStamp(uint64_t address) const {
+  const pystrobe_python_offsets& o = interpreter_.layout.abi;
+  if (address == 0) return absl::DataLossError("code object address is NULL");
+  uint8_t header[256];
+  const uint32_t header_size = pystrobe_python_code_head_size(&o);
+  if (header_size > sizeof(header)) return absl::InternalError("code object layout too large");
+  if (absl::Status status = memory_.Read(address, header, header_size); !status.ok()) {
+    return status;
+  }
+  if (Load<uint64_t>(header + o.object_type) != interpreter_.code_type_address) {
+    return absl::DataLossError(absl::StrFormat("0x%x is not a code object", address));
+  }
+  return pystrobe_python_code_stamp32(pystrobe_python_code_stamp(
+      Load<uint64_t>(header + o.code_filename), Load<uint64_t>(header + o.code_name),
+      static_cast<uint32_t>(Load<int32_t>(header + o.code_firstlineno))));
 }
 
 absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadCurrent(

@@ -34,6 +34,13 @@ struct PythonFrameSymbol {
   int32_t line = -1;  // -1 when the instruction has no line
 };
 
+// Reads the str object at `address` as UTF-8: a compact str of at most
+// `max_chars` characters, or an error naming `what` (not a str, bad state,
+// invalid character).
+absl::StatusOr<std::string> ReadPythonStr(const ProcessMemory& memory,
+                                          const PythonInterpreter& interpreter, uint64_t address,
+                                          std::string_view what, size_t max_chars);
+
 class CodeObjectReader {
  public:
   static constexpr size_t kMaxNameBytes = 4096;  // per str, in characters
@@ -56,6 +63,10 @@ class CodeObjectReader {
   // if the object now there does not match `stamp` either, FailedPrecondition.
   // Garbage (a non-code object, a bad string) is an error, never a name.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> Read(uint64_t address, uint32_t stamp);
+
+  // The stamp of the code object at `address` now, from one small read of
+  // its head (then Read(address, stamp) is served from the cache).
+  absl::StatusOr<uint32_t> CurrentStamp(uint64_t address) const;
 
   // Reads whatever code object is at `address` now, bypassing the cache check.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCurrent(uint64_t address);

@@ -73,6 +73,7 @@ absl::Status PythonFrameWalker::WalkFrames(uint64_t thread_state, PythonThread& 
       if (type == interpreter_.code_type_address) {
         PythonFrame out;
         out.code_address = code;
+        out.frame_address = current;
         out.stamp = pystrobe_python_code_stamp32(
             pystrobe_python_code_stamp(filename, name, static_cast<uint32_t>(first_line)));
         switch (o.frame_model) {

@@ -17,8 +17,9 @@ namespace pystrobe {
 // One Python frame as the kernel walker records it.
 struct PythonFrame {
   uint64_t code_address = 0;
-  uint32_t stamp = 0;        // pystrobe_python_code_stamp32, as samples carry it
-  int32_t instr_offset = 0;  // byte offset from the first instruction; < 0: not started
+  uint32_t stamp = 0;          // pystrobe_python_code_stamp32, as samples carry it
+  int32_t instr_offset = 0;    // byte offset from the first instruction; < 0: not started
+  uint64_t frame_address = 0;  // the PyFrameObject / _PyInterpreterFrame (asyncio matches on it)
 };
 
 struct PythonThread {

@@ -223,6 +223,7 @@ absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8
     return absl::DataLossError("_Py_DebugOffsets: GIL fields outside the GIL state");
   }
   const Field fields[] = {
+      {&layout.interp_modules, d.interpreter_state.imports_modules, "imports_modules"},
       {&o.runtime_interpreters_head, d.runtime_state.interpreters_head, "interpreters_head"},
       {&o.interp_next, d.interpreter_state.next, "interpreter_state.next"},
       {&o.interp_tstate_head, d.interpreter_state.threads_head, "threads_head"},

@@ -32,6 +32,9 @@ PythonVersion PythonVersionFromHex(uint64_t hex);
 // objects included) of short-lived processes.
 struct PythonLayout {
   pystrobe_python_offsets abi = {};
+  // PyInterpreterState's sys.modules (imports.modules), from _Py_DebugOffsets
+  // (3.13+) for userspace readers only; PYSTROBE_PY_OFFSET_NONE otherwise.
+  uint32_t interp_modules = PYSTROBE_PY_OFFSET_NONE;
 };
 
 // True for the versions pystrobe has verified tables for (3.8 to 3.13).

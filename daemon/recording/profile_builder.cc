@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/symbolizer/elf_identity.h"
 
@@ -25,6 +26,8 @@ std::string OffCpuReasonFrame(int reason) {
       return "[sleep]";
     case PYSTROBE_OFFCPU_GIL:
       return "[gil wait]";
+    case kOffCpuAwait:
+      return "[await]";
   }
   return "[off cpu]";
 }
@@ -111,7 +114,23 @@ void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& s
   if (options_.native && interpreter_seen) {
     for (size_t depth = 0; depth < root_side_end; ++depth) frames.push_back(native_frame(depth));
   }
-  for (size_t i = stack.python_frames.size(); i-- > 0;) {
+  size_t outermost = stack.python_frames.size();
+  if (options_.asyncio) {
+    std::vector<Frame> label;
+    if (const AsyncioTaskLabel* task = python.AsyncioLabel(stack.asyncio_task)) {
+      // A suspended task's chain: its task is known exactly.
+      label.push_back({absl::StrCat("[task ", task->name, "]"), FrameKind::kMarker});
+      for (const PythonFrameSymbol& frame : task->awaiter_frames) {
+        label.push_back({PythonSymbolName(image, frame), FrameKind::kPython});
+      }
+      frames.insert(frames.end(), label.begin(), label.end());
+    } else if (std::optional<size_t> root = AsyncioTaskRoot(image, stack, label)) {
+      // The event loop's frames below the task say nothing about it.
+      frames.insert(frames.end(), label.begin(), label.end());
+      outermost = *root + 1;
+    }
+  }
+  for (size_t i = outermost; i-- > 0;) {
     frames.push_back({PythonName(image, stack.python_frames[i]), FrameKind::kPython});
   }
   if (options_.native) {
@@ -169,6 +188,55 @@ std::string ProfileBuilder::PythonName(const ProcessImage& image,
   int32_t line = code->line_table.LineForOffset(frame.instr_offset);
   if (line < 0) line = code->first_line;
   return absl::StrCat(code->name, " (", filename, ":", line, ")");
+}
+
+std::string ProfileBuilder::PythonSymbolName(const ProcessImage& image,
+                                             const PythonFrameSymbol& frame) const {
+  std::string filename = options_.full_filenames
+                             ? frame.filename
+                             : ShortenPythonFilename(frame.filename, image.python->cwd());
+  if (options_.python_lines == PythonLineMode::kNone || frame.line < 0) {
+    return absl::StrCat(frame.name, " (", filename, ")");
+  }
+  return absl::StrCat(frame.name, " (", filename, ":", frame.line, ")");
+}
+
+std::optional<size_t> ProfileBuilder::AsyncioTaskRoot(const ProcessImage& image,
+                                                      const RawStack& stack,
+                                                      std::vector<Frame>& label) const {
+  const PythonProcess& python = *image.python;
+  for (size_t i = stack.python_frames.size(); i-- > 0;) {
+    const PythonCodeObject* code = python_codes_->Get(stack.python_frames[i].code);
+    if (code == nullptr) continue;
+    const absl::btree_map<std::string, AsyncioTaskLabel>* tasks =
+        python.AsyncioTasksRootedAt(code->address);
+    if (tasks == nullptr || tasks->empty()) continue;
+    // Tasks running the same coroutine function cannot be told apart by the
+    // sample's code objects: they share one frame naming them all (up to 3).
+    std::vector<std::string> names;
+    for (const auto& [name, unused] : *tasks) names.push_back(name);
+    std::string shown = names.size() <= 3
+                            ? absl::StrJoin(names, "|")
+                            : absl::StrCat(names.front(), "|...(", names.size(), " tasks)");
+    label.push_back({absl::StrCat("[task ", shown, "]"), FrameKind::kMarker});
+    // The awaiters are shown when every candidate has the same ones.
+    const AsyncioTaskLabel& first = tasks->begin()->second;
+    bool same = true;
+    for (const auto& [name, task] : *tasks) {
+      if (task.awaiter_frames.size() != first.awaiter_frames.size()) same = false;
+      for (size_t f = 0; same && f < first.awaiter_frames.size(); ++f) {
+        same = task.awaiter_frames[f].name == first.awaiter_frames[f].name &&
+               task.awaiter_frames[f].filename == first.awaiter_frames[f].filename;
+      }
+    }
+    if (same) {
+      for (const PythonFrameSymbol& frame : first.awaiter_frames) {
+        label.push_back({PythonSymbolName(image, frame), FrameKind::kPython});
+      }
+    }
+    return i;
+  }
+  return std::nullopt;
 }
 
 const std::string& ProfileBuilder::KernelName(uint64_t address) {

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "daemon/recording/native_name_cache.h"
@@ -32,6 +34,9 @@ struct ProfileBuilderOptions {
   bool native = false;
   PythonLineMode python_lines = PythonLineMode::kCurrentLine;
   bool full_filenames = false;
+  // Samples of a running asyncio task read [task NAME], the frames of the
+  // tasks awaiting it, then the task's own frames (--asyncio).
+  bool asyncio = false;
 };
 
 // The builder options that a recording's flags ask for: `record`'s
@@ -76,6 +81,11 @@ class ProfileBuilder {
   const std::string& KernelName(uint64_t address);
   Frame NativeFrame(const ProcessImage& image, uint64_t address);
   std::string PythonName(const ProcessImage& image, const RawPythonFrame& frame) const;
+  std::string PythonSymbolName(const ProcessImage& image, const PythonFrameSymbol& frame) const;
+  // With --asyncio: the index of the outermost Python frame that is the own
+  // coroutine of a task seen, or none; `label` gets the task's frames above it.
+  std::optional<size_t> AsyncioTaskRoot(const ProcessImage& image, const RawStack& stack,
+                                        std::vector<Frame>& label) const;
   // Frames of a sample that has Python frames, root first, after the
   // process and thread frames.
   void AddPythonStack(const ProcessImage& image, const RawStack& stack, std::vector<Frame>& frames);

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/python/asyncio_tasks.h"
+#include "daemon/python/object_reader.h"
 
 namespace pystrobe {
 namespace {
@@ -35,6 +38,80 @@ size_t AfterStdlibPrefix(absl::string_view path) {
 }
 
 }  // namespace
+
+bool PythonProcess::RefreshAsyncioTasks(absl::Time now) {
+  if (now < next_asyncio_refresh_) return false;
+  next_asyncio_refresh_ = now + kAsyncioRefreshInterval;
+  suspended_.clear();
+  await_charge_ = last_asyncio_read_ == absl::InfinitePast()
+                      ? absl::ZeroDuration()
+                      : std::min(now - last_asyncio_read_, kMaxAwaitCharge);
+  last_asyncio_read_ = now;
+  absl::StatusOr<PythonObjectLayout> layout =
+      PythonObjectLayoutFor(interpreter_.version, interpreter_.layout);
+  if (!layout.ok()) return false;
+  PythonObjectReader objects(*memory_, interpreter_, *layout);
+  AsyncioTaskReader reader(objects, code_reader_, interpreter_);
+  absl::StatusOr<AsyncioSnapshot> snapshot = reader.ReadTasks({});
+  // Reading many tasks costs: keep it under about 5% of the wall time.
+  next_asyncio_refresh_ = std::max(next_asyncio_refresh_, now + 20 * (absl::Now() - now));
+  if (!snapshot.ok()) {
+    ++asyncio_read_errors_;
+    previous_tasks_.clear();
+    return true;
+  }
+  asyncio_read_errors_ += snapshot->unreadable;
+  absl::flat_hash_set<std::pair<uint64_t, std::string>> seen;
+  absl::flat_hash_map<uint64_t, const AsyncioTask*> by_address;
+  for (const AsyncioTask& task : snapshot->tasks) by_address[task.address] = &task;
+  for (const AsyncioTask& task : snapshot->tasks) {
+    if (task.root_code_address == 0) continue;
+    if (!asyncio_roots_.contains(task.root_code_address) &&
+        asyncio_roots_.size() >= kMaxAsyncioRoots) {
+      continue;
+    }
+    AsyncioTaskLabel label;
+    label.name = task.name;
+    // The chain of awaiting tasks, outermost first (the first awaiter of each).
+    std::vector<const AsyncioTask*> chain;
+    for (const AsyncioTask* at = &task; !at->awaited_by.empty() && chain.size() < 16;) {
+      auto it = by_address.find(at->awaited_by.front());
+      if (it == by_address.end() || it->second == &task ||
+          std::find(chain.begin(), chain.end(), it->second) != chain.end()) {
+        break;
+      }
+      chain.push_back(it->second);
+      at = it->second;
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      label.awaiter_frames.insert(label.awaiter_frames.end(), (*it)->stack.begin(),
+                                  (*it)->stack.end());
+    }
+    auto key = std::make_pair(task.address, task.name);
+    seen.insert(key);
+    // A task is charged the time since the last read only if it existed then.
+    if (!task.running && !task.suspended_frames.empty() && previous_tasks_.contains(key)) {
+      auto it = asyncio_label_ids_.find(key);
+      if (it == asyncio_label_ids_.end() && asyncio_labels_.size() < kMaxAsyncioRoots) {
+        asyncio_labels_.push_back(label);
+        it = asyncio_label_ids_.emplace(key, asyncio_labels_.size()).first;
+      }
+      if (it != asyncio_label_ids_.end()) {
+        asyncio_labels_[it->second - 1] = label;
+        suspended_.push_back({it->second, task.suspended_frames});
+      }
+    }
+    asyncio_roots_[task.root_code_address][task.name] = std::move(label);
+  }
+  previous_tasks_ = std::move(seen);
+  return true;
+}
+
+const absl::btree_map<std::string, AsyncioTaskLabel>* PythonProcess::AsyncioTasksRootedAt(
+    uint64_t code_address) const {
+  auto it = asyncio_roots_.find(code_address);
+  return it == asyncio_roots_.end() ? nullptr : &it->second;
+}
 
 absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t pid) {
   absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(static_cast<pid_t>(pid));

@@ -10,16 +10,34 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "daemon/python/code_object_reader.h"
+#include "daemon/python/frame_walker.h"
 #include "daemon/python/interpreter_finder.h"
+#include "daemon/python/object_layout.h"
 #include "daemon/python/process_memory.h"
 
 namespace pystrobe {
 
+// What `record --asyncio` puts above a task's own frames: the task's name and
+// the coroutine frames of the tasks awaiting it, outermost first.
+struct AsyncioTaskLabel {
+  std::string name;
+  std::vector<PythonFrameSymbol> awaiter_frames;
+};
+
 class PythonProcess {
  public:
+  // Tasks are read at most this often per process (each read walks every
+  // task's coroutine chain).
+  static constexpr absl::Duration kAsyncioRefreshInterval = absl::Milliseconds(200);
+  static constexpr size_t kMaxAsyncioRoots = 4096;
+
   // Finds CPython in `pid` now. NotFound when it runs none (yet: libpython may
   // not be mapped so soon after exec), Unimplemented for versions we do not
   // support.
@@ -41,8 +59,34 @@ class PythonProcess {
     return code_reader_.Read(address, stamp);
   }
 
-  // The same, from the kernel's copy of the code object's memory; a copy
-  // without the line table (too big to copy) names the object without lines.
+  // Reads the process's asyncio tasks when the last read is older than
+  // kAsyncioRefreshInterval (or, for processes with many tasks, 20 times as
+  // long as the last read took), and remembers every task seen by the code
+  // object of its coroutine. Errors are counted, never fatal. True when it read.
+  bool RefreshAsyncioTasks(absl::Time now);
+
+  // A task suspended at the last read, and the wall time it is charged for.
+  struct SuspendedTask {
+    uint32_t label = 0;               // AsyncioLabel(label)
+    std::vector<PythonFrame> frames;  // its coroutine chain, outermost first
+  };
+  // The tasks suspended at the last read, and the wall time since the read
+  // before it (at most kMaxAwaitCharge): what each is charged for.
+  const std::vector<SuspendedTask>& suspended_tasks() const { return suspended_; }
+  absl::Duration await_charge() const { return await_charge_; }
+  static constexpr absl::Duration kMaxAwaitCharge = absl::Seconds(1);
+  // The task a SuspendedTask names (1-based); null when unknown.
+  const AsyncioTaskLabel* AsyncioLabel(uint32_t label) const {
+    return label >= 1 && label <= asyncio_labels_.size() ? &asyncio_labels_[label - 1] : nullptr;
+  }
+  // The tasks seen whose own coroutine runs `code_address` (by name); null
+  // when none.
+  const absl::btree_map<std::string, AsyncioTaskLabel>* AsyncioTasksRootedAt(
+      uint64_t code_address) const;
+  size_t asyncio_read_errors() const { return asyncio_read_errors_; }
+
+  // The code object at `address`, from the kernel's copy of its memory; a
+  // copy without the line table (too big to copy) names it without lines.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCodeFrom(const ProcessMemory& copy,
                                                                        uint64_t address,
                                                                        uint32_t stamp) const {
@@ -56,6 +100,17 @@ class PythonProcess {
   CodeObjectReader code_reader_;
   std::vector<std::pair<uint64_t, uint64_t>> interpreter_ranges_;  // [start, end)
   std::string cwd_;
+  absl::Time next_asyncio_refresh_ = absl::InfinitePast();
+  absl::Time last_asyncio_read_ = absl::InfinitePast();
+  std::vector<SuspendedTask> suspended_;
+  absl::Duration await_charge_;
+  // Every task seen (by address and name), as SuspendedTask.label - 1.
+  std::vector<AsyncioTaskLabel> asyncio_labels_;
+  absl::flat_hash_map<std::pair<uint64_t, std::string>, uint32_t> asyncio_label_ids_;
+  // The tasks of the last read: only they are charged the time up to the next.
+  absl::flat_hash_set<std::pair<uint64_t, std::string>> previous_tasks_;
+  absl::flat_hash_map<uint64_t, absl::btree_map<std::string, AsyncioTaskLabel>> asyncio_roots_;
+  size_t asyncio_read_errors_ = 0;
 };
 
 // How a Python frame's file is shown: the part after site-packages/ or

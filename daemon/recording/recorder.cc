@@ -126,6 +126,9 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
            frame.instr_offset});
     }
     stack.python_truncated = (header.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
+    if (options_.asyncio && python->RefreshAsyncioTasks(absl::Now()) && options_.asyncio_await) {
+      ChargeAwaitTime(stack.image, header.pid, *python);
+    }
   }
   if (offcpu)
     stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(header.offcpu_reason, 127));
@@ -137,6 +140,28 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
   stacks.Add(std::move(stack),
              {1, offcpu ? header.weight_ns
                         : OnCpuSampleWeightNs(header.weight_ns, options_.mean_period_ns)});
+}
+
+void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python) {
+  const uint64_t charge = static_cast<uint64_t>(absl::ToInt64Nanoseconds(python.await_charge()));
+  if (charge == 0) return;
+  for (const PythonProcess::SuspendedTask& task : python.suspended_tasks()) {
+    RawStack stack;
+    stack.image = image;
+    stack.offcpu_reason = kOffCpuAwait;
+    stack.asyncio_task = task.label;
+    for (auto frame = task.frames.rbegin(); frame != task.frames.rend(); ++frame) {
+      stack.python_frames.push_back({python_codes_.Intern(image, pid, python, frame->code_address,
+                                                          frame->stamp, python_code_copies_),
+                                     frame->instr_offset});
+    }
+    if (stacks_.size() + offcpu_stacks_.size() >= options_.max_stacks &&
+        !offcpu_stacks_.Contains(stack)) {
+      ++samples_over_stack_limit_;
+      continue;
+    }
+    offcpu_stacks_.Add(std::move(stack), {1, charge});
+  }
 }
 
 WindowStacks Recorder::TakeStacks() {

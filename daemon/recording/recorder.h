@@ -24,6 +24,9 @@ struct RecorderOptions {
   // weighs when the kernel measured no interval before it (the first tick
   // on its CPU) or an implausible one. 0: samples weigh what the kernel says.
   uint64_t mean_period_ns = 0;
+  bool asyncio = false;  // read the asyncio tasks of Python processes as they are sampled
+  // Also charge each suspended task's wall time to its chain (off-CPU, [await]).
+  bool asyncio_await = false;
 };
 
 // The time an on-CPU sample stands for: the interval since the previous tick
@@ -82,6 +85,9 @@ class Recorder {
 
  private:
   // A cpu-clock sample, or (`offcpu`) an interval off CPU with its stack.
+  // Adds the wall time since the last read of `python`'s tasks to every
+  // suspended task's chain, as off-CPU time ending in [await].
+  void ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python);
   void HandleSample(std::span<const uint8_t> record, bool offcpu);
 
   ProcessTable processes_;

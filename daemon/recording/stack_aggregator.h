@@ -14,6 +14,11 @@
 
 namespace pystrobe {
 
+// The off-CPU "reason" of the wall time an asyncio task spent suspended
+// (record --asyncio --off-cpu): never sent by the kernel, whose reasons
+// (enum pystrobe_offcpu_reason) are small.
+inline constexpr int8_t kOffCpuAwait = 100;
+
 // A Python frame as sampled: its code object and the instruction's byte offset.
 struct RawPythonFrame {
   PythonCodeId code = 0;
@@ -35,14 +40,18 @@ struct RawStack {
   std::vector<uint64_t> user_ips;
   std::vector<RawPythonFrame> python_frames;
   bool python_truncated = false;  // the Python stack was deeper than the walk
-  // Why the thread was off CPU (enum pystrobe_offcpu_reason); -1 on CPU.
+  // Why the thread was off CPU (enum pystrobe_offcpu_reason, or
+  // kOffCpuAwait); -1 on CPU.
   int8_t offcpu_reason = -1;
+  // For kOffCpuAwait: the suspended task (PythonProcess::AsyncioLabel).
+  uint32_t asyncio_task = 0;
 
   friend bool operator==(const RawStack&, const RawStack&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const RawStack& stack) {
     return H::combine(std::move(h), stack.image, stack.tid, stack.kernel_ips, stack.user_ips,
-                      stack.python_frames, stack.python_truncated, stack.offcpu_reason);
+                      stack.python_frames, stack.python_truncated, stack.offcpu_reason,
+                      stack.asyncio_task);
   }
 };
 

@@ -349,6 +349,7 @@ void ControlServer::Serve(int fd) {
     if (!stopping_.load()) {
       pending_.push_back(job);
       queued = true;
+      if (on_job_) on_job_();
     }
   }
   if (!queued) {

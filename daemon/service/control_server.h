@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -70,6 +71,12 @@ class ControlServer {
   const std::string& path() const { return path_; }
   // Jobs that arrived since the last call.
   std::vector<std::shared_ptr<RecordJob>> TakeJobs();
+  // Called (on a connection's thread) when a job arrives, to wake whoever
+  // takes them.
+  void set_on_job(std::function<void()> on_job) {
+    absl::MutexLock lock(&mu_);
+    on_job_ = std::move(on_job);
+  }
 
   struct Stats {
     uint64_t connections = 0;  // accepted, since the start
@@ -102,6 +109,7 @@ class ControlServer {
 
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<RecordJob>> pending_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> on_job_ ABSL_GUARDED_BY(mu_);
   std::list<Connection> connections_ ABSL_GUARDED_BY(mu_);
   std::vector<int> open_fds_ ABSL_GUARDED_BY(mu_);
   int active_ ABSL_GUARDED_BY(mu_) = 0;

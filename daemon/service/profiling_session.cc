@@ -146,9 +146,14 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
   return session;
 }
 
-absl::Status ProfilingSession::Poll(absl::Duration interval) {
-  absl::SleepFor(interval);
-  return sampler_->Drain();
+absl::Status ProfilingSession::Drain() { return sampler_->Drain(); }
+
+int ProfilingSession::ring_buffer_fd() const { return sampler_->ring_buffer_fd(); }
+
+absl::Time ProfilingSession::next_cut() const { return window_loop_->next_cut(); }
+
+bool ProfilingSession::serving_requests() const {
+  return on_demand_->active() > 0 || on_demand_accounting_->active() > 0;
 }
 
 void ProfilingSession::Tick(absl::Time now) {

@@ -50,10 +50,18 @@ class ProfilingSession {
                                                                  uint64_t next_sequence);
   ~ProfilingSession();
 
-  // Waits `interval`, then hands every waiting record to the recorder.
-  // Records do not wake the reader (see sampler.bpf.c), and a drain after a
-  // sleep reads them in one batch, as top does.
-  absl::Status Poll(absl::Duration interval);
+  // Hands every waiting record to the recorder. Most records do not wake the
+  // reader (see sampler.bpf.c): the daemon's loop drains them in one batch
+  // when it wakes, for its timers or for ring_buffer_fd().
+  absl::Status Drain();
+  // Readable when records ask to be read now (a new process, a filling
+  // buffer): for the loop's LoopWakeups.
+  int ring_buffer_fd() const;
+  // When the current window is due to be cut.
+  absl::Time next_cut() const;
+  // Whether on-demand recordings or stat/top answers are under way: they
+  // are served every few tens of milliseconds.
+  bool serving_requests() const;
   // The once-a-second work: targets, per-process metrics, the memory limit.
   // True when the daemon is over its memory limit.
   void Tick(absl::Time now);

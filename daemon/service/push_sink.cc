@@ -4,13 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "config/config.h"
 
 namespace pystrobe {
 namespace {
 
 bool SameOptions(const PyroscopePushOptions& a, const PyroscopePushOptions& b) {
   return a.url == b.url && a.app_name == b.app_name && a.labels == b.labels &&
-         a.timeout == b.timeout && a.max_queue == b.max_queue;
+         a.timeout == b.timeout && a.max_queue == b.max_queue && a.client == b.client &&
+         a.tenant_id == b.tenant_id && a.headers == b.headers;
 }
 
 void Add(PushHealth& total, const PushStats& stats) {
@@ -22,23 +24,55 @@ void Add(PushHealth& total, const PushStats& stats) {
   total.rejected += stats.rejected;
   total.failed += stats.failed;
   total.bytes_sent += stats.bytes_sent;
+  for (size_t i = 0; i < stats.errors.size(); ++i) total.errors[i] += stats.errors[i];
 }
 
 }  // namespace
 
-PyroscopePushOptions PushOptionsFrom(const DaemonConfig& config) {
+absl::StatusOr<PyroscopePushOptions> PushOptionsFrom(const DaemonConfig& config) {
+  const PushConfig& push = config.exporters.push;
   PyroscopePushOptions options;
-  options.url = config.exporters.push.url;
-  options.timeout = config.exporters.push.timeout;
-  options.max_queue = config.exporters.push.max_queue;
+  options.url = push.url;
+  options.timeout = push.timeout;
+  options.max_queue = push.max_queue;
   options.labels = config.labels;
+  options.tenant_id = push.tenant_id;
+  for (const auto& [name, value] : push.headers) options.headers.emplace_back(name, value);
+  options.client.tls = HttpTlsOptions{.ca_file = push.tls.ca_file,
+                                      .cert_file = push.tls.cert_file,
+                                      .key_file = push.tls.key_file,
+                                      .insecure_skip_verify = push.tls.insecure_skip_verify};
+  if (!push.basic_auth.username.empty()) {
+    absl::StatusOr<std::string> password = ReadSecretFile(push.basic_auth.password_file);
+    if (!password.ok()) {
+      return absl::Status(password.status().code(),
+                          absl::StrCat("basic_auth.password_file: ", password.status().message()));
+    }
+    options.client.credentials.basic_username = push.basic_auth.username;
+    options.client.credentials.basic_password = *std::move(password);
+  }
+  if (!push.bearer_token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadSecretFile(push.bearer_token_file);
+    if (!token.ok()) {
+      return absl::Status(token.status().code(),
+                          absl::StrCat("bearer_token_file: ", token.status().message()));
+    }
+    options.client.credentials.bearer_token = *std::move(token);
+  }
   return options;
 }
 
 PushSink::~PushSink() { Shutdown(absl::Now()); }
 
 absl::Status PushSink::Configure(const DaemonConfig& config) {
-  PyroscopePushOptions next = PushOptionsFrom(config);
+  absl::StatusOr<PyroscopePushOptions> read = PushOptionsFrom(config);
+  if (!read.ok()) {
+    StopPusher(absl::Now() + kReconfigureGrace);
+    options_ = PyroscopePushOptions();
+    return absl::Status(read.status().code(),
+                        absl::StrCat("exporters.push.", read.status().message(), "; not pushing"));
+  }
+  PyroscopePushOptions next = *std::move(read);
   if (pusher_ != nullptr && SameOptions(next, options_)) return absl::OkStatus();
   StopPusher(absl::Now() + kReconfigureGrace);
   options_ = next;
@@ -69,6 +103,10 @@ PushHealth PushSink::Health() const {
     health.queued = stats.queued;
   }
   return health;
+}
+
+std::string PushSink::LastError() const {
+  return pusher_ == nullptr ? "" : pusher_->Stats().last_error;
 }
 
 absl::Status PushSink::Consume(const ProfileWindow& window) {

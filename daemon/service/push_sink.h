@@ -19,8 +19,10 @@
 namespace pystrobe {
 
 // The pusher's options for a configuration: exporters.push (url, timeout,
-// max_queue, app_name) and the static labels.
-PyroscopePushOptions PushOptionsFrom(const DaemonConfig& config);
+// max_queue, TLS, credentials, tenant, headers) and the static labels. The
+// password and token are read from their files here, so a SIGHUP picks up a
+// rotated secret. Errors name the key and the file, never the secret.
+absl::StatusOr<PyroscopePushOptions> PushOptionsFrom(const DaemonConfig& config);
 
 class PushSink : public WindowSink {
  public:
@@ -31,9 +33,10 @@ class PushSink : public WindowSink {
   ~PushSink() override;
 
   // Starts pushing with `config`'s push settings, or stops when its URL is
-  // empty. With the same settings as now, nothing happens; otherwise the old
-  // pusher gets kReconfigureGrace to send its queue. An error (options the
-  // pusher refuses) leaves the sink without a pusher.
+  // empty. With the same settings (and secrets) as now, nothing happens;
+  // otherwise the old pusher gets kReconfigureGrace to send its queue. An
+  // error (a secret that cannot be read, options the pusher refuses) leaves
+  // the sink without a pusher.
   absl::Status Configure(const DaemonConfig& config);
 
   // Stops taking windows and sends what is queued until `deadline`.
@@ -42,6 +45,9 @@ class PushSink : public WindowSink {
   bool active() const { return pusher_ != nullptr; }
   // Totals since the daemon started, over every pusher it had.
   PushHealth Health() const;
+  // The current pusher's last error (empty after a success), for the log:
+  // names the URL, never a credential.
+  std::string LastError() const;
 
   std::string name() const override { return "push"; }
   // Queues the window; returns at once. OK without a pusher.

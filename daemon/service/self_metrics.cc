@@ -85,6 +85,13 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
           static_cast<double>(health.python_codes_from_copies));
   counter("pystrobe_offcpu_intervals_total", "Off-CPU intervals sent with their stacks.",
           static_cast<double>(s.offcpu_sent));
+  families.push_back(CounterFamily(
+      "pystrobe_sampling_period_redraws_total",
+      "Random redraws of a CPU's sampling period, by outcome; a failed one leaves that CPU at "
+      "its previous period until the next."));
+  AddSample(families.back(), static_cast<double>(s.period_redraws), with({{"outcome", "set"}}));
+  AddSample(families.back(), static_cast<double>(s.period_redraws_failed),
+            with({{"outcome", "failed"}}));
 
   families.push_back(CounterFamily(
       "pystrobe_dropped_total",
@@ -182,6 +189,18 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
             with({{"outcome", "dropped_shutdown"}}));
   counter("pystrobe_push_retries_total", "Push requests retried (attempts after the first).",
           static_cast<double>(health.push.retried));
+  std::string reasons;
+  for (size_t i = 0; i < kPushErrorReasons; ++i) {
+    absl::StrAppend(&reasons, i == 0 ? "" : ", ",
+                    PushErrorReasonLabel(static_cast<PushErrorReason>(i)));
+  }
+  families.push_back(CounterFamily(
+      "pystrobe_push_errors_total",
+      absl::StrCat("Push attempts that failed, retried or not, by reason (", reasons, ").")));
+  for (size_t i = 0; i < health.push.errors.size(); ++i) {
+    AddSample(families.back(), static_cast<double>(health.push.errors[i]),
+              with({{"reason", PushErrorReasonLabel(static_cast<PushErrorReason>(i))}}));
+  }
   gauge("pystrobe_push_queue_windows", "Windows waiting to be pushed, including one being sent.",
         static_cast<double>(health.push.queued));
   counter("pystrobe_push_bytes_total", "Request bodies of the windows pushed successfully.",

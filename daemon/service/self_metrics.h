@@ -4,6 +4,7 @@
 #ifndef PYSTROBE_DAEMON_SERVICE_SELF_METRICS_H_
 #define PYSTROBE_DAEMON_SERVICE_SELF_METRICS_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "daemon/accounting/process_counters.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/service/control_server.h"
+#include "exporters/pyroscope_pusher.h"
 #include "prometheus/metric_family.h"
 
 namespace pystrobe {
@@ -36,6 +38,8 @@ struct PushHealth {
   uint64_t failed = 0;
   uint64_t queued = 0;  // waiting now, including one being sent
   uint64_t bytes_sent = 0;
+  // Failed attempts by PushErrorReason (exporters/pyroscope_pusher.h).
+  std::array<uint64_t, kPushErrorReasons> errors{};
 };
 
 // Everything the daemon counts about itself; counters are totals since start.

@@ -40,7 +40,8 @@ class WindowLoop {
              uint64_t next_sequence = 1);
 
   // Whether the window that began at window_start() is over.
-  bool Due(absl::Time now) const { return now >= window_start_ + options_.window; }
+  bool Due(absl::Time now) const { return now >= next_cut(); }
+  absl::Time next_cut() const { return window_start_ + options_.window; }
   // Ends the window now (`final`: the daemon is stopping) and starts the next.
   void Cut(absl::Time now, bool final = false);
 

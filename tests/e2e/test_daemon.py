@@ -187,6 +187,10 @@ class DaemonTest(BpfTestCase):
         self.assertGreater(metric(text, "pystrobe_samples_total"), 0)
         self.assertIsNotNone(metric(text, "pystrobe_dropped_total", reason="ringbuf_full"))
         self.assertGreater(metric(text, "pystrobe_resident_memory_bytes"), 0)
+        # Each CPU's sampling period is redrawn at random, and the kernel takes it.
+        self.assertGreater(metric(text, "pystrobe_sampling_period_redraws_total", outcome="set"),
+                           os.cpu_count())
+        self.assertEqual(metric(text, "pystrobe_sampling_period_redraws_total", outcome="failed"), 0)
 
         # promtool's lint of a real scrape.
         check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,

@@ -172,6 +172,20 @@ class StatTest(BpfTestCase):
             proc.kill()
             proc.wait()
 
+    def test_exits_with_the_commands_status_as_time_does(self):
+        rc, out, err, _ = run_pystrobe(["stat", "--json", "--", "sh", "-c", "exit 3"],
+                                       timeout=60)
+        self.assertEqual(rc, 3, err)
+        report = json.loads(out)  # the report is still printed
+        self.assertTrue(report["exited"])
+
+        rc, out, err, _ = run_pystrobe(["stat", "--", "sh", "-c", "kill -TERM $$"], timeout=60)
+        self.assertEqual(rc, 128 + 15, err)
+        self.assertIn("verdict", out.lower())
+
+        rc, _, err, _ = run_pystrobe(["stat", "--", "true"], timeout=60)
+        self.assertEqual(rc, 0, err)
+
 
 class TopTest(BpfTestCase):
 

@@ -115,6 +115,45 @@ TEST(FormatDumpTextTest, ThreadWithoutTidOrFramesSaysSo) {
             "Thread 0xabc \"\" (idle)\n    (no Python frames)\n");
 }
 
+DumpReport AsyncioReport() {
+  DumpReport report = SampleReport();
+  report.asyncio = true;
+  DumpAsyncioTask io;
+  io.name = "io-\"0\"";
+  io.stack = {{"serve", "/srv/app.py", 40}, {"query_db", "/srv/app.py", 22}};
+  io.awaited_by = {"main"};
+  DumpAsyncioTask cpu;
+  cpu.name = "cpu-0";
+  cpu.running = true;
+  report.asyncio_tasks = {cpu, io};
+  report.asyncio_unreadable = 2;
+  return report;
+}
+
+TEST(FormatDumpJsonTest, AsyncioTasksSitBesideThreadsOnlyWhenAskedFor) {
+  EXPECT_EQ(FormatDumpJson(SampleReport()).find("asyncio_tasks"), std::string::npos);
+  const std::string json = FormatDumpJson(AsyncioReport());
+  EXPECT_NE(json.find(",\"asyncio_tasks\":[{\"name\":\"cpu-0\",\"state\":\"running\",\"stack\":[],"
+                      "\"awaited_by\":[]},{\"name\":\"io-\\\"0\\\"\",\"state\":\"pending\","
+                      "\"stack\":[{\"name\":\"serve\",\"filename\":\"/srv/app.py\",\"line\":40},"
+                      "{\"name\":\"query_db\",\"filename\":\"/srv/app.py\",\"line\":22}],"
+                      "\"awaited_by\":[\"main\"]}],\"asyncio_unreadable\":2}\n"),
+            std::string::npos)
+      << json;
+}
+
+TEST(FormatDumpTextTest, AsyncioTasksOutermostFirstWithTheirAwaiters) {
+  const std::string text = FormatDumpText(AsyncioReport());
+  EXPECT_NE(text.find("\nTask \"cpu-0\" (running)\n    (no coroutine frames)\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nTask \"io-\"0\"\" (pending), awaited by \"main\"\n"
+                      "    serve (/srv/app.py:40)\n    query_db (/srv/app.py:22)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2 asyncio task(s) or task set(s) changed while being read"),
+            std::string::npos);
+}
+
 TEST(ProcStatStateTest, ReadsTheFieldAfterTheLastParenthesis) {
   EXPECT_EQ(ProcStatState("1234 (python3) R 1 1234 1234 0 -1"), 'R');
   EXPECT_EQ(ProcStatState("1234 (a) b) S 1 2"), 'S');

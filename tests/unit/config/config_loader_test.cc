@@ -3,9 +3,12 @@
 #include "config/config_loader.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -18,6 +21,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 ConfigParseResult Parse(const std::string& yaml) { return ParseConfig(yaml, "pystrobe.yaml"); }
@@ -136,6 +140,163 @@ TEST(ParseConfigTest, EmptyPushUrlTurnsPushOff) {
   ConfigParseResult result = Parse("exporters:\n  push:\n    url: \"\"\n");
   ASSERT_TRUE(result.ok()) << result.ErrorText();
   EXPECT_EQ(result.config.exporters.push.url, "");
+}
+
+// Files the push settings point at, in a directory of the test's own.
+class PushFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/pystrobe-config-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& content) {
+    std::string path = absl::StrCat(dir_, "/", name);
+    std::ofstream(path) << content;
+    return path;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(PushFilesTest, ReadsTlsAuthTenantAndHeaders) {
+  std::string ca = Write("ca.pem", "-----BEGIN CERTIFICATE-----\n");
+  std::string cert = Write("client.pem", "cert");
+  std::string key = Write("client.key", "key");
+  std::string password = Write("password", "s3cret-pw\n");
+  ConfigParseResult result = Parse(absl::StrCat(R"(
+exporters:
+  push:
+    url: https://profiles.example.com/pyroscope
+    tls:
+      ca_file: )",
+                                                ca, R"(
+      cert_file: )",
+                                                cert, R"(
+      key_file: )",
+                                                key, R"(
+      insecure_skip_verify: false
+    basic_auth:
+      username: alice
+      password_file: )",
+                                                password, R"(
+    tenant_id: team-a
+    headers:
+      X-Api-Key: abc
+      X-Team: profiling
+)"));
+  ASSERT_TRUE(result.ok()) << result.ErrorText();
+  const PushConfig& push = result.config.exporters.push;
+  EXPECT_EQ(push.url, "https://profiles.example.com/pyroscope");
+  EXPECT_EQ(push.tls.ca_file, ca);
+  EXPECT_EQ(push.tls.cert_file, cert);
+  EXPECT_EQ(push.tls.key_file, key);
+  EXPECT_FALSE(push.tls.insecure_skip_verify);
+  EXPECT_EQ(push.basic_auth.username, "alice");
+  EXPECT_EQ(push.basic_auth.password_file, password);  // the path; the secret is read later
+  EXPECT_EQ(push.tenant_id, "team-a");
+  EXPECT_EQ(push.headers.size(), 2u);
+  EXPECT_EQ(push.headers.at("X-Api-Key"), "abc");
+}
+
+TEST_F(PushFilesTest, BearerTokenFile) {
+  std::string token = Write("token", "tok-123\n");
+  ConfigParseResult result = Parse(absl::StrCat(
+      "exporters:\n  push:\n    url: https://store\n    bearer_token_file: ", token, "\n"));
+  ASSERT_TRUE(result.ok()) << result.ErrorText();
+  EXPECT_EQ(result.config.exporters.push.bearer_token_file, token);
+  EXPECT_EQ(*ReadSecretFile(token), "tok-123");  // the newline of `echo tok > file` is not sent
+}
+
+TEST_F(PushFilesTest, UnreadableFilesAreErrorsNamingTheKeyAndPath) {
+  std::string missing = absl::StrCat(dir_, "/missing.pem");
+  std::string empty = Write("empty", "");
+  std::string blank_password = Write("blank", "\n");
+  ConfigParseResult result = Parse(absl::StrCat(R"(exporters:
+  push:
+    url: https://store
+    tls:
+      ca_file: )",
+                                                missing, R"(
+      cert_file: )",
+                                                dir_, R"(
+      key_file: )",
+                                                empty, R"(
+    basic_auth:
+      username: alice
+      password_file: )",
+                                                blank_password, R"(
+    bearer_token_file: relative/token
+)"));
+  ASSERT_EQ(result.errors.size(), 5u) << result.ErrorText();
+  EXPECT_EQ(result.errors[0].key, "exporters.push.tls.ca_file");
+  EXPECT_EQ(result.errors[0].line, 5);
+  EXPECT_THAT(result.errors[0].message,
+              HasSubstr(absl::StrCat("cannot read ", missing, ": No such file or directory")));
+  EXPECT_EQ(result.errors[1].key, "exporters.push.tls.cert_file");
+  EXPECT_THAT(result.errors[1].message, HasSubstr(absl::StrCat(dir_, ": not a file")));
+  EXPECT_EQ(result.errors[2].key, "exporters.push.tls.key_file");
+  EXPECT_THAT(result.errors[2].message, HasSubstr(absl::StrCat(empty, " is empty")));
+  EXPECT_EQ(result.errors[3].key, "exporters.push.basic_auth.password_file");
+  EXPECT_THAT(result.errors[3].message, HasSubstr(absl::StrCat(blank_password, " is empty")));
+  EXPECT_EQ(result.errors[4].key, "exporters.push.bearer_token_file");
+  EXPECT_THAT(result.errors[4].message, HasSubstr("not an absolute path"));
+}
+
+TEST_F(PushFilesTest, SettingsThatContradictEachOther) {
+  std::string password = Write("password", "pw");
+  std::string token = Write("token", "tok");
+  std::string key = Write("client.key", "key");
+  auto errors = [](const ConfigParseResult& result) {
+    std::vector<std::string> lines;
+    for (const ConfigError& e : result.errors) lines.push_back(e.key + ": " + e.message);
+    return lines;
+  };
+  EXPECT_THAT(errors(Parse(absl::StrCat("exporters:\n  push:\n    url: http://store\n"
+                                        "    tls:\n      insecure_skip_verify: true\n"))),
+              ElementsAre(HasSubstr("exporters.push.tls: TLS settings need an https:// url")));
+  EXPECT_THAT(errors(Parse(absl::StrCat("exporters:\n  push:\n    url: https://store\n"
+                                        "    tls:\n      key_file: ",
+                                        key, "\n"))),
+              ElementsAre(HasSubstr("key_file: a client key needs its certificate")));
+  EXPECT_THAT(errors(Parse(absl::StrCat("exporters:\n  push:\n    url: https://store\n"
+                                        "    basic_auth:\n      password_file: ",
+                                        password, "\n"))),
+              ElementsAre(HasSubstr("basic_auth: password_file needs a username")));
+  EXPECT_THAT(errors(Parse(absl::StrCat("exporters:\n  push:\n    url: https://store\n"
+                                        "    basic_auth:\n      username: a\n"
+                                        "      password_file: ",
+                                        password, "\n    bearer_token_file: ", token, "\n"))),
+              ElementsAre(HasSubstr("cannot both be used")));
+}
+
+TEST(ParseConfigErrorsTest, PushHeadersAndTenantAreChecked) {
+  ConfigParseResult result = Parse(R"(exporters:
+  push:
+    url: https://store
+    tenant_id: "team a"
+    headers:
+      Authorization: Basic abc
+      "Bad Name": x
+      X-Scope-OrgID: t
+)");
+  ASSERT_EQ(result.errors.size(), 4u) << result.ErrorText();
+  EXPECT_EQ(result.errors[0].key, "exporters.push.tenant_id");
+  EXPECT_EQ(result.errors[1].key, "exporters.push.headers.Authorization");
+  EXPECT_THAT(result.errors[1].message, HasSubstr("basic_auth or bearer_token_file"));
+  EXPECT_THAT(result.errors[1].message, Not(HasSubstr("abc")));  // a value may be a secret
+  EXPECT_THAT(result.errors[2].message, HasSubstr("not a header name"));
+  EXPECT_THAT(result.errors[3].message, HasSubstr("tenant_id"));
+}
+
+TEST(ParseConfigErrorsTest, CredentialsInThePushUrlAreRefusedWithoutBeingRepeated) {
+  ConfigParseResult result = Parse("exporters:\n  push:\n    url: https://alice:s3cret@store\n");
+  ConfigError error = OnlyError(result);
+  EXPECT_EQ(error.key, "exporters.push.url");
+  EXPECT_THAT(error.message, HasSubstr("basic_auth"));
+  EXPECT_THAT(result.ErrorText(), Not(HasSubstr("s3cret")));
 }
 
 TEST(ParseConfigErrorsTest, UnknownKeyAtDepthNamesThePathLineAndColumn) {
@@ -456,6 +617,17 @@ TEST(ShippedConfigTest, EveryKeyOfTheSchemaIsWrittenOut) {
                           "    url:",
                           "    timeout:",
                           "    max_queue:",
+                          "    tls:",
+                          "      ca_file:",
+                          "      cert_file:",
+                          "      key_file:",
+                          "      insecure_skip_verify:",
+                          "    basic_auth:",
+                          "      username:",
+                          "      password_file:",
+                          "    bearer_token_file:",
+                          "    tenant_id:",
+                          "    headers:",
                           "  prometheus:",
                           "    listen:",
                           "\nlimits:",

@@ -153,10 +153,10 @@ TEST(ValidatePushUrlTest, HttpWithAHost) {
   EXPECT_FALSE(ValidatePushUrl("http://a b").ok());
 }
 
-TEST(ValidatePushUrlTest, HttpsIsRefusedSayingSo) {
-  // The pusher has no TLS: a configuration that could never push is an error.
-  EXPECT_THAT(ValidatePushUrl("https://profiles.example.com").message(),
-              HasSubstr("https is not supported"));
+TEST(ValidatePushUrlTest, HttpsIsAccepted) {
+  EXPECT_TRUE(ValidatePushUrl("https://profiles.example.com").ok());
+  EXPECT_TRUE(ValidatePushUrl("https://[::1]:4443/pyroscope").ok());
+  EXPECT_THAT(ValidatePushUrl("https://store/ingest?x=1").message(), HasSubstr("query"));
 }
 
 TEST(ValidateStaticLabelNameTest, PrometheusNamesThatPystrobeDoesNotSet) {
