@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 7
+#define PYSTROBE_ABI_VERSION 8
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -36,8 +36,8 @@ enum pystrobe_event_kind {
 	/* A thread's stack as it went off CPU, sent when it came back: a
 	 * pystrobe_sample with weight_ns and offcpu_reason set. */
 	PYSTROBE_EVENT_OFFCPU = 4,
-	/* Copies of a code object's memory, sent before the first sample of a
-	 * young process that meets it: struct pystrobe_python_code_event. */
+	/* Copies of a code object's memory, sent before the first sample that
+	 * meets it: struct pystrobe_python_code_event. */
 	PYSTROBE_EVENT_PYTHON_CODE = 5,
 };
 
@@ -192,9 +192,15 @@ enum pystrobe_sample_counter {
 	/* Processes known to run CPython from their exec, by their executable
 	 * (map python_binaries). */
 	PYSTROBE_COUNT_PYTHON_AT_EXEC = 7,
-	/* Code objects sent as copies with the samples of young processes. */
+	/* Code objects sent as copies with the samples that met them. */
 	PYSTROBE_COUNT_PYTHON_CODES_SENT = 8,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 9,
+	/* Copies put off by the per-CPU copy budget (tried again at the code
+	 * object's next sample; meanwhile userspace reads the object itself). */
+	PYSTROBE_COUNT_PYTHON_CODES_DEFERRED = 9,
+	/* Nanoseconds spent copying and sending code objects (bpf_ktime_get_ns
+	 * around each copy): what the copies cost in the kernel. */
+	PYSTROBE_COUNT_PYTHON_CODE_COPY_NS = 10,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 11,
 };
 
 /* ==== CPython frame walking ===========================================
@@ -394,10 +400,10 @@ static inline __u32 pystrobe_python_code_head_size(const struct pystrobe_python_
 	return size;
 }
 /*
- * A code object as the kernel copied it out of a young process, sent before
- * the first sample of that process that meets it (PYSTROBE_EVENT_PYTHON_CODE).
- * Userspace names a frame from the target's memory, read when the sample
- * arrives; a short-lived process may have exited by then. The copy holds the
+ * A code object as the kernel copied it, sent before the first sample that
+ * meets it (PYSTROBE_EVENT_PYTHON_CODE). Userspace names a frame from the
+ * target's memory, read when the sample arrives; by then a short-lived
+ * process may have exited, and a module's body or exec'd code been freed. The copy holds the
  * memory that reading would take, region by region, so the name comes out
  * the same. A region that could not be copied whole is left out, and
  * userspace reads the object from the process instead, if it still lives.

@@ -1,16 +1,26 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Copies of code objects for userspace, sent with the samples of young
- * CPython processes (see pystrobe_python_code_event in pystrobe_abi.h).
+ * Copies of code objects for userspace, sent with the samples of CPython
+ * processes (see pystrobe_python_code_event in pystrobe_abi.h).
  *
  * Userspace names a frame by reading its code object when the sample
- * arrives. A script that lives for tens of milliseconds on a busy machine
- * has often exited by then, and its frames would stay unnamed. So for a
- * process in its first seconds, each code object its samples meet is copied
- * here, while the sampled thread is stopped on it, and sent once.
+ * arrives, tens of milliseconds later. By then a script may have exited,
+ * and in a process of any age some code objects are gone: a module's body
+ * is freed as soon as it has run (imports), and so is the code of exec,
+ * eval and compile. So each code object a sample meets is copied here,
+ * while the sampled thread is stopped on it, and sent once; it costs one
+ * hash lookup per frame after that.
  *
- * Older processes pay one comparison: userspace has long found them and
- * reads their code objects itself.
+ * A sample's frames are checked first against this CPU's small cache of
+ * code objects known sent (python_codes_sent_cache: a few ns a frame), then
+ * against the set of all sent (python_codes_sent: a hash lookup), so a deep
+ * stack of old code costs little more than before copies were made for
+ * processes of any age.
+ *
+ * Copies are bounded per CPU by a token bucket (python_code_budget), so a
+ * process that makes new code without end cannot fill the ring buffer; a
+ * copy the budget puts off is counted (PYSTROBE_COUNT_PYTHON_CODES_DEFERRED)
+ * and tried again at the object's next sample.
  */
 #ifndef PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
 #define PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
@@ -25,13 +35,16 @@
 #include "python_stack.bpf.h"
 #include "sampler_output.bpf.h"
 
-/* A process is young, and has its code objects sent, for this long after it
- * started: userspace finds a new process at its first sample, within tens of
- * milliseconds unless the machine is swamped. */
-#define PYTHON_YOUNG_NS (2ull * 1000 * 1000 * 1000)
+/* Copies per second each CPU may send, and how many may be saved up for a
+ * burst (an import meets hundreds of new code objects in its first samples).
+ * A copy takes a few hundred bytes to a few KiB of the ring buffer: the rate
+ * bounds that to a few MiB/s per CPU at worst. */
+#define PYTHON_CODE_COPIES_PER_SEC 2000
+#define PYTHON_CODE_COPY_BURST 1024
+#define PYTHON_NS_PER_CODE_COPY (1000ull * 1000 * 1000 / PYTHON_CODE_COPIES_PER_SEC)
 /* Code objects copied per sample at most, to bound a sample's cost; a deep
  * new stack is sent over its first few samples. */
-#define PYTHON_CODES_PER_SAMPLE 32
+#define PYTHON_CODES_PER_SAMPLE 64
 /* First reads of a name or file name, and of a line table: enough for most,
  * where a read of a whole page would cost more. */
 #define PYTHON_STR_GUESS 256
@@ -57,6 +70,80 @@ struct {
 	__type(key, struct python_code_key);
 	__type(value, __u8);
 } python_codes_sent SEC(".maps");
+
+/* The token bucket that bounds copies, per CPU: `tokens` copies may be sent
+ * now; one more is earned every PYTHON_NS_PER_CODE_COPY after refilled_ns.
+ * Starts empty with refilled_ns 0, which fills it at the first copy. */
+struct python_code_budget {
+	__u64 refilled_ns;
+	__u64 tokens;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct python_code_budget);
+} python_code_budget SEC(".maps");
+
+/* Takes one copy's token from this CPU's bucket at time `now_ns`; false
+ * when it is empty. */
+static __always_inline bool take_code_copy_token(__u64 now_ns)
+{
+	struct python_code_budget *budget;
+	__u32 zero = 0;
+	__u64 earned;
+
+	budget = bpf_map_lookup_elem(&python_code_budget, &zero);
+	if (!budget)
+		return false;
+	earned = (now_ns - budget->refilled_ns) / PYTHON_NS_PER_CODE_COPY;
+	if (earned > 0) {
+		if (budget->tokens + earned >= PYTHON_CODE_COPY_BURST) {
+			budget->tokens = PYTHON_CODE_COPY_BURST;
+			budget->refilled_ns = now_ns;
+		} else {
+			budget->tokens += earned;
+			budget->refilled_ns += earned * PYTHON_NS_PER_CODE_COPY;
+		}
+	}
+	if (budget->tokens == 0)
+		return false;
+	budget->tokens--;
+	return true;
+}
+
+/*
+ * Code objects this CPU has found in python_codes_sent, or sent, lately:
+ * direct-mapped by a hash of the key, so a hit costs one comparison. A stale
+ * slot (its key evicted from python_codes_sent since) only spares a copy
+ * userspace has had. 8 KiB per CPU.
+ */
+#define PYTHON_SENT_CACHE_SLOTS 512
+
+struct python_sent_cache {
+	struct python_code_key keys[PYTHON_SENT_CACHE_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct python_sent_cache);
+} python_codes_sent_cache SEC(".maps");
+
+/* The cache slot of `key`, or null when the cache cannot be had. */
+static __always_inline struct python_code_key *sent_cache_slot(const struct python_code_key *key)
+{
+	struct python_sent_cache *cache;
+	__u32 zero = 0, slot;
+
+	cache = bpf_map_lookup_elem(&python_codes_sent_cache, &zero);
+	if (!cache)
+		return NULL;
+	slot = (__u32)(key->code >> 4) ^ (__u32)(key->code >> 20) ^ key->stamp ^ key->tgid;
+	return &cache->keys[slot & (PYTHON_SENT_CACHE_SLOTS - 1)];
+}
 
 /* The event being built, per CPU: too big for the BPF stack. */
 struct {
@@ -229,36 +316,54 @@ static long send_code_copy_step(__u32 index, void *ctx)
 	    .stamp = (__u32)sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
 	    .code = sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
 	};
+	struct python_code_key *cached;
+	__u64 started_ns;
 	__u8 one = 1;
+	bool sent;
 
 	if (key.code == copy_ctx->last.code && key.stamp == copy_ctx->last.stamp)
 		return 0;
 	copy_ctx->last = key;
-	if (bpf_map_lookup_elem(&python_codes_sent, &key))
+	cached = sent_cache_slot(&key);
+	if (cached && cached->code == key.code && cached->stamp == key.stamp &&
+	    cached->tgid == key.tgid)
 		return 0;
+	if (bpf_map_lookup_elem(&python_codes_sent, &key)) {
+		if (cached)
+			*cached = key;
+		return 0;
+	}
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > PYTHON_CODE_RING_LIMIT) {
 		count_drop(PYSTROBE_DROP_PYTHON_CODE);
 		return 1;
 	}
-	if (!send_code_copy(key.tgid, key.code, key.stamp, copy_ctx->proc))
+	if (!take_code_copy_token(sample->time_ns)) {
+		count_sample(PYSTROBE_COUNT_PYTHON_CODES_DEFERRED);
+		return 1;
+	}
+	started_ns = bpf_ktime_get_ns();
+	sent = send_code_copy(key.tgid, key.code, key.stamp, copy_ctx->proc);
+	count_sample_by(PYSTROBE_COUNT_PYTHON_CODE_COPY_NS, bpf_ktime_get_ns() - started_ns);
+	if (!sent)
 		return 0;
 	bpf_map_update_elem(&python_codes_sent, &key, &one, BPF_ANY);
+	if (cached)
+		*cached = key;
 	return ++copy_ctx->sent >= PYTHON_CODES_PER_SAMPLE ? 1 : 0;
 }
 
 /*
- * For a young process, sends a copy of each code object of `sample`'s
- * Python frames (which start at word `base`) not sent before. Must run
- * before the sample is sent, so userspace has the copies when it names it.
+ * Sends a copy of each code object of `sample`'s Python frames (which start
+ * at word `base`, leaf first: the youngest code, likeliest to die, goes
+ * first) not sent before. Must run before the sample is sent, so userspace
+ * has the copies when it names it.
  */
 static __always_inline void send_new_code_copies(const struct pystrobe_sample *sample, __u32 base,
 						 const struct pystrobe_python_process *proc)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct code_copy_ctx copy_ctx = {.sample = sample, .proc = proc, .base = base};
 
-	if (sample->python_frames == 0 ||
-	    sample->time_ns - task->group_leader->start_time >= PYTHON_YOUNG_NS)
+	if (sample->python_frames == 0)
 		return;
 	bpf_loop(sample->python_frames, send_code_copy_step, &copy_ctx, 0);
 }

@@ -54,4 +54,12 @@ static __always_inline void count_sample(__u32 counter)
 		*value += 1;
 }
 
+static __always_inline void count_sample_by(__u32 counter, __u64 amount)
+{
+	__u64 *value = bpf_map_lookup_elem(&sample_counters, &counter);
+
+	if (value)
+		*value += amount;
+}
+
 #endif /* PYSTROBE_BPF_SAMPLER_OUTPUT_BPF_H_ */

@@ -186,7 +186,10 @@ std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
                                             const DaemonClientFlags& flags,
                                             const std::vector<std::string>& args,
                                             const ProfileWriter& writer) {
-  if (flags.no_daemon || !options.command.empty() || options.subprocesses) return std::nullopt;
+  // The daemon's recordings are profiles; an import tree is made here.
+  if (flags.no_daemon || !options.command.empty() || options.subprocesses || options.imports) {
+    return std::nullopt;
+  }
   absl::StatusOr<int> fd = ConnectToDaemon(flags.socket);
   if (!fd.ok()) return std::nullopt;
   fprintf(stderr, "pystrobe: using the running daemon (%s)\n", flags.socket.c_str());

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -25,6 +26,7 @@
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/libbpf_errors.h"
+#include "daemon/recording/import_tree.h"
 #include "daemon/recording/kernel_python_discovery.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
@@ -67,6 +69,7 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
       .malformed_records = recorder.malformed_records(),
       .python_codes_unreadable = recorder.python_codes().read_errors(),
       .python_codes_from_copies = recorder.python_codes().read_from_copies(),
+      .python_code_copy_bytes = recorder.python_code_copy_bytes(),
       .samples_without_gil = recorder.samples_without_gil(),
   };
   fputs(RecordSummary(kernel, totals, elapsed, rate_hz).c_str(), stderr);
@@ -110,6 +113,32 @@ void RecordUntilDone(const RecordOptions& options, BpfSampler& sampler, Launched
   }
 }
 
+// Writes the import tree of what was recorded to `out` (opened on `output`),
+// or to stderr when there is no output.
+int WriteImportTree(const RecordOptions& options, const Recorder& recorder,
+                    const std::string& output, std::ofstream& out) {
+  ImportTree tree;
+  tree.AddStacks(recorder.stacks(), recorder.python_codes());
+  // Off CPU too with --off-cpu: an import's time reading files is its time.
+  if (options.offcpu || options.idle) {
+    tree.AddStacks(recorder.offcpu_stacks(), recorder.python_codes());
+  }
+  std::string text = tree.Format();
+  absl::StrAppendFormat(
+      &text, "pystrobe: %.1f ms in imports (%s), %.1f ms finding top-level modules\n",
+      tree.imports_ns() / 1e6, options.offcpu || options.idle ? "on and off CPU" : "on CPU",
+      tree.unattributed_ns() / 1e6);
+  if (output.empty()) {
+    fputs(text.c_str(), stderr);
+    return kExitOk;
+  }
+  out << text;
+  out.close();
+  if (!out) return Fail(absl::DataLossError(absl::StrCat("writing ", output, " failed")));
+  fprintf(stderr, "pystrobe: wrote %s\n", output.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunRecordCommand(const std::vector<std::string>& command_args) {
@@ -138,12 +167,16 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   }
 
   // Open the output first: a recording must not end in an unwritable path.
+  // An import tree without -o goes to stderr.
   std::string output =
-      options.output.empty()
+      options.output.empty() && !options.imports
           ? DefaultOutputPath(options, absl::Now(), std::string((*writer)->extension()))
           : options.output;
-  std::ofstream out(output, std::ios::binary | std::ios::trunc);
-  if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", output)));
+  std::ofstream out;
+  if (!output.empty()) {
+    out.open(output, std::ios::binary | std::ios::trunc);
+    if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", output)));
+  }
 
   LibbpfLog::Capture(options.verbose);
   std::optional<LaunchedCommand> command;
@@ -197,6 +230,11 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   }
   SamplerCounters counters = (*sampler)->ReadCounters();
   if (command) StopCommand(*command);
+
+  if (options.imports) {
+    PrintSummary(counters, recorder, elapsed, options.rate_hz);
+    return WriteImportTree(options, recorder, output, out);
+  }
 
   Profile profile;
   profile.title = absl::StrCat("pystrobe record: ", TargetDescription(options));

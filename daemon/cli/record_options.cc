@@ -67,6 +67,7 @@ bool* SwitchFlag(RecordOptions& options, absl::string_view flag) {
   if (flag == "--function") return &options.function_lines;
   if (flag == "--nolineno") return &options.no_line_numbers;
   if (flag == "--full-filenames") return &options.full_filenames;
+  if (flag == "--imports") return &options.imports;
   if (flag == "--asyncio") return &options.asyncio;
   return nullptr;
 }
@@ -108,6 +109,9 @@ Python (any CPython 3.8 to 3.13, found automatically):
       --function       show the line a function starts at, not the line running
       --nolineno       no line numbers
       --full-filenames whole paths (default: shortened as py-spy does)
+      --imports        instead of a profile, the import time of each module as a
+                       tree (self and cumulative ms, as python -X importtime
+                       prints it), from samples: to -o FILE, else to stderr
       --asyncio        group asyncio code by task: a sample of a running task reads
                        <process>;[task NAME];<frames of the tasks awaiting it>;
                        <the task's own frames>, without the event loop's frames
@@ -124,6 +128,7 @@ Python (any CPython 3.8 to 3.13, found automatically):
 
 absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>& args) {
   RecordOptions options;
+  bool format_given = false;
   ArgCursor cursor(args);
   while (!cursor.Done()) {
     std::string flag = cursor.NextFlag();
@@ -168,6 +173,7 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
       absl::StatusOr<std::string> value = cursor.Value(flag);
       if (!value.ok()) return value.status();
       options.format = *value;
+      format_given = true;
     } else if (flag == "-o" || flag == "--output") {
       absl::StatusOr<std::string> value = cursor.Value(flag);
       if (!value.ok()) return value.status();
@@ -207,6 +213,9 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
   if (options.subprocesses && options.all) {
     return absl::InvalidArgumentError(
         "--subprocesses follows the children of -- COMMAND or --pid; --all sees them anyway");
+  }
+  if (options.imports && format_given) {
+    return absl::InvalidArgumentError("--imports writes a text tree, not a profile: drop --format");
   }
   if (options.offcpu && options.idle) {
     return absl::InvalidArgumentError("--off-cpu and --idle exclude each other");

@@ -35,6 +35,9 @@ struct RecordOptions {
   bool asyncio = false;  // label samples of asyncio tasks by task (--asyncio)
   int max_python_depth = 128;
   bool subprocesses = false;  // follow children of the targets
+  // The import time of each module, as a tree, instead of a profile: to
+  // `output` when given, else to stderr.
+  bool imports = false;
 
   // Off CPU.
   bool offcpu = false;  // on- and off-CPU time, each under its own root

@@ -29,14 +29,18 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
                   "; stack reads failed: ", Dropped(kernel, PYSTROBE_DROP_KERNEL_STACK), ", ",
                   Dropped(kernel, PYSTROBE_DROP_USER_STACK), "\n");
   if (totals.python_processes > 0) {
-    absl::StrAppend(&text, "pystrobe: Python: ", totals.python_processes, " processes, ",
-                    kernel.python_walked, " samples walked, ", kernel.python_truncated,
-                    " truncated, ", Dropped(kernel, PYSTROBE_DROP_PYTHON_READ), ", ",
-                    Dropped(kernel, PYSTROBE_DROP_PYTHON_NO_THREAD_STATE), ", ",
-                    totals.python_codes_unreadable, " code objects unreadable, ",
-                    totals.python_codes_from_copies, " named from the kernel's copies, ",
-                    kernel.python_at_exec, " processes known from their exec, ",
-                    Dropped(kernel, PYSTROBE_DROP_PYTHON_CODE), "\n");
+    absl::StrAppend(
+        &text, "pystrobe: Python: ", totals.python_processes, " processes, ", kernel.python_walked,
+        " samples walked, ", kernel.python_truncated, " truncated, ",
+        Dropped(kernel, PYSTROBE_DROP_PYTHON_READ), ", ",
+        Dropped(kernel, PYSTROBE_DROP_PYTHON_NO_THREAD_STATE), ", ", totals.python_codes_unreadable,
+        " code objects unreadable, ", totals.python_codes_from_copies,
+        " named from the kernel's copies (", kernel.python_codes_sent, " sent, ",
+        absl::StrFormat("%.1f KiB, %.2f ms", totals.python_code_copy_bytes / 1024.0,
+                        kernel.python_code_copy_ns / 1e6),
+        " in the kernel; ", kernel.python_codes_deferred, " put off by the copy budget), ",
+        kernel.python_at_exec, " processes known from their exec, ",
+        Dropped(kernel, PYSTROBE_DROP_PYTHON_CODE), "\n");
   }
   if (kernel.offcpu_sent > 0 || kernel.dropped[PYSTROBE_DROP_OFFCPU_STORAGE] > 0) {
     absl::StrAppend(&text, "pystrobe: off CPU: ", kernel.offcpu_sent, " intervals, ",

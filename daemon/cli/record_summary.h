@@ -21,6 +21,7 @@ struct RecordTotals {
   uint64_t malformed_records = 0;
   size_t python_codes_unreadable = 0;
   size_t python_codes_from_copies = 0;
+  uint64_t python_code_copy_bytes = 0;  // ring buffer bytes of the kernel's copies
   uint64_t samples_without_gil = 0;
 };
 

@@ -302,6 +302,8 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.offcpu_sent = samples[PYSTROBE_COUNT_OFFCPU_SENT];
   counters.python_at_exec = samples[PYSTROBE_COUNT_PYTHON_AT_EXEC];
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
+  counters.python_codes_deferred = samples[PYSTROBE_COUNT_PYTHON_CODES_DEFERRED];
+  counters.python_code_copy_ns = samples[PYSTROBE_COUNT_PYTHON_CODE_COPY_NS];
   counters.period_redraws = detached_redraws_.set;
   counters.period_redraws_failed = detached_redraws_.failed;
   if (sampling_clock_ != nullptr) {

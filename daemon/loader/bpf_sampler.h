@@ -48,15 +48,17 @@ struct SamplerConfig {
 
 // What happened to samples in the kernel, summed over CPUs.
 struct SamplerCounters {
-  uint64_t taken = 0;              // cpu-clock samples, before any filter
-  uint64_t idle = 0;               // samples of the idle task, not sent
-  uint64_t filtered = 0;           // samples of processes outside the targets
-  uint64_t sent = 0;               // samples written to the ring buffer
-  uint64_t python_walked = 0;      // samples with a Python walk
-  uint64_t python_truncated = 0;   // walks that hit the depth limit
-  uint64_t python_at_exec = 0;     // processes known as CPython from their exec
-  uint64_t python_codes_sent = 0;  // code objects copied out of young processes
-  uint64_t offcpu_sent = 0;        // off-CPU intervals sent
+  uint64_t taken = 0;                  // cpu-clock samples, before any filter
+  uint64_t idle = 0;                   // samples of the idle task, not sent
+  uint64_t filtered = 0;               // samples of processes outside the targets
+  uint64_t sent = 0;                   // samples written to the ring buffer
+  uint64_t python_walked = 0;          // samples with a Python walk
+  uint64_t python_truncated = 0;       // walks that hit the depth limit
+  uint64_t python_at_exec = 0;         // processes known as CPython from their exec
+  uint64_t python_codes_sent = 0;      // code objects copied out of sampled processes
+  uint64_t python_codes_deferred = 0;  // copies the per-CPU copy budget put off
+  uint64_t python_code_copy_ns = 0;    // in-kernel time spent making and sending copies
+  uint64_t offcpu_sent = 0;            // off-CPU intervals sent
   // Per kernel drop reason (see kDropReasons in drop_reasons.h).
   std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
   // The sampling clock's redraws of a CPU's period, and those the kernel

@@ -1,4 +1,4 @@
-// Code objects the kernel copied out of young processes (see
+// Code objects the kernel copied out of sampled processes (see
 // pystrobe_python_code_event in bpf/pystrobe_abi.h), kept until the sample
 // that needs one is named. A copy is the memory a CodeObjectReader would
 // read, so a frame is named the same way from it, even once its process is

@@ -159,8 +159,11 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFr
   code->filename = std::move(*filename_text);
   absl::StatusOr<std::vector<uint8_t>> table =
       ReadBytes(Load<uint64_t>(header + o.code_linetable), kMaxLineTableBytes, "line table");
-  if (!table.ok()) return table.status();
-  code->line_table_bytes = std::move(*table);
+  if (table.ok()) {
+    code->line_table_bytes = std::move(*table);
+  } else if (line_tables_ == LineTables::kRequired || !absl::IsOutOfRange(table.status())) {
+    return table.status();
+  }
   code->line_table = LineTable::Decode(LineTableFormatFor(interpreter_.version),
                                        code->line_table_bytes, code->first_line);
   // The bytecode's length bounds the offsets the walker may send.

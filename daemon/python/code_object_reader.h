@@ -47,9 +47,15 @@ class CodeObjectReader {
   static constexpr size_t kMaxLineTableBytes = 1 << 20;
   static constexpr size_t kMaxCachedObjects = 1 << 16;
 
+  // Whether a line table that `memory` does not hold (OutOfRange) fails
+  // the read, or leaves the object without lines: the kernel's copies
+  // leave out tables too big to copy, and a name without a line beats none.
+  enum class LineTables { kRequired, kOptional };
+
   // `memory` and `interpreter` must outlive the reader.
-  CodeObjectReader(const ProcessMemory& memory, const PythonInterpreter& interpreter)
-      : memory_(memory), interpreter_(interpreter) {}
+  CodeObjectReader(const ProcessMemory& memory, const PythonInterpreter& interpreter,
+                   LineTables line_tables = LineTables::kRequired)
+      : memory_(memory), interpreter_(interpreter), line_tables_(line_tables) {}
 
   // The code object at `address` as the walker saw it, identified by `stamp`.
   // A cached object with the same stamp is returned without reading; a
@@ -80,6 +86,7 @@ class CodeObjectReader {
 
   const ProcessMemory& memory_;
   const PythonInterpreter& interpreter_;
+  LineTables line_tables_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const PythonCodeObject>> cache_;
 };
 

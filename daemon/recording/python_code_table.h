@@ -37,6 +37,18 @@ class PythonCodeTable {
         codes_.emplace(it->second, nullptr);
         ++read_errors_;
       }
+    } else if (auto known = codes_.find(it->second);
+               known != codes_.end() && known->second == nullptr) {
+      // Unreadable when first met (its copy put off by the kernel's budget,
+      // the object gone): a copy sent with a later sample names it still.
+      if (std::optional<CopiedMemory> copy = copies.Take(pid, address, stamp)) {
+        absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code =
+            process.ReadCodeFrom(*copy, address, stamp);
+        if (code.ok()) {
+          known->second = std::move(*code);
+          ++read_from_copies_;
+        }
+      }
     }
     return it->second;
   }
@@ -76,11 +88,19 @@ class PythonCodeTable {
                                                                uint64_t address, uint32_t stamp,
                                                                PythonCodeCopies& copies) {
     // A copy that cannot name the object (a part left out) leaves it to the
-    // process, if it still lives.
+    // process, if it still lives; so does one without the line table (too
+    // big to copy), whose name serves when the process cannot.
     if (std::optional<CopiedMemory> copy = copies.Take(pid, address, stamp)) {
       absl::StatusOr<std::shared_ptr<const PythonCodeObject>> code =
           process.ReadCodeFrom(*copy, address, stamp);
+      if (code.ok() && !(*code)->line_table_bytes.empty()) {
+        ++read_from_copies_;
+        return code;
+      }
       if (code.ok()) {
+        absl::StatusOr<std::shared_ptr<const PythonCodeObject>> live =
+            process.ReadCode(address, stamp);
+        if (live.ok()) return live;
         ++read_from_copies_;
         return code;
       }

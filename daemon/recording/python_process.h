@@ -85,11 +85,13 @@ class PythonProcess {
       uint64_t code_address) const;
   size_t asyncio_read_errors() const { return asyncio_read_errors_; }
 
-  // The same, from the kernel's copy of the code object's memory.
+  // The code object at `address`, from the kernel's copy of its memory; a
+  // copy without the line table (too big to copy) names it without lines.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCodeFrom(const ProcessMemory& copy,
                                                                        uint64_t address,
                                                                        uint32_t stamp) const {
-    return CodeObjectReader(copy, interpreter_).Read(address, stamp);
+    return CodeObjectReader(copy, interpreter_, CodeObjectReader::LineTables::kOptional)
+        .Read(address, stamp);
   }
 
  private:

@@ -62,6 +62,7 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
     case PYSTROBE_EVENT_PYTHON_CODE: {
       absl::StatusOr<PythonCodeCopy> copy = ParsePythonCodeCopy(record);
       if (!copy.ok()) break;
+      python_code_copy_bytes_ += record.size();
       python_code_copies_.Add(std::move(*copy));
       return;
     }

@@ -60,7 +60,7 @@ class Recorder {
   // Off-CPU intervals per stack (its leaf-most frame is why), and their time.
   const StackAggregator& offcpu_stacks() const { return offcpu_stacks_; }
   const PythonCodeTable& python_codes() const { return python_codes_; }
-  // Code objects the kernel copied out of young processes, not yet used.
+  // Code objects the kernel copied out of sampled processes, not yet used.
   const PythonCodeCopies& python_code_copies() const { return python_code_copies_; }
   NativeNameCache& native_names() { return native_names_; }
   uint64_t samples() const { return stacks_.total(); }
@@ -78,6 +78,8 @@ class Recorder {
   uint64_t samples_over_stack_limit() const { return samples_over_stack_limit_; }
   uint64_t samples_of_refused_processes() const { return samples_of_refused_processes_; }
   uint64_t malformed_records() const { return malformed_records_; }
+  // Ring buffer bytes the kernel's code object copies took (records, unpadded).
+  uint64_t python_code_copy_bytes() const { return python_code_copy_bytes_; }
   // Samples left out by --gil because their thread did not hold the GIL.
   uint64_t samples_without_gil() const { return samples_without_gil_; }
 
@@ -96,6 +98,7 @@ class Recorder {
   NativeNameCache native_names_;
   RecorderOptions options_;
   uint64_t malformed_records_ = 0;
+  uint64_t python_code_copy_bytes_ = 0;
   uint64_t samples_without_gil_ = 0;
   uint64_t samples_over_stack_limit_ = 0;
   uint64_t samples_of_refused_processes_ = 0;

@@ -73,9 +73,15 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
           "Processes walked as CPython from their exec: their executable was known.",
           static_cast<double>(s.python_at_exec));
   counter("pystrobe_python_code_copies_total",
-          "Code objects the kernel copied out of young CPython processes, to name their frames "
-          "after they exit.",
+          "Code objects the kernel copied out of CPython processes, to name their frames "
+          "after the code or the process is gone.",
           static_cast<double>(s.python_codes_sent));
+  counter("pystrobe_python_code_copy_seconds_total",
+          "In-kernel time spent copying code objects and sending the copies.",
+          static_cast<double>(s.python_code_copy_ns) / 1e9);
+  counter("pystrobe_python_code_copies_deferred_total",
+          "Code object copies the kernel's per-CPU copy budget put off to a later sample.",
+          static_cast<double>(s.python_codes_deferred));
   counter("pystrobe_python_codes_named_from_copies_total",
           "Code objects named from the kernel's copies rather than read from their process.",
           static_cast<double>(health.python_codes_from_copies));

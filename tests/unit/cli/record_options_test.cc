@@ -98,6 +98,16 @@ TEST(RecordOptionsTest, PythonFlagErrors) {
   EXPECT_THAT(Parse({"--subprocesses"}).status().message(), HasSubstr("--all sees them"));
 }
 
+TEST(RecordOptionsTest, ImportsIsATreeNotAProfileSoTakesNoFormat) {
+  absl::StatusOr<RecordOptions> options = Parse({"--imports", "-o", "tree.txt", "--", "python3"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->imports);
+  EXPECT_EQ(options->output, "tree.txt");
+  absl::StatusOr<RecordOptions> with_format = Parse({"--imports", "-f", "folded"});
+  EXPECT_THAT(with_format.status().message(), HasSubstr("--imports writes a text tree"));
+  EXPECT_THAT(Parse({"--imports=yes"}).status().message(), HasSubstr("takes no value"));
+}
+
 TEST(RecordOptionsTest, DefaultOutputNamesTheTargetAndTime) {
   absl::Time now =
       absl::FromCivil(absl::CivilSecond(2026, 11, 21, 23, 5, 9), absl::LocalTimeZone());

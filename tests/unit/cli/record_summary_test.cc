@@ -66,14 +66,20 @@ TEST(RecordSummaryTest, TextIsTheOneScriptsRead) {
   SamplerCounters kernel = DistinctDrops();
   kernel.period_redraws = 90;
   kernel.period_redraws_failed = 2;
-  EXPECT_EQ(RecordSummary(kernel, SomeTotals(), absl::Milliseconds(2049), 99),
+  kernel.python_codes_sent = 11;
+  kernel.python_codes_deferred = 3;
+  kernel.python_code_copy_ns = 250'000;
+  RecordTotals totals = SomeTotals();
+  totals.python_code_copy_bytes = 1536;
+  EXPECT_EQ(RecordSummary(kernel, totals, absl::Milliseconds(2049), 99),
             "pystrobe: 400 samples of 4 processes in 2.0 s at 99 Hz\n"
             "pystrobe: lost 1000 samples (ring buffer full), 5 malformed records, 1003 process "
             "events; stack reads failed: 1001 kernel, 1002 user\n"
             "pystrobe: Python: 1 processes, 50 samples walked, 3 truncated, 1004 walks cut by "
             "failed reads, 1005 threads without a thread state, 6 code objects unreadable, 8 "
-            "named from the kernel's copies, 2 processes known from their exec, 1007 code "
-            "object copies lost\n"
+            "named from the kernel's copies (11 sent, 1.5 KiB, 0.25 ms in the kernel; 3 put off "
+            "by the copy budget), 2 processes known from their exec, 1007 code object copies "
+            "lost\n"
             "pystrobe: off CPU: 7 intervals, 1006 stacks that could not be kept\n"
             "pystrobe: the kernel refused 2 of 92 redraws of a CPU's sampling period; those CPUs "
             "kept their previous period a while\n"

@@ -1,0 +1,202 @@
+"""Code that dies young is named, and `record --imports` (issue #19).
+
+Module bodies are freed as soon as they have run, and so is exec'd and
+eval'd code: userspace, which reads a code object when its sample arrives,
+finds it gone. The kernel copies each code object its samples meet, whatever
+the process's age, so no sample may hold an unnamed Python frame. From the
+named frames `record --imports` builds the import tree, which must agree with
+`python -X importtime` on what was heaviest.
+
+Imports numpy when Debian's python3-numpy is installed (python3-torch is not
+packaged for this machine); the standard library's heavier packages always.
+"""
+
+import json
+import os
+import re
+import subprocess
+import time
+import unittest
+
+from pystrobe_testlib import (BpfTestCase, record, run_pystrobe, stacks_of_pid, summarize,
+                              total)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+WORKLOADS = os.path.join(REPO, "tests", "workloads", "python", "e2e")
+PYTHON = "/usr/bin/python3.11"
+RATE = "499"
+RUNS = 3
+UNNAMED = "[unknown python frame]"
+TREE_LINE = re.compile(r"^import time:\s+(?P<self>[\d.]+) \|\s+(?P<cumulative>[\d.]+) \| "
+                       r"(?P<indent> *)(?P<name>\S+)$")
+
+
+def json_line(text):
+    found = None
+    for line in text.splitlines():
+        if line.startswith("{"):
+            found = json.loads(line)
+    if found is None:
+        raise AssertionError(f"the workload printed no JSON line:\n{text}")
+    return found
+
+
+def parse_tree(text):
+    """[(depth, name, self, cumulative)] of an import tree, in its order."""
+    rows = []
+    for line in text.splitlines():
+        match = TREE_LINE.match(line)
+        if match:
+            rows.append((len(match.group("indent")) // 2, match.group("name"),
+                         float(match.group("self")), float(match.group("cumulative"))))
+    return rows
+
+
+def children(rows, parent_index):
+    """The rows right under rows[parent_index], parents listed first (ours)."""
+    depth = rows[parent_index][0]
+    found = []
+    for row in rows[parent_index + 1:]:
+        if row[0] <= depth:
+            break
+        if row[0] == depth + 1:
+            found.append(row)
+    return found
+
+
+def importtime_rows(stderr):
+    """[(depth, name, cumulative)] of `python -X importtime`, which lists a
+    module after the modules it imported, each nesting indented two spaces."""
+    rows = []
+    for line in stderr.splitlines():
+        match = re.match(r"^import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)$", line)
+        if match:
+            rows.append((len(match.group(3)) // 2, match.group(4), int(match.group(2))))
+    return rows
+
+
+def importtime_children(rows, name):
+    """The modules `name` imported itself, heaviest first (-X importtime's order)."""
+    index = max(i for i, row in enumerate(rows) if row[1] == name)
+    depth = rows[index][0]
+    found = []
+    for row in reversed(rows[:index]):
+        if row[0] <= depth:
+            break
+        if row[0] == depth + 1:
+            found.append(row)
+    return sorted(found, key=lambda row: -row[2])
+
+
+def have_numpy():
+    return subprocess.run([PYTHON, "-c", "import numpy"], capture_output=True).returncode == 0
+
+
+class YoungCodeIsNamedTest(BpfTestCase):
+
+    def assertAllNamed(self, recording, pid):
+        mine = stacks_of_pid(recording.stacks, pid)
+        self.assertGreater(total(mine), 50, f"too few samples:\n{recording.describe()}")
+        unnamed = {s: c for s, c in mine.items() if UNNAMED in s}
+        self.assertEqual(unnamed, {}, f"{total(unnamed)} of {total(mine)} samples hold an "
+                         f"unnamed frame:\n{summarize(unnamed)}\n{recording.stderr}")
+        return mine
+
+    def test_module_bodies_imported_late_in_a_process_life_are_named(self):
+        # The imports start after 2.5 s: past the age at which the kernel
+        # used to stop copying code objects.
+        for run in range(RUNS):
+            with self.subTest(run=run):
+                recording = record(["-r", RATE, "--", PYTHON,
+                                    os.path.join(WORKLOADS, "late_imports.py"), "--wait", "2.5"],
+                                   self.tmp, name=f"late_imports-{run}", timeout=120)
+                self.assertEqual(recording.returncode, 0, recording.describe())
+                info = json_line(recording.stdout)
+                mine = self.assertAllNamed(recording, info["pid"])
+                package = "numpy/" if "numpy" in info["imported"] else "asyncio/"
+                in_bodies = sum(c for s, c in mine.items()
+                                if any(f.startswith("<module> (") and package in f for f in s))
+                self.assertGreater(in_bodies, 10, f"no module body of {package} sampled:\n"
+                                   f"{summarize(mine)}")
+
+    def test_code_made_and_dropped_in_a_loop_is_named(self):
+        for run in range(RUNS):
+            with self.subTest(run=run):
+                recording = record(["-r", RATE, "--", PYTHON,
+                                    os.path.join(WORKLOADS, "short_lived_code.py"),
+                                    "--seconds", "10"],
+                                   self.tmp, name=f"short_lived-{run}", timeout=120)
+                self.assertEqual(recording.returncode, 0, recording.describe())
+                mine = self.assertAllNamed(recording, json_line(recording.stdout)["pid"])
+                # The exec'd and eval'd code shows as such, lambdas included.
+                frames = {f for s in mine for f in s}
+                for name in ("<module> (<string>", "<lambda> (<string>",
+                             "<listcomp> (<string>", "<module> (churned.py"):
+                    self.assertTrue(any(name in f for f in frames),
+                                    f"no frame {name}...:\n{summarize(mine)}")
+
+
+class ImportTreeTest(BpfTestCase):
+
+    def test_tree_agrees_with_importtime_on_the_heaviest_modules(self):
+        numpy = have_numpy()
+        workload = [PYTHON, os.path.join(WORKLOADS, "late_imports.py"), "--wait", "0"]
+        output = os.path.join(self.tmp, "imports.txt")
+        returncode, stdout, stderr, _ = run_pystrobe(
+            ["record", "--imports", "-r", RATE, "-o", output, "--"] + workload, timeout=120)
+        self.assertEqual(returncode, 0, stderr)
+        self.assertIn(f"pystrobe: wrote {output}", stderr)
+        with open(output, encoding="utf-8") as f:
+            text = f.read()
+        rows = parse_tree(text)
+        self.assertTrue(rows, text)
+        self.assertTrue(text.startswith(
+            "import time: self [ms] | cumulative [ms] | imported package\n"), text)
+
+        truth = importtime_rows(subprocess.run(workload[:1] + ["-X", "importtime"] + workload[1:],
+                                               capture_output=True, text=True).stderr)
+        top_truth = max((row for row in truth if row[0] == 0), key=lambda row: row[2])
+        top_ours = max((row for row in rows if row[0] == 0), key=lambda row: row[3])
+        self.assertEqual(top_ours[1], top_truth[1], f"ours:\n{text}")
+        if numpy:
+            self.assertEqual(top_ours[1], "numpy", text)
+        # Its heaviest submodule is one of the three -X importtime finds heaviest.
+        ours_under = children(rows, rows.index(top_ours))
+        self.assertTrue(ours_under, text)
+        heaviest = max(ours_under, key=lambda row: row[3])[1]
+        truth_under = [row[1] for row in importtime_children(truth, top_truth[1])[:3]]
+        self.assertIn(heaviest, truth_under, f"ours:\n{text}")
+        # Cumulative time is self time plus the children's.
+        for index, row in enumerate(rows):
+            under = children(rows, index)
+            self.assertAlmostEqual(row[3], row[2] + sum(child[3] for child in under),
+                                   delta=0.06 * (len(under) + 1), msg=text)
+
+    def test_tree_of_a_running_process_goes_to_stderr(self):
+        # The process is already running (asleep) when the recording starts.
+        workload = subprocess.Popen(
+            [PYTHON, os.path.join(WORKLOADS, "late_imports.py"), "--wait", "1.5"],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            returncode, _, stderr, _ = run_pystrobe(
+                ["record", "--imports", "--no-daemon", "-r", RATE, "-p", str(workload.pid)],
+                timeout=120)
+        finally:
+            stdout, _ = workload.communicate(timeout=60)
+        self.assertEqual(returncode, 0, stderr)
+        rows = parse_tree(stderr)
+        names = {row[1] for row in rows if row[0] == 0}
+        expected = "numpy" if "numpy" in json_line(stdout)["imported"] else "asyncio"
+        self.assertIn(expected, names, stderr)
+        self.assertNotRegex(stderr, r"pystrobe: wrote ", stderr)
+
+    def test_imports_with_a_format_is_a_usage_error(self):
+        returncode, _, stderr, _ = run_pystrobe(["record", "--imports", "-f", "svg", "--", "true"])
+        self.assertEqual(returncode, 2, stderr)
+        self.assertIn("--imports writes a text tree", stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

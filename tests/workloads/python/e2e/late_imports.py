@@ -1,0 +1,29 @@
+"""Imports heavy modules once it is older than --wait seconds, for
+tests/e2e/test_imports.py: module bodies are freed as soon as they have run,
+so only copies the kernel makes while sampling them can name them, whatever
+the process's age. numpy (Debian's python3-numpy) when installed, then some
+of the standard library's heavier packages. Prints one JSON line: its pid and
+the top-level modules it imported."""
+import json
+import os
+import sys
+import time
+
+parser_wait = 2.5
+if len(sys.argv) > 2 and sys.argv[1] == "--wait":
+    parser_wait = float(sys.argv[2])
+time.sleep(parser_wait)
+
+imported = []
+try:
+    import numpy  # noqa: F401
+    imported.append("numpy")
+except ImportError:
+    pass
+import asyncio  # noqa: E402,F401
+import email.mime.multipart  # noqa: E402,F401
+import http.server  # noqa: E402,F401
+import xml.dom.minidom  # noqa: E402,F401
+
+imported += ["asyncio", "email", "http", "xml"]
+print(json.dumps({"pid": os.getpid(), "imported": imported}), flush=True)
