@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the kernel's code object copies cost (issue #19), for docs/benchmarks.md.
+"""What the kernel's code object copies cost, for docs/benchmarks.md.
 
 Runs `pystrobe record -r RATE -- python3.11 WORKLOAD` for three workloads and
 reports, per run: the in-kernel time of sample_cpu per run and per sample of

@@ -1,4 +1,4 @@
-"""Code that dies young is named, and `record --imports` (issue #19).
+"""Code that dies young is named, and `record --imports`.
 
 Module bodies are freed as soon as they have run, and so is exec'd and
 eval'd code: userspace, which reads a code object when its sample arrives,
