@@ -15,8 +15,9 @@ packages=(
   libcurl4-openssl-dev
   # Test workloads, the browser that renders our flame graphs, a real
   # Prometheus to scrape the daemon, and Node.js (with npm) for the independent
-  # decoders. python3-numpy: a heavy import for record --imports's e2e test.
-  python3 python3-yaml python3-numpy chromium prometheus nodejs systemd
+  # decoders. python3-torch and python3-numpy: the heavy imports users time
+  # (record --imports's e2e test imports them).
+  python3 python3-yaml python3-numpy python3-torch chromium prometheus nodejs systemd
   # The push tests' own certificate authority.
   openssl
 )

@@ -1,8 +1,8 @@
 """Imports heavy modules once it is older than --wait seconds, for
 tests/e2e/test_imports.py: module bodies are freed as soon as they have run,
 so only copies the kernel makes while sampling them can name them, whatever
-the process's age. numpy (Debian's python3-numpy) when installed, then some
-of the standard library's heavier packages. Prints one JSON line: its pid and
+the process's age. torch and numpy (Debian's python3-torch, python3-numpy)
+when installed, then some of the standard library's heavier packages. Prints one JSON line: its pid and
 the top-level modules it imported."""
 import json
 import os
@@ -15,6 +15,11 @@ if len(sys.argv) > 2 and sys.argv[1] == "--wait":
 time.sleep(parser_wait)
 
 imported = []
+try:
+    import torch  # noqa: F401
+    imported.append("torch")
+except ImportError:
+    pass
 try:
     import numpy  # noqa: F401
     imported.append("numpy")
