@@ -22,11 +22,11 @@ absl::string_view CommView(const char (&comm)[PYSTROBE_COMM_LEN]) {
 }  // namespace
 
 uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns) {
-  // The clock draws periods up to 2 mean periods, and a redraw can add up to
-  // one more; a CPU whose ticks the kernel throttled waits longer, but an
-  // interval beyond 8 mean periods (a CPU brought back online, a clock
-  // stopped and started) says nothing about the sampled thread.
-  constexpr uint64_t kMaxPeriods = 8;
+  // The clock draws periods up to about 2 mean periods. A longer interval
+  // means ticks did not come: a CPU that went idle stops its timer here (a
+  // virtual machine's idle CPU does), and the time it slept is nobody's CPU
+  // time. Such an interval, and a CPU's first, weighs the mean period.
+  constexpr uint64_t kMaxPeriods = 2;
   if (mean_period_ns == 0) return interval_ns;
   if (interval_ns == 0 || interval_ns > kMaxPeriods * mean_period_ns) return mean_period_ns;
   return interval_ns;

@@ -31,7 +31,8 @@ struct RecorderOptions {
 
 // The time an on-CPU sample stands for: the interval since the previous tick
 // on its CPU, as the kernel measured it, or the mean period where that
-// measure is missing or beyond what the sampling clock can draw.
+// measure is missing or beyond what the sampling clock draws (ticks that did
+// not come, as on an idle CPU whose timer stopped).
 uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns);
 
 // The stacks of one window, taken out of the recorder.

@@ -166,16 +166,16 @@ class ExportersTest(BpfTestCase):
         self.assertEqual(profile["defaultSampleType"], "cpu")
 
         # Totals: every sample pystrobe reported, each worth the interval
-        # before it on its CPU: between half and twice the mean period, and
-        # together the CPU time the program measured itself.
+        # before it on its CPU: at most two mean periods (a late tick makes
+        # the next interval short), and together the CPU time the program
+        # measured itself.
         counts = sum(s["values"][0] for s in profile["samples"])
         self.assertEqual(counts, recording.reported_samples(), recording.describe())
         self.assertGreater(counts, 0.5 * RATE * float(SECONDS), summary)
         period = 1e9 / RATE
         for sample in profile["samples"]:
             samples, nanos = sample["values"]
-            self.assertGreaterEqual(nanos, 0.5 * period * samples, sample)
-            self.assertLessEqual(nanos, 8 * period * samples, sample)
+            self.assertLessEqual(nanos, 2 * period * samples, sample)
 
         # Labels instead of process and thread frames.
         mine = [s for s in profile["samples"] if s["labels"].get("pid") == truth["pid"]]

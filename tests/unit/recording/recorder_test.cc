@@ -176,10 +176,11 @@ TEST(RecorderTest, EachOnCpuSampleWeighsTheIntervalBeforeIt) {
   Recorder recorder(&symbolizer, nullptr, {.mean_period_ns = 10'000'000}, NoProcComm);
   recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x10}, 6'000'000));
   recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x10}, 14'000'000));
-  // The first tick on a CPU has no interval; one of a stopped clock is
-  // implausible: both weigh the mean period.
+  // The first tick on a CPU has no interval; one over two mean periods
+  // spans ticks that did not come (an idle CPU's stopped timer): both weigh
+  // the mean period.
   recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x20}, 0));
-  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x20}, 3'000'000'000));
+  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x20}, 25'000'000));
   EXPECT_EQ(recorder.samples(), 4u);
   EXPECT_EQ(recorder.stacks().total_nanoseconds(), 40'000'000u);
 
