@@ -261,13 +261,14 @@ class ReportJsonTest(ReportRecordingTest):
         result = self.check_agrees(path, shares, all_samples, python_only=True)
         self.assertEqual(result["format"], "pprof")
         self.assertEqual(result["sample_type"], {"type": "cpu", "unit": "nanoseconds"})
-        # The other sample type counts the same stacks.
+        # The other sample type counts the same stacks; each sample's CPU time
+        # is its own interval, so shares by time and by count differ a little.
         samples = report_json(self, path, "--sample-type", "samples")
         self.assertEqual(samples["sample_type"]["type"], "samples")
         by_cpu = {(r["function"], r["file"]): r["total"] for r in result["rows"]}
         for row in samples["rows"]:
             self.assertAlmostEqual(row["total"], by_cpu[(row["function"], row["file"])],
-                                   delta=0.01, msg=row)
+                                   delta=0.03, msg=row)
 
     def test_speedscope_rows_agree_with_the_speedscope_file(self):
         path, _ = self.recording("four_threads.py", "speedscope", flags=["--threads"])
