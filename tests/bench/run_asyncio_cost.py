@@ -35,8 +35,9 @@ async def crunch_batches():
         while time.thread_time() < end:
             pass
         batches += 1
-        with open(COUNT, "w") as f:
+        with open(COUNT + ".tmp", "w") as f:
             f.write(str(batches))
+        os.replace(COUNT + ".tmp", COUNT)  # a reader never sees it half written
         await asyncio.sleep(0)
 async def main():
     for i in range(TASKS):

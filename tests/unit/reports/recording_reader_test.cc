@@ -144,10 +144,10 @@ TEST(RecordingReaderTest, TimedStacksReadAsTheTimeTheyStandFor) {
   // gives them as cpu/nanoseconds; both read back the same CPU time.
   Profile profile;
   profile.sample_rate_hz = 100;
-  profile.Add({{"python3 (42)", FrameKind::kProcess}, {"work (app.py:3)", FrameKind::kPython}},
-              3, 36'000'000);
-  profile.Add({{"python3 (42)", FrameKind::kProcess}, {"rest (app.py:9)", FrameKind::kPython}},
-              1, 4'000'000);
+  profile.Add({{"python3 (42)", FrameKind::kProcess}, {"work (app.py:3)", FrameKind::kPython}}, 3,
+              36'000'000);
+  profile.Add({{"python3 (42)", FrameKind::kProcess}, {"rest (app.py:9)", FrameKind::kPython}}, 1,
+              4'000'000);
   for (std::string_view format : {"pprof", "speedscope"}) {
     absl::StatusOr<Recording> recording = ParseRecording(Write(profile, format), format);
     ASSERT_TRUE(recording.ok()) << recording.status();
