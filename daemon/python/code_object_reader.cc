@@ -125,11 +125,10 @@ absl::StatusOr<std::vector<uint8_t>> CodeObjectReader::ReadBytes(uint64_t addres
   return data;
 }
 
-absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFromMemory(
-    uint64_t address) const {
+absl::Status CodeObjectReader::ReadHeader(uint64_t address,
+                                          uint8_t (&header)[kMaxCodeHeader]) const {
   const pystrobe_python_offsets& o = interpreter_.layout.abi;
   if (address == 0) return absl::DataLossError("code object address is NULL");
-  uint8_t header[256];
   const uint32_t header_size = pystrobe_python_code_head_size(&o);
   if (header_size > sizeof(header)) return absl::InternalError("code object layout too large");
   if (absl::Status status = memory_.Read(address, header, header_size); !status.ok()) {
@@ -138,6 +137,14 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFr
   if (Load<uint64_t>(header + o.object_type) != interpreter_.code_type_address) {
     return absl::DataLossError(absl::StrFormat("0x%x is not a code object", address));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFromMemory(
+    uint64_t address) const {
+  const pystrobe_python_offsets& o = interpreter_.layout.abi;
+  uint8_t header[kMaxCodeHeader];
+  if (absl::Status status = ReadHeader(address, header); !status.ok()) return status;
   auto code = std::make_shared<PythonCodeObject>();
   code->address = address;
   const uint64_t filename = Load<uint64_t>(header + o.code_filename);
@@ -186,16 +193,8 @@ absl::StatusOr<std::shared_ptr<const PythonCodeObject>> CodeObjectReader::ReadFr
 
 absl::StatusOr<uint32_t> CodeObjectReader::CurrentStamp(uint64_t address) const {
   const pystrobe_python_offsets& o = interpreter_.layout.abi;
-  if (address == 0) return absl::DataLossError("code object address is NULL");
-  uint8_t header[256];
-  const uint32_t header_size = pystrobe_python_code_head_size(&o);
-  if (header_size > sizeof(header)) return absl::InternalError("code object layout too large");
-  if (absl::Status status = memory_.Read(address, header, header_size); !status.ok()) {
-    return status;
-  }
-  if (Load<uint64_t>(header + o.object_type) != interpreter_.code_type_address) {
-    return absl::DataLossError(absl::StrFormat("0x%x is not a code object", address));
-  }
+  uint8_t header[kMaxCodeHeader];
+  if (absl::Status status = ReadHeader(address, header); !status.ok()) return status;
   return pystrobe_python_code_stamp32(pystrobe_python_code_stamp(
       Load<uint64_t>(header + o.code_filename), Load<uint64_t>(header + o.code_name),
       static_cast<uint32_t>(Load<int32_t>(header + o.code_firstlineno))));

@@ -79,6 +79,11 @@ class CodeObjectReader {
   size_t cached_objects() const { return cache_.size(); }
 
  private:
+  static constexpr size_t kMaxCodeHeader = 256;
+
+  // Reads the head of the code object at `address` (the fields up to its
+  // name, file name and first line) and checks that it is a code object.
+  absl::Status ReadHeader(uint64_t address, uint8_t (&header)[kMaxCodeHeader]) const;
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadFromMemory(uint64_t address) const;
   absl::StatusOr<std::string> ReadString(uint64_t address, std::string_view what) const;
   absl::StatusOr<std::vector<uint8_t>> ReadBytes(uint64_t address, size_t max_size,
