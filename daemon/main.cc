@@ -7,6 +7,7 @@
 
 #include "daemon/cli/daemon_command.h"
 #include "daemon/cli/dump_command.h"
+#include "daemon/cli/exit_status.h"
 #include "daemon/cli/record_command.h"
 #include "daemon/cli/report_command.h"
 #include "daemon/cli/stat_command.h"

@@ -3,34 +3,30 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/cli/signals.h"
+#include "daemon/recording/process_table.h"
 
 namespace pystrobe {
-namespace {
 
-std::atomic<int> stop_signal{0};
-
-void OnStopSignal(int signal) { stop_signal.store(signal); }
-
-}  // namespace
-
-void StopSignals::Install() {
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+absl::Status PollUntilEnd(SamplingSession& session, const RecordingEnd& end, absl::Time start) {
+  while (!Signals::StopRequested()) {
+    if (absl::Status s = session.Poll(); !s.ok()) return s;
+    if (end.duration && absl::Now() - start >= *end.duration) break;
+    if (end.command != nullptr && end.command->TryReap()) break;
+    if (end.command == nullptr && !end.pids.empty() &&
+        std::none_of(end.pids.begin(), end.pids.end(), ProcessIsAlive)) {
+      break;
+    }
+  }
+  return absl::OkStatus();
 }
-
-bool StopSignals::Requested() { return stop_signal.load() != 0; }
-
-void StopSignals::Request(int signal) { stop_signal.store(signal); }
 
 void StopCommand(LaunchedCommand& command, absl::Duration grace) {
   if (command.TryReap()) return;

@@ -1,25 +1,31 @@
-// What the commands that run until a signal or a target's end share:
-// `record`, `stat` and `top`.
+// How `record` and `stat` run until they are done, and end the command they
+// started.
 #ifndef PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_
 #define PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/cli/target_launcher.h"
-#include "daemon/recording/process_table.h"
+#include "daemon/recording/sampling_session.h"
 
 namespace pystrobe {
 
-// SIGINT and SIGTERM end the command. The handlers are installed without
-// SA_RESTART, so they also interrupt a wait in poll or sleep at once.
-class StopSignals {
- public:
-  static void Install();
-  static bool Requested();
-  // Ends the command as a signal would (a 'q' typed in top).
-  static void Request(int signal);
+// What ends a local recording besides a stop signal: its duration, the end
+// of the command it launched, or the end of every process it was pointed at.
+struct RecordingEnd {
+  std::optional<absl::Duration> duration;
+  LaunchedCommand* command = nullptr;
+  std::vector<uint32_t> pids;
 };
+
+// Hands `session`'s records to its recorder until `end` or a stop signal,
+// counting from `start`. A failed read ends it early and is returned; what
+// came before is kept.
+absl::Status PollUntilEnd(SamplingSession& session, const RecordingEnd& end, absl::Time start);
 
 // Ends a command we started that outlived the recording: SIGTERM, then
 // SIGKILL after `grace`.

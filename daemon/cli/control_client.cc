@@ -15,7 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/cli/record_command.h"
+#include "daemon/cli/exit_status.h"
+#include "daemon/cli/signals.h"
 
 namespace pystrobe {
 namespace {
@@ -24,9 +25,6 @@ namespace {
 constexpr size_t kMaxProfileBytes = size_t{1} << 30;
 // The largest stat or top answer.
 constexpr size_t kMaxResultBytes = size_t{256} << 20;
-
-std::atomic<int> client_stop{0};
-void OnClientStop(int signal) { client_stop.store(signal); }
 
 // Reads exactly `size` bytes; while waiting, sends kStop once when `stop` is
 // set. False on EOF or error.
@@ -217,18 +215,14 @@ std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
     fprintf(stderr, "pystrobe record: cannot write %s\n", output.c_str());
     return kExitFailure;
   }
-  struct sigaction action = {};
-  action.sa_handler = OnClientStop;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  Signals::Install();
   fprintf(stderr, "pystrobe: recording %s through the daemon; Ctrl-C to stop\n",
           options.all ? "all processes" : "the pids");
   absl::Time start = absl::Now();
   absl::StatusOr<Profile> profile = RecordThroughDaemon(
       *fd, request,
       [](const std::string& line) { fprintf(stderr, "pystrobe: %s\n", line.c_str()); },
-      &client_stop);
+      &Signals::stop_flag());
   close(*fd);
   if (!profile.ok()) {
     fprintf(stderr, "pystrobe record: the daemon (%s): %s\n", flags.socket.c_str(),

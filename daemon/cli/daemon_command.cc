@@ -16,7 +16,8 @@
 #include "absl/time/clock.h"
 #include "config/check_config.h"
 #include "config/config_loader.h"
-#include "daemon/cli/record_command.h"
+#include "daemon/cli/exit_status.h"
+#include "daemon/cli/signals.h"
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/libbpf_errors.h"
 #include "daemon/service/container_labels.h"
@@ -63,34 +64,6 @@ and exits.
   --check-config FILE           validate FILE (with any overrides) and exit
   -h, --help                    this text
 )";
-
-std::atomic<int> stop_signal{0};
-std::atomic<bool> reload_requested{false};
-// The loop's wakeups, for the signal handlers (Wake only writes to an eventfd).
-std::atomic<const LoopWakeups*> signal_wakeups{nullptr};
-
-void WakeLoop() {
-  if (const LoopWakeups* wakeups = signal_wakeups.load()) wakeups->Wake();
-}
-void OnStopSignal(int signal) {
-  stop_signal.store(signal);
-  WakeLoop();
-}
-void OnReloadSignal(int) {
-  reload_requested.store(true);
-  WakeLoop();
-}
-
-void InstallSignalHandlers() {
-  struct sigaction action = {};
-  sigemptyset(&action.sa_mask);
-  action.sa_handler = OnStopSignal;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-  action.sa_handler = OnReloadSignal;
-  sigaction(SIGHUP, &action, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-}
 
 void Log(const std::string& message) {
   fprintf(stderr, "pystrobe daemon: %s\n", message.c_str());
@@ -252,7 +225,7 @@ void Daemon::Reload() {
         config_ = next;
         if (absl::Status s = StartSession(); !s.ok()) {
           Log(absl::StrCat("SIGHUP: ", s.message()));
-          stop_signal.store(SIGTERM);
+          Signals::RequestStop(SIGTERM);
         }
         ++reloads_;
         Log("SIGHUP: configuration applied");
@@ -270,7 +243,7 @@ void Daemon::Reload() {
     config_ = next;
     if (absl::Status s = StartSession(); !s.ok()) {
       Log(absl::StrCat("SIGHUP: cannot start with the new configuration: ", s.message()));
-      stop_signal.store(SIGTERM);
+      Signals::RequestStop(SIGTERM);
       return;
     }
   } else {
@@ -330,14 +303,12 @@ int Daemon::Run() {
   profile_dir_ = std::make_unique<ProfileDirectory>(config_.exporters.profile_dir,
                                                     config_.exporters.retention);
   if (absl::Status s = profile_dir_->Open(); !s.ok()) {
-    Log(std::string(s.message()));
-    return kExitFailure;
+    return Fail("daemon", s);
   }
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
       MetricsServer::Start(config_.exporters.prometheus.listen, snapshot_);
   if (!server.ok()) {
-    Log(std::string(server.status().message()));
-    return kExitFailure;
+    return Fail("daemon", server.status());
   }
   metrics_server_ = std::move(*server);
   absl::StatusOr<std::unique_ptr<CgroupResolver>> resolver = CgroupResolver::Create({});
@@ -348,15 +319,13 @@ int Daemon::Run() {
   ConfigurePush(config_);
   absl::StatusOr<std::unique_ptr<LoopWakeups>> wakeups = LoopWakeups::Create();
   if (!wakeups.ok()) {
-    Log(std::string(wakeups.status().message()));
-    return kExitFailure;
+    return Fail("daemon", wakeups.status());
   }
   wakeups_ = std::move(*wakeups);
-  signal_wakeups.store(wakeups_.get());
+  Signals::WakeOnSignal(wakeups_.get());
 
   if (absl::Status s = StartSession(); !s.ok()) {
-    Log(std::string(s.message()));
-    return kExitFailure;
+    return Fail("daemon", s);
   }
   PublishHealth();
   absl::StatusOr<std::unique_ptr<ControlServer>> control = ControlServer::Start(args_.socket_path);
@@ -374,7 +343,7 @@ int Daemon::Run() {
   std::optional<absl::Duration> watchdog = WatchdogInterval();
   absl::Time next_watchdog = absl::Now();
   absl::Time next_tick = absl::Now() + kTickInterval;
-  while (stop_signal.load() == 0) {
+  while (!Signals::StopRequested()) {
     absl::Time wake_at = std::min(next_tick, session_->next_cut());
     if (watchdog) wake_at = std::min(wake_at, next_watchdog);
     if (session_->serving_requests()) wake_at = std::min(wake_at, absl::Now() + kServingInterval);
@@ -390,10 +359,10 @@ int Daemon::Run() {
       }
       session_->ServeRecordings(now);
     }
-    if (reload_requested.exchange(false)) {
+    if (Signals::TakeReloadRequest()) {
       Notify(NotifyReloading());
       Reload();
-      if (stop_signal.load() != 0) break;
+      if (Signals::StopRequested()) break;
       Notify(NotifyReady(ReadyStatus()));
     }
     if (watchdog && now >= next_watchdog) {
@@ -414,8 +383,8 @@ int Daemon::Run() {
   push_sink_.Shutdown(stopping + kFinalPushGrace);
   control_.reset();  // the recordings were completed by Finish
   PublishHealth();
-  Log(absl::StrCat("stopped by signal ", stop_signal.load(), "; last window written"));
-  signal_wakeups.store(nullptr);
+  Log(absl::StrCat("stopped by signal ", Signals::StopSignal(), "; last window written"));
+  Signals::WakeOnSignal(nullptr);
   return kExitOk;
 }
 
@@ -457,15 +426,13 @@ int RunDaemonCommand(const std::vector<std::string>& args) {
   absl::StatusOr<DaemonConfig> config =
       LoadEffectiveConfig(parsed->config_path.value_or(""), parsed->overrides);
   if (!config.ok()) {
-    fprintf(stderr, "pystrobe daemon: %s\n", std::string(config.status().message()).c_str());
-    return kExitUsage;
+    return UsageError("daemon", config.status());
   }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
-    Log(std::string(caps.message()));
-    return kExitFailure;
+    return Fail("daemon", caps);
   }
   LibbpfLog::Capture(false);
-  InstallSignalHandlers();
+  Signals::Install(Signals::Reload::kOnSighup);
   Daemon daemon(std::move(*parsed), *config);
   return daemon.Run();
 }

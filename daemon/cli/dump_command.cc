@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "daemon/cli/dump_report.h"
-#include "daemon/cli/record_command.h"
+#include "daemon/cli/exit_status.h"
 #include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"
@@ -218,11 +218,6 @@ absl::Status ReadAsyncioTasks(const ProcessMemory& memory, const PythonInterpret
   return absl::OkStatus();
 }
 
-int Fail(absl::string_view message) {
-  fprintf(stderr, "pystrobe dump: %s\n", std::string(message).c_str());
-  return kExitFailure;
-}
-
 // The message for an error reading process `pid`: an exit, a refusal, or the rest.
 std::string ReadFailure(pid_t pid, const absl::Status& status) {
   if (status.code() == absl::StatusCode::kNotFound && !ProcessExists(pid)) {
@@ -265,8 +260,7 @@ Options:
 int RunDumpCommand(const std::vector<std::string>& args) {
   absl::StatusOr<DumpOptions> parsed = ParseDumpOptions(args);
   if (!parsed.ok()) {
-    fprintf(stderr, "pystrobe dump: %s\n", std::string(parsed.status().message()).c_str());
-    return kExitUsage;
+    return UsageError("dump", parsed.status());
   }
   const DumpOptions& options = *parsed;
   if (options.help) {
@@ -275,8 +269,7 @@ int RunDumpCommand(const std::vector<std::string>& args) {
   }
   const pid_t pid = options.pid;
   if (!ProcessExists(pid)) {
-    fprintf(stderr, "pystrobe dump: no process with pid %d\n", pid);
-    return kExitUsage;
+    return UsageError("dump", absl::StrCat("no process with pid ", pid));
   }
 
   // Without CAP_SYS_PTRACE over the target even its maps are closed to us:
@@ -285,7 +278,8 @@ int RunDumpCommand(const std::vector<std::string>& args) {
   if (FILE* file = fopen(maps.c_str(), "r"); file != nullptr) {
     fclose(file);
   } else if (errno == EACCES || errno == EPERM) {
-    return Fail(absl::StrCat("cannot read ", maps,
+    return Fail("dump",
+                absl::StrCat("cannot read ", maps,
                              ": permission denied; pystrobe dump must run as root (it needs "
                              "CAP_SYS_PTRACE to read another process's memory)"));
   }
@@ -294,22 +288,23 @@ int RunDumpCommand(const std::vector<std::string>& args) {
   if (!interpreter.ok()) {
     const absl::Status& status = interpreter.status();
     if (status.code() == absl::StatusCode::kUnimplemented) {
-      return Fail(absl::StrCat("process ", pid,
+      return Fail("dump",
+                  absl::StrCat("process ", pid,
                                " runs a CPython pystrobe does not support: ", status.message()));
     }
     if (status.code() == absl::StatusCode::kNotFound && ProcessExists(pid)) {
-      return Fail(absl::StrCat("process ", pid, " (", CommandLine(pid),
-                               ") is not a CPython process: ", status.message()));
+      return Fail("dump", absl::StrCat("process ", pid, " (", CommandLine(pid),
+                                       ") is not a CPython process: ", status.message()));
     }
-    return Fail(ReadFailure(pid, status));
+    return Fail("dump", ReadFailure(pid, status));
   }
 
   RemoteProcessMemory memory(pid);
   std::vector<PythonThread> walked;
   absl::StatusOr<std::vector<DumpThread>> threads = ReadThreads(memory, *interpreter, walked);
-  if (!threads.ok()) return Fail(ReadFailure(pid, threads.status()));
+  if (!threads.ok()) return Fail("dump", ReadFailure(pid, threads.status()));
   if (absl::Status mapped = MapPthreadIds(memory, pid, walked, *threads); !mapped.ok()) {
-    if (!IsTransient(mapped) && !ProcessExists(pid)) return Fail(ReadFailure(pid, mapped));
+    if (!IsTransient(mapped) && !ProcessExists(pid)) return Fail("dump", ReadFailure(pid, mapped));
     fprintf(stderr, "pystrobe dump: warning: thread ids unknown, shown as pthread_t: %s\n",
             std::string(mapped.message()).c_str());
   }
@@ -330,7 +325,7 @@ int RunDumpCommand(const std::vector<std::string>& args) {
     report.asyncio = true;
     if (absl::Status status = ReadAsyncioTasks(memory, *interpreter, walked, report);
         !status.ok()) {
-      if (!IsTransient(status)) return Fail(ReadFailure(pid, status));
+      if (!IsTransient(status)) return Fail("dump", ReadFailure(pid, status));
       fprintf(stderr, "pystrobe dump: warning: asyncio tasks unreadable: %s\n",
               std::string(status.message()).c_str());
     }

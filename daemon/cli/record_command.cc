@@ -19,40 +19,25 @@
 #include "absl/time/clock.h"
 #include "daemon/cli/command_lifecycle.h"
 #include "daemon/cli/control_client.h"
+#include "daemon/cli/exit_status.h"
 #include "daemon/cli/record_options.h"
 #include "daemon/cli/record_summary.h"
+#include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/libbpf_errors.h"
 #include "daemon/recording/import_tree.h"
-#include "daemon/recording/kernel_python_discovery.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/recording/sampling_session.h"
 #include "daemon/recording/time_weighting.h"
-#include "daemon/symbolizer/kernel_symbolizer.h"
-#include "daemon/symbolizer/shared_module_symbolizer.h"
 #include "exporters/profile_writer.h"
 
 namespace pystrobe {
 namespace {
-
-// Samples do not wake the reader (see sampler.bpf.c), so this is how soon a
-// new process's first sample is seen: its symbols and CPython layout are
-// taken then, while it is alive.
-constexpr absl::Duration kPollInterval = absl::Milliseconds(25);
-
-int Fail(const absl::Status& status) {
-  fprintf(stderr, "pystrobe record: %s\n", std::string(status.message()).c_str());
-  return kExitFailure;
-}
-
-int UsageError(absl::string_view message) {
-  fprintf(stderr, "pystrobe record: %s\n", std::string(message).c_str());
-  return kExitUsage;
-}
 
 std::string TargetDescription(const RecordOptions& options) {
   if (!options.command.empty()) return absl::StrJoin(options.command, " ");
@@ -75,42 +60,25 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
   fputs(RecordSummary(kernel, totals, elapsed, rate_hz).c_str(), stderr);
 }
 
-// Opens, configures and loads the sampler, with `targets` in its filter.
-absl::StatusOr<std::unique_ptr<BpfSampler>> LoadSampler(const RecordOptions& options,
-                                                        const std::vector<uint32_t>& targets) {
-  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = BpfSampler::Open();
-  if (!sampler.ok()) return sampler.status();
-  SamplerConfig config;
-  config.filter_pids = !options.all;
-  config.follow_children = options.subprocesses;
-  config.python_max_frames = options.max_python_depth;
-  config.offcpu = options.offcpu || options.idle;
-  config.python_native_stacks = options.native;
-  if (absl::Status s = (*sampler)->Configure(config); !s.ok()) return s;
-  if (absl::Status s = (*sampler)->Load(); !s.ok()) return s;
-  for (uint32_t pid : targets) {
-    if (absl::Status s = (*sampler)->AddTargetPid(pid); !s.ok()) return s;
-  }
-  return sampler;
-}
-
-// Hands samples to the recorder until a signal, the duration, or the end of
-// the targets. A failed poll ends the recording early; what came is kept.
-void RecordUntilDone(const RecordOptions& options, BpfSampler& sampler, LaunchedCommand* command,
-                     absl::Time start) {
-  while (!StopSignals::Requested()) {
-    if (absl::Status s = sampler.Poll(kPollInterval); !s.ok()) {
-      fprintf(stderr, "pystrobe record: %s; writing what was recorded\n",
-              std::string(s.message()).c_str());
-      return;
-    }
-    if (options.duration && absl::Now() - start >= *options.duration) return;
-    if (command != nullptr && command->TryReap()) return;
-    if (!options.pids.empty() &&
-        std::none_of(options.pids.begin(), options.pids.end(), ProcessIsAlive)) {
-      return;
-    }
-  }
+// The session `options` ask for, with `targets` in its filter.
+SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
+                                       const std::vector<uint32_t>& targets) {
+  return SamplingSessionConfig{
+      .sampler = {.filter_pids = !options.all,
+                  .follow_children = options.subprocesses,
+                  .python_max_frames = options.max_python_depth,
+                  .offcpu = options.offcpu || options.idle,
+                  .python_native_stacks = options.native},
+      .target_pids = targets,
+      .rate_hz = options.rate_hz,
+      .recorder = {.threads = options.threads,
+                   .gil_only = options.gil_only,
+                   .mean_period_ns = MeanPeriodNs(options.rate_hz),
+                   .asyncio = options.asyncio,
+                   .asyncio_await = options.asyncio && (options.offcpu || options.idle)},
+      .accounting = std::nullopt,  // record counts nothing per process
+      .python = SamplingSessionConfig::PythonDiscovery::kOn,
+  };
 }
 
 // Writes the import tree of what was recorded to `out` (opened on `output`),
@@ -134,7 +102,7 @@ int WriteImportTree(const RecordOptions& options, const Recorder& recorder,
   }
   out << text;
   out.close();
-  if (!out) return Fail(absl::DataLossError(absl::StrCat("writing ", output, " failed")));
+  if (!out) return Fail("record", absl::DataLossError(absl::StrCat("writing ", output, " failed")));
   fprintf(stderr, "pystrobe: wrote %s\n", output.c_str());
   return kExitOk;
 }
@@ -145,25 +113,26 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   // --socket PATH and --no-daemon: whether to ask a running daemon.
   std::vector<std::string> args = command_args;
   absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
-  if (!daemon_flags.ok()) return UsageError(daemon_flags.status().message());
+  if (!daemon_flags.ok()) return UsageError("record", daemon_flags.status());
   absl::StatusOr<RecordOptions> parsed = ParseRecordOptions(args);
-  if (!parsed.ok()) return UsageError(parsed.status().message());
+  if (!parsed.ok()) return UsageError("record", parsed.status());
   const RecordOptions& options = *parsed;
   if (options.help) {
     fputs(RecordUsage(), stdout);
     return kExitOk;
   }
   absl::StatusOr<std::unique_ptr<ProfileWriter>> writer = MakeProfileWriter(options.format);
-  if (!writer.ok()) return UsageError(writer.status().message());
+  if (!writer.ok()) return UsageError("record", writer.status());
   for (uint32_t pid : options.pids) {
-    if (!ProcessIsAlive(pid)) return UsageError(absl::StrCat("no process with pid ", pid));
+    if (!ProcessIsAlive(pid))
+      return UsageError("record", absl::StrCat("no process with pid ", pid));
   }
   if (std::optional<int> status =
           MaybeRecordThroughDaemon(options, *daemon_flags, args, **writer)) {
     return *status;
   }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
-    return Fail(caps);
+    return Fail("record", caps);
   }
 
   // Open the output first: a recording must not end in an unwritable path.
@@ -175,60 +144,54 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   std::ofstream out;
   if (!output.empty()) {
     out.open(output, std::ios::binary | std::ios::trunc);
-    if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", output)));
+    if (!out)
+      return Fail("record", absl::PermissionDeniedError(absl::StrCat("cannot write ", output)));
   }
 
   LibbpfLog::Capture(options.verbose);
   std::optional<LaunchedCommand> command;
   if (!options.command.empty()) {
     absl::StatusOr<LaunchedCommand> launched = LaunchedCommand::Start(options.command);
-    if (!launched.ok()) return Fail(launched.status());
+    if (!launched.ok()) return Fail("record", launched.status());
     command.emplace(std::move(*launched));
   }
 
   std::vector<uint32_t> targets = options.pids;
   if (command) targets.push_back(static_cast<uint32_t>(command->pid()));
-  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = LoadSampler(options, targets);
-  if (!sampler.ok()) return Fail(sampler.status());
-
-  absl::StatusOr<KernelSymbolizer> kernel_symbols = KernelSymbolizer::FromFile();
-  if (!kernel_symbols.ok()) {
+  absl::StatusOr<std::unique_ptr<SamplingSession>> session =
+      SamplingSession::Open(SessionConfigFor(options, targets));
+  if (!session.ok()) return Fail("record", session.status());
+  if (!(*session)->kernel_symbols_status().ok()) {
     fprintf(stderr, "pystrobe record: warning: kernel frames stay unnamed: %s\n",
-            std::string(kernel_symbols.status().message()).c_str());
+            std::string((*session)->kernel_symbols_status().message()).c_str());
   }
-  SharedModuleSymbolizer native_symbols;
-  KernelPythonDiscovery python_discovery(sampler->get());
-  Recorder recorder(
-      &native_symbols, &python_discovery,
-      RecorderOptions{.threads = options.threads,
-                      .gil_only = options.gil_only,
-                      .mean_period_ns = MeanPeriodNs(options.rate_hz),
-                      .asyncio = options.asyncio,
-                      .asyncio_await = options.asyncio && (options.offcpu || options.idle)});
+  Recorder& recorder = (*session)->recorder();
 
-  StopSignals::Install();
-  absl::Status attached = (*sampler)->Attach(
-      options.rate_hz,
-      [&recorder](std::span<const uint8_t> record) { recorder.HandleRecord(record); });
-  if (!attached.ok()) return Fail(attached);
+  Signals::Install();
+  if (absl::Status s = (*session)->Start(); !s.ok()) return Fail("record", s);
   absl::Time start = absl::Now();
   if (command) {
     if (absl::Status s = command->Release(); !s.ok()) {
-      fprintf(stderr, "pystrobe record: %s\n", std::string(s.message()).c_str());
-      return s.code() == absl::StatusCode::kNotFound ? kExitUsage : kExitFailure;
+      return s.code() == absl::StatusCode::kNotFound ? UsageError("record", s) : Fail("record", s);
     }
   }
   fprintf(stderr, "pystrobe: recording %s at %d Hz; Ctrl-C to stop\n",
           TargetDescription(options).c_str(), options.rate_hz);
 
-  RecordUntilDone(options, **sampler, command ? &*command : nullptr, start);
+  if (absl::Status s = PollUntilEnd(**session,
+                                    {.duration = options.duration,
+                                     .command = command ? &*command : nullptr,
+                                     .pids = options.pids},
+                                    start);
+      !s.ok()) {
+    fprintf(stderr, "pystrobe record: %s; writing what was recorded\n",
+            std::string(s.message()).c_str());
+  }
   absl::Duration elapsed = absl::Now() - start;
-  // Stop sampling, then drain what is still in the ring buffer.
-  (*sampler)->Detach();
-  if (absl::Status s = (*sampler)->Drain(); !s.ok()) {
+  if (absl::Status s = (*session)->Finish(); !s.ok()) {
     fprintf(stderr, "pystrobe record: %s\n", std::string(s.message()).c_str());
   }
-  SamplerCounters counters = (*sampler)->ReadCounters();
+  SamplerCounters counters = (*session)->sampler().ReadCounters();
   if (command) StopCommand(*command);
 
   if (options.imports) {
@@ -242,15 +205,15 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   ProfileBuilderOptions build_options = ProfileBuilderOptionsFrom(options);
   build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                         kernel_symbols.ok() ? &*kernel_symbols : nullptr, build_options);
+                         (*session)->kernel_symbols(), build_options);
   AddOnAndOffCpuStacks(recorder.stacks(), recorder.offcpu_stacks(),
                        {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz},
                        builder, profile);
   AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()}, profile);
   PrintSummary(counters, recorder, elapsed, options.rate_hz);
-  if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail(s);
+  if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail("record", s);
   out.close();
-  if (!out) return Fail(absl::DataLossError(absl::StrCat("writing ", output, " failed")));
+  if (!out) return Fail("record", absl::DataLossError(absl::StrCat("writing ", output, " failed")));
   std::error_code ignored;
   std::filesystem::path written = std::filesystem::absolute(output, ignored);
   fprintf(stderr, "pystrobe: wrote %s\n", written.c_str());

@@ -9,11 +9,6 @@
 
 namespace pystrobe {
 
-// Exit statuses of the command line.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;  // bad flags, or a target that does not exist
-
 // Runs `pystrobe record` with the arguments after "record"; returns the exit
 // status. Messages go to stderr.
 int RunRecordCommand(const std::vector<std::string>& args);

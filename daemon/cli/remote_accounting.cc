@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,24 +12,14 @@
 #include "absl/strings/str_cat.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/accounting/process_counters.h"
+#include "daemon/cli/exit_status.h"
 #include "daemon/cli/raw_keys.h"
-#include "daemon/cli/record_command.h"
+#include "daemon/cli/signals.h"
 
 namespace pystrobe {
 namespace {
 
 constexpr size_t kCounterFields = sizeof(pystrobe_task_counters) / sizeof(uint64_t);
-
-std::atomic<int> remote_stop{0};
-void OnRemoteStop(int signal) { remote_stop.store(signal); }
-
-void InstallRemoteStopHandlers() {
-  struct sigaction action = {};
-  action.sa_handler = OnRemoteStop;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
 
 void PrintInfo(const std::string& line) { fprintf(stderr, "pystrobe: %s\n", line.c_str()); }
 
@@ -72,9 +61,9 @@ std::optional<int> MaybeStatThroughDaemon(const StatOptions& options,
   request.duration =
       options.duration ? std::min(*options.duration, kMaxRemoteRecording) : kMaxRemoteRecording;
   request.json = options.json;
-  InstallRemoteStopHandlers();
+  Signals::Install();
   absl::StatusOr<std::string> report = RequestThroughDaemon(
-      *fd, ControlMessageType::kStat, EncodeStatRequest(request), PrintInfo, &remote_stop);
+      *fd, ControlMessageType::kStat, EncodeStatRequest(request), PrintInfo, &Signals::stop_flag());
   close(*fd);
   if (!report.ok()) {
     fprintf(stderr, "pystrobe stat: the daemon (%s): %s\n", flags.socket.c_str(),
@@ -92,7 +81,7 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonCl
   if (!fd.ok()) return std::nullopt;
   fprintf(stderr, "pystrobe: using the running daemon (%s)\n", flags.socket.c_str());
   TopOptions options = given;
-  InstallRemoteStopHandlers();
+  Signals::Install();
   RawKeys keys;
   bool tty = isatty(STDOUT_FILENO);
   TopRequest request;
@@ -103,13 +92,13 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonCl
     std::optional<char> key = keys.Read();
     if (!key) return;
     if (*key == 'q') {
-      remote_stop.store(SIGTERM);
+      Signals::RequestStop(SIGTERM);
     } else if (std::optional<TopSort> sort = TopSortForKey(*key)) {
       options.sort = *sort;
     }
   };
   bool first = true;
-  while (remote_stop.load() == 0) {
+  while (!Signals::StopRequested()) {
     if (!first) {
       fd = ConnectToDaemon(flags.socket);
       if (!fd.ok()) {
@@ -120,10 +109,10 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonCl
     }
     absl::StatusOr<std::string> answer = RequestThroughDaemon(
         *fd, ControlMessageType::kTop, EncodeTopRequest(request),
-        first ? PrintInfo : [](const std::string&) {}, &remote_stop, on_key);
+        first ? PrintInfo : [](const std::string&) {}, &Signals::stop_flag(), on_key);
     close(*fd);
     first = false;
-    if (remote_stop.load() != 0) break;
+    if (Signals::StopRequested()) break;
     absl::StatusOr<TopSnapshot> snapshot =
         answer.ok() ? DecodeTopSnapshot(*answer, kCounterFields) : answer.status();
     if (!snapshot.ok()) {

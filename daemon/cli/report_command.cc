@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "daemon/cli/record_command.h"
+#include "daemon/cli/exit_status.h"
 #include "daemon/reports/flat_report.h"
 #include "daemon/reports/recording_diff.h"
 #include "daemon/reports/recording_reader.h"
@@ -239,12 +239,6 @@ size_t RowLimit(const TableOptions& options, size_t rows) {
 bool Print(const std::string& text) {
   fwrite(text.data(), 1, text.size(), stdout);
   return fflush(stdout) == 0;
-}
-
-int UsageError(absl::string_view command, const absl::Status& status) {
-  fprintf(stderr, "pystrobe %s: %s\n", std::string(command).c_str(),
-          std::string(status.message()).c_str());
-  return kExitUsage;
 }
 
 // The recording and the sample type the tables count.

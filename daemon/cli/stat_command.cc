@@ -25,31 +25,20 @@
 #include "daemon/accounting/verdict.h"
 #include "daemon/cli/accounting_options.h"
 #include "daemon/cli/command_lifecycle.h"
-#include "daemon/cli/record_command.h"
+#include "daemon/cli/exit_status.h"
 #include "daemon/cli/remote_accounting.h"
+#include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/libbpf_errors.h"
-#include "daemon/recording/kernel_python_discovery.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
-#include "daemon/symbolizer/kernel_symbolizer.h"
-#include "daemon/symbolizer/shared_module_symbolizer.h"
+#include "daemon/recording/sampling_session.h"
 
 namespace pystrobe {
 namespace {
-
-// How often the ring buffer is read. stat sleeps in between rather than
-// waiting in epoll: a reader woken by each off-CPU record preempts the very
-// thread whose record it is, which then sends another when it runs again.
-constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
-
-int Fail(const absl::Status& status) {
-  fprintf(stderr, "pystrobe stat: %s\n", std::string(status.message()).c_str());
-  return kExitFailure;
-}
 
 // The file `name` runs: itself if it has a slash, else found on PATH.
 std::string ResolveExecutable(const std::string& name) {
@@ -74,13 +63,11 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   std::vector<std::string> args = command_args;
   absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
   if (!daemon_flags.ok()) {
-    fprintf(stderr, "pystrobe stat: %s\n", std::string(daemon_flags.status().message()).c_str());
-    return kExitUsage;
+    return UsageError("stat", daemon_flags.status());
   }
   absl::StatusOr<StatOptions> parsed = ParseStatOptions(args);
   if (!parsed.ok()) {
-    fprintf(stderr, "pystrobe stat: %s\n", std::string(parsed.status().message()).c_str());
-    return kExitUsage;
+    return UsageError("stat", parsed.status());
   }
   const StatOptions& options = *parsed;
   if (options.help) {
@@ -88,12 +75,11 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     return kExitOk;
   }
   if (options.pid && !ProcessIsAlive(*options.pid)) {
-    fprintf(stderr, "pystrobe stat: no process with pid %u\n", *options.pid);
-    return kExitUsage;
+    return UsageError("stat", absl::StrCat("no process with pid ", *options.pid));
   }
   if (std::optional<int> status = MaybeStatThroughDaemon(options, *daemon_flags)) return *status;
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
-    return Fail(caps);
+    return Fail("stat", caps);
   }
   LibbpfLog::Capture(options.verbose);
 
@@ -101,88 +87,75 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   std::optional<LaunchedCommand> command;
   if (!options.command.empty()) {
     absl::StatusOr<LaunchedCommand> launched = LaunchedCommand::Start(options.command);
-    if (!launched.ok()) return Fail(launched.status());
+    if (!launched.ok()) return Fail("stat", launched.status());
     command.emplace(std::move(*launched));
   }
   uint32_t pid = command ? static_cast<uint32_t>(command->pid()) : *options.pid;
 
-  // 2. Open, configure and load: only the target is looked at.
-  absl::StatusOr<std::unique_ptr<BpfSampler>> opened = BpfSampler::Open();
-  if (!opened.ok()) return Fail(opened.status());
-  BpfSampler& sampler = **opened;
-  // Off-CPU stacks too: io, sleep, GIL and run-queue verdicts are explained
-  // by where the threads waited.
-  if (absl::Status s =
-          sampler.Configure(SamplerConfig{.filter_pids = true, .offcpu = options.offcpu_stacks});
-      !s.ok()) {
-    return Fail(s);
-  }
-  if (absl::Status s = sampler.Load(); !s.ok()) return Fail(s);
-  if (absl::Status s = sampler.AddTargetPid(pid); !s.ok()) return Fail(s);
+  // 2. Open, configure and load: only the target is looked at. Off-CPU
+  // stacks too: io, sleep, GIL and run-queue verdicts are explained by where
+  // the threads waited. GC time of every CPython found: its interpreter gets
+  // the probes.
+  absl::StatusOr<std::unique_ptr<SamplingSession>> session = SamplingSession::Open({
+      .sampler = {.filter_pids = true, .offcpu = options.offcpu_stacks},
+      .target_pids = {pid},
+      .rate_hz = options.rate_hz,
+      .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
+      .accounting = BpfSampler::AccountingOptions{.syscalls = options.syscalls},
+      .python = SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes,
+  });
+  if (!session.ok()) return Fail("stat", session.status());
+  Recorder& recorder = (*session)->recorder();
 
-  // 3. Attach: counters, CPython GC probes where the binary has them, samples.
-  if (absl::Status s = sampler.AttachAccounting({.syscalls = options.syscalls}); !s.ok()) {
-    return Fail(s);
+  // 3. Attach: counters, samples, and the executable's own GC probes from its
+  // first collection (an interpreter in a libpython gets them when discovery
+  // finds it).
+  SampleTally tally;
+  Signals::Install();
+  if (absl::Status s =
+          (*session)->Start([&tally](std::span<const uint8_t> record) { tally.Observe(record); });
+      !s.ok()) {
+    return Fail("stat", s);
   }
   std::string binary =
       command ? ResolveExecutable(options.command[0])
               : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe")).string();
   bool gc_measured = false;
   if (!binary.empty()) {
-    // The executable's own probes, from its first collection; an interpreter
-    // in a libpython gets them when discovery finds it.
-    absl::Status gc = sampler.AttachPythonGcProbes(binary);
+    absl::Status gc = (*session)->sampler().AttachPythonGcProbes(binary);
     gc_measured = gc.ok();
     if (!gc.ok() && gc.code() != absl::StatusCode::kNotFound && options.verbose) {
       fprintf(stderr, "pystrobe stat: no GC time: %s\n", std::string(gc.message()).c_str());
     }
   }
-  absl::StatusOr<KernelSymbolizer> kernel_symbols = KernelSymbolizer::FromFile();
-  SharedModuleSymbolizer native_symbols;
-  KernelPythonDiscovery python_discovery(&sampler, /*gc_probes=*/true);
-  Recorder recorder(&native_symbols, &python_discovery,
-                    RecorderOptions{.mean_period_ns = MeanPeriodNs(options.rate_hz)});
-  SampleTally tally;
-  StopSignals::Install();
-  absl::Status attached =
-      sampler.Attach(options.rate_hz, [&recorder, &tally](std::span<const uint8_t> record) {
-        tally.Observe(record);
-        recorder.HandleRecord(record);
-      });
-  if (!attached.ok()) return Fail(attached);
   absl::Time start = absl::Now();
   if (command) {
     if (absl::Status s = command->Release(); !s.ok()) {
-      fprintf(stderr, "pystrobe stat: %s\n", std::string(s.message()).c_str());
-      return s.code() == absl::StatusCode::kNotFound ? kExitUsage : kExitFailure;
+      return s.code() == absl::StatusCode::kNotFound ? UsageError("stat", s) : Fail("stat", s);
     }
   }
 
   // 4. Until the command exits, the duration ends, the process ends, or a signal.
-  while (!StopSignals::Requested()) {
-    absl::SleepFor(kPollInterval);
-    if (absl::Status s = sampler.Drain(); !s.ok()) {
-      fprintf(stderr, "pystrobe stat: %s; reporting what was counted\n",
-              std::string(s.message()).c_str());
-      break;
-    }
-    if (options.duration && absl::Now() - start >= *options.duration) break;
-    if (command && command->TryReap()) break;
-    if (!command && !ProcessIsAlive(pid)) break;
+  if (absl::Status s = PollUntilEnd(
+          **session,
+          {.duration = options.duration, .command = command ? &*command : nullptr, .pids = {pid}},
+          start);
+      !s.ok()) {
+    fprintf(stderr, "pystrobe stat: %s; reporting what was counted\n",
+            std::string(s.message()).c_str());
   }
   absl::Duration elapsed = absl::Now() - start;
-  sampler.Detach();
-  if (absl::Status s = sampler.Drain(); !s.ok()) {
+  if (absl::Status s = (*session)->Finish(); !s.ok()) {
     fprintf(stderr, "pystrobe stat: %s\n", std::string(s.message()).c_str());
   }
   if (command) StopCommand(*command);
 
   // 5. The process's figures: the entry of the targeted process (a reused
   // pid is not a target, so there is one; the oldest otherwise).
-  AccountingReader reader(sampler.accounting_maps());
+  AccountingReader reader((*session)->sampler().accounting_maps());
   std::vector<ProcessCounters> processes = reader.Processes(pid);
   if (processes.empty()) {
-    return Fail(absl::NotFoundError(absl::StrCat("nothing was counted for process ", pid)));
+    return Fail("stat", absl::NotFoundError(absl::StrCat("nothing was counted for process ", pid)));
   }
   const ProcessCounters& process = *std::min_element(
       processes.begin(), processes.end(),
@@ -193,7 +166,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   report.comm = process.comm;
   report.duration_seconds = absl::ToDoubleSeconds(elapsed);
   report.figures = FiguresFrom(process.raw);
-  report.gc_measured = gc_measured || python_discovery.GcMeasured(pid);
+  report.gc_measured = gc_measured || (*session)->python_discovery()->GcMeasured(pid);
   report.syscalls = options.syscalls;
   report.threads = process.threads;
   report.exited = process.exited || (command && command->exited());
@@ -203,7 +176,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
 
   Profile oncpu, offcpu;
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                         kernel_symbols.ok() ? &*kernel_symbols : nullptr, ProfileBuilderOptions{});
+                         (*session)->kernel_symbols(), ProfileBuilderOptions{});
   builder.AddTo(recorder.stacks(), oncpu);
   // Off-CPU stacks weigh their time: kept as microseconds.
   builder.AddTo(recorder.offcpu_stacks(), {.per_nanosecond = 1e-3}, offcpu);

@@ -42,6 +42,7 @@ absl::StatusOr<LaunchedCommand> LaunchedCommand::Start(const std::vector<std::st
     close(error_pipe[0]);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);  // pystrobe ignores it; an ignored signal survives exec
     char go;
     // Returns 0 (EOF) when the parent releases us or dies.
     while (read(release_pipe[0], &go, 1) < 0 && errno == EINTR) {

@@ -17,46 +17,31 @@
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/top_screen.h"
 #include "daemon/cli/accounting_options.h"
-#include "daemon/cli/command_lifecycle.h"
+#include "daemon/cli/exit_status.h"
 #include "daemon/cli/raw_keys.h"
-#include "daemon/cli/record_command.h"
 #include "daemon/cli/remote_accounting.h"
+#include "daemon/cli/signals.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/libbpf_errors.h"
-#include "daemon/recording/kernel_python_discovery.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
-#include "daemon/symbolizer/shared_module_symbolizer.h"
+#include "daemon/recording/sampling_session.h"
 
 namespace pystrobe {
-namespace {
-
-// How often the ring buffer is read and keys are checked. top sleeps in
-// between rather than waiting in epoll, so the records it reads do not wake
-// it (and preempt the threads they describe) one by one.
-constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
-
-int Fail(const absl::Status& status) {
-  fprintf(stderr, "pystrobe top: %s\n", std::string(status.message()).c_str());
-  return kExitFailure;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 int RunTopCommand(const std::vector<std::string>& command_args) {
   // --socket PATH and --no-daemon: whether to ask a running daemon.
   std::vector<std::string> args = command_args;
   absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
   if (!daemon_flags.ok()) {
-    fprintf(stderr, "pystrobe top: %s\n", std::string(daemon_flags.status().message()).c_str());
-    return kExitUsage;
+    return UsageError("top", daemon_flags.status());
   }
   absl::StatusOr<TopOptions> parsed = ParseTopOptions(args);
   if (!parsed.ok()) {
-    fprintf(stderr, "pystrobe top: %s\n", std::string(parsed.status().message()).c_str());
-    return kExitUsage;
+    return UsageError("top", parsed.status());
   }
   TopOptions options = *parsed;
   if (options.help) {
@@ -64,39 +49,32 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
     return kExitOk;
   }
   if (options.pid && kill(static_cast<pid_t>(*options.pid), 0) != 0 && errno != EPERM) {
-    fprintf(stderr, "pystrobe top: no process with pid %u\n", *options.pid);
-    return kExitUsage;
+    return UsageError("top", absl::StrCat("no process with pid ", *options.pid));
   }
   if (std::optional<int> status = MaybeTopThroughDaemon(options, *daemon_flags)) return *status;
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
-    return Fail(caps);
+    return Fail("top", caps);
   }
   LibbpfLog::Capture(options.verbose);
 
-  absl::StatusOr<std::unique_ptr<BpfSampler>> opened = BpfSampler::Open();
-  if (!opened.ok()) return Fail(opened.status());
-  BpfSampler& sampler = **opened;
-  if (absl::Status s = sampler.Configure(SamplerConfig{.filter_pids = options.pid.has_value()});
-      !s.ok()) {
-    return Fail(s);
-  }
-  if (absl::Status s = sampler.Load(); !s.ok()) return Fail(s);
-  if (options.pid) {
-    if (absl::Status s = sampler.AddTargetPid(*options.pid); !s.ok()) return Fail(s);
-  }
-  if (absl::Status s = sampler.AttachAccounting({}); !s.ok()) return Fail(s);
-  // GC time of every CPython process found: its interpreter gets the probes.
-  SharedModuleSymbolizer native_symbols;
-  KernelPythonDiscovery python_discovery(&sampler, /*gc_probes=*/true);
-  Recorder recorder(&native_symbols, &python_discovery,
-                    RecorderOptions{.mean_period_ns = MeanPeriodNs(options.rate_hz)});
-  absl::Status attached = sampler.Attach(
-      options.rate_hz, [&recorder](std::span<const uint8_t> r) { recorder.HandleRecord(r); });
-  if (!attached.ok()) return Fail(attached);
+  // Every process, or one; GC time of every CPython process found: its
+  // interpreter gets the probes.
+  std::vector<uint32_t> targets;
+  if (options.pid) targets.push_back(*options.pid);
+  absl::StatusOr<std::unique_ptr<SamplingSession>> session = SamplingSession::Open({
+      .sampler = {.filter_pids = options.pid.has_value()},
+      .target_pids = targets,
+      .rate_hz = options.rate_hz,
+      .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
+      .accounting = BpfSampler::AccountingOptions{},
+      .python = SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes,
+  });
+  if (!session.ok()) return Fail("top", session.status());
+  Recorder& recorder = (*session)->recorder();
+  Signals::Install();
+  if (absl::Status s = (*session)->Start(); !s.ok()) return Fail("top", s);
 
-  StopSignals::Install();
-
-  AccountingReader reader(sampler.accounting_maps());
+  AccountingReader reader((*session)->sampler().accounting_maps());
   absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
   RawKeys keys;
   StackAggregator stacks_at_last_screen;
@@ -104,21 +82,21 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, pystrobe_task_counters> before;
   absl::Time last = absl::Now();
   bool tty = isatty(STDOUT_FILENO);
-  while (!StopSignals::Requested()) {
+  while (!Signals::StopRequested()) {
     absl::Time next = last + options.interval;
     bool redraw = false;
-    while (absl::Now() < next && !StopSignals::Requested() && !redraw) {
-      absl::SleepFor(std::min(kPollSlice, next - absl::Now()));
-      sampler.Drain().IgnoreError();
+    while (absl::Now() < next && !Signals::StopRequested() && !redraw) {
+      // A failed read loses this screen's samples, not the counters.
+      (*session)->Poll(std::min(SamplingSession::kPollInterval, next - absl::Now())).IgnoreError();
       if (std::optional<char> key = keys.Read()) {
         if (*key == 'q') {
-          StopSignals::Request(SIGTERM);
+          Signals::RequestStop(SIGTERM);
         } else if (std::optional<TopSort> sort = TopSortForKey(*key)) {
           options.sort = *sort;
         }
       }
     }
-    if (StopSignals::Requested()) break;
+    if (Signals::StopRequested()) break;
     absl::Time now = absl::Now();
     TopScreen screen;
     screen.interval_seconds = absl::ToDoubleSeconds(now - last);
@@ -179,8 +157,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
     if (options.once) break;
     if (options.pid && kill(static_cast<pid_t>(*options.pid), 0) != 0 && errno != EPERM) break;
   }
-  sampler.Detach();
-  return kExitOk;
+  return kExitOk;  // the session detaches when it goes
 }
 
 }  // namespace pystrobe

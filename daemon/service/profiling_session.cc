@@ -58,7 +58,7 @@ ProfilingSession::ProfilingSession(const DaemonConfig& config, ContainerLabels* 
       process_metrics_(ProcessMetricsOptionsFrom(config), ReadProcessPlacement) {}
 
 ProfilingSession::~ProfilingSession() {
-  if (sampler_ != nullptr && !detached_) sampler_->Detach();
+  if (sampling_ != nullptr) sampling_->Finish().IgnoreError();
   // Clients waiting on a recording, stat or top get what it has.
   if (on_demand_accounting_ != nullptr) on_demand_accounting_->FinishAll(absl::Now());
   if (on_demand_ != nullptr) on_demand_->FinishAll(absl::Now());
@@ -68,54 +68,49 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
     const DaemonConfig& config, std::vector<WindowSink*> sinks, ContainerLabels* labels,
     uint64_t next_sequence) {
   std::unique_ptr<ProfilingSession> session(new ProfilingSession(config, labels));
-  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = BpfSampler::Open();
-  if (!sampler.ok()) return sampler.status();
-  session->sampler_ = std::move(*sampler);
-  BpfSampler& bpf = *session->sampler_;
-  SamplerConfig sampler_config;
-  sampler_config.filter_pids = FiltersProcesses(config.targets);
-  sampler_config.filter_cgroups = FiltersCgroups(config.targets);
-  // Without the walk, no process is handed to the kernel as CPython.
-  sampler_config.python_max_frames = config.python.max_depth;
-  sampler_config.offcpu = config.off_cpu;
-  if (absl::Status s = bpf.Configure(sampler_config); !s.ok()) return s;
-  if (absl::Status s = bpf.Load(); !s.ok()) return s;
-
+  MemoryBudget budget = BudgetFor(config.limits.memory_bytes);
+  absl::StatusOr<std::unique_ptr<SamplingSession>> sampling = SamplingSession::Open({
+      .sampler = {.filter_pids = FiltersProcesses(config.targets),
+                  .filter_cgroups = FiltersCgroups(config.targets),
+                  // Without the walk, no process is handed to the kernel as CPython.
+                  .python_max_frames = config.python.max_depth,
+                  .offcpu = config.off_cpu},
+      .target_pids = {},  // the target selector adds them
+      .rate_hz = config.rate_hz,
+      .recorder = {.threads = true,
+                   .max_stacks = budget.max_stacks,
+                   .mean_period_ns = MeanPeriodNs(config.rate_hz)},
+      .accounting = BpfSampler::AccountingOptions{},
+      // GC time of every CPython process found: its interpreter gets the probes.
+      .python = config.python.walk ? SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes
+                                   : SamplingSessionConfig::PythonDiscovery::kOff,
+  });
+  if (!sampling.ok()) return sampling.status();
+  session->sampling_ = std::move(*sampling);
+  SamplingSession& sampling_session = *session->sampling_;
+  BpfSampler& bpf = sampling_session.sampler();
+  if (!sampling_session.kernel_symbols_status().ok()) {
+    fprintf(stderr, "pystrobe daemon: warning: kernel frames stay unnamed: %s\n",
+            std::string(sampling_session.kernel_symbols_status().message()).c_str());
+  }
   session->targets_ = std::make_unique<TargetSelector>(
       config.targets, &bpf, labels != nullptr ? labels->resolver() : nullptr);
   if (absl::Status s = session->targets_->Start(); !s.ok()) return s;
-  if (absl::Status s = bpf.AttachAccounting({}); !s.ok()) return s;
   session->accounting_ = std::make_unique<AccountingReader>(bpf.accounting_maps());
-
-  absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromFile();
-  if (kernel.ok()) {
-    session->kernel_symbols_.emplace(std::move(*kernel));
-  } else {
-    fprintf(stderr, "pystrobe daemon: warning: kernel frames stay unnamed: %s\n",
-            std::string(kernel.status().message()).c_str());
-  }
-  if (config.python.walk) {
-    // GC time of every CPython process found: its interpreter gets the probes.
-    session->python_discovery_ = std::make_unique<KernelPythonDiscovery>(&bpf, /*gc_probes=*/true);
-  }
-  MemoryBudget budget = BudgetFor(config.limits.memory_bytes);
-  session->recorder_ =
-      std::make_unique<Recorder>(&session->native_symbols_, session->python_discovery_.get(),
-                                 RecorderOptions{.threads = true,
-                                                 .max_stacks = budget.max_stacks,
-                                                 .mean_period_ns = MeanPeriodNs(config.rate_hz)});
-  session->recorder_->processes().set_max_live_images(
-      static_cast<size_t>(config.limits.tracked_processes));
+  Recorder* recorder = &sampling_session.recorder();
+  const KernelSymbolizer* kernel_symbols = sampling_session.kernel_symbols();
+  KernelPythonDiscovery* python_discovery = sampling_session.python_discovery();
+  recorder->processes().set_max_live_images(static_cast<size_t>(config.limits.tracked_processes));
 
   absl::Time now = absl::Now();
-  session->window_loop_ = std::make_unique<WindowLoop>(
-      session->recorder_.get(), session->kernel_symbols_ ? &*session->kernel_symbols_ : nullptr,
-      labels, std::move(sinks), WindowOptionsFrom(config), now, next_sequence);
-  session->on_demand_ = std::make_unique<OnDemandRecordings>(
-      session->recorder_.get(), session->kernel_symbols_ ? &*session->kernel_symbols_ : nullptr,
-      RecordCapabilities{.rate_hz = config.rate_hz,
-                         .offcpu = config.off_cpu,
-                         .all_processes = config.targets.all});
+  session->window_loop_ =
+      std::make_unique<WindowLoop>(recorder, kernel_symbols, labels, std::move(sinks),
+                                   WindowOptionsFrom(config), now, next_sequence);
+  session->on_demand_ =
+      std::make_unique<OnDemandRecordings>(recorder, kernel_symbols,
+                                           RecordCapabilities{.rate_hz = config.rate_hz,
+                                                              .offcpu = config.off_cpu,
+                                                              .all_processes = config.targets.all});
   session->on_demand_accounting_ = std::make_unique<OnDemandAccounting>(
       session->accounting_.get(), session->on_demand_.get(),
       AccountingCapabilities{.rate_hz = config.rate_hz,
@@ -124,28 +119,24 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                              .targets = [selector = session->targets_.get()](
                                             uint32_t pid) { return selector->Includes(pid); },
                              .gc_measured =
-                                 [discovery = session->python_discovery_.get()](uint32_t pid) {
+                                 [discovery = python_discovery](uint32_t pid) {
                                    return discovery != nullptr && discovery->GcMeasured(pid);
                                  }});
   OnDemandRecordings* on_demand = session->on_demand_.get();
   session->window_loop_->set_window_observer(
       [on_demand](const WindowStacks& stacks) { on_demand->OnWindowTaken(stacks); });
-  Recorder* recorder = session->recorder_.get();
   OnDemandAccounting* on_demand_accounting = session->on_demand_accounting_.get();
-  if (absl::Status s = bpf.Attach(config.rate_hz,
-                                  [recorder, on_demand_accounting](std::span<const uint8_t> r) {
-                                    on_demand_accounting->Observe(r);
-                                    recorder->HandleRecord(r);
-                                  });
+  if (absl::Status s = sampling_session.Start(
+          [on_demand_accounting](std::span<const uint8_t> r) { on_demand_accounting->Observe(r); });
       !s.ok()) {
     return s;
   }
   return session;
 }
 
-absl::Status ProfilingSession::Drain() { return sampler_->Drain(); }
+absl::Status ProfilingSession::Drain() { return sampling_->Drain(); }
 
-int ProfilingSession::ring_buffer_fd() const { return sampler_->ring_buffer_fd(); }
+int ProfilingSession::ring_buffer_fd() const { return sampling_->sampler().ring_buffer_fd(); }
 
 absl::Time ProfilingSession::next_cut() const { return window_loop_->next_cut(); }
 
@@ -167,16 +158,16 @@ void ProfilingSession::Tick(absl::Time now) {
   }
   if (now >= next_map_read_) {
     next_map_read_ = now + kMapReadInterval;
-    map_fill_ = sampler_->ReadMapFill();
+    map_fill_ = sampling_->sampler().ReadMapFill();
   }
 
   // limits.memory: near it, write the window now (its stacks are most of
   // what grows) and take no new processes until back under it.
   SelfUsage usage = ReadSelfUsage();
   double limit = static_cast<double>(config_.limits.memory_bytes);
-  ProcessTable& table = recorder_->processes();
+  ProcessTable& table = sampling_->recorder().processes();
   if (usage.resident_bytes > kMemoryPressureShare * limit) {
-    if (recorder_->stacks().size() + recorder_->offcpu_stacks().size() > 0) {
+    if (sampling_->recorder().stacks().size() + sampling_->recorder().offcpu_stacks().size() > 0) {
       ++memory_pressure_cuts_;
       window_loop_->Cut(now);
       malloc_trim(0);
@@ -196,9 +187,7 @@ void ProfilingSession::MaybeCut(absl::Time now, bool force) {
 }
 
 void ProfilingSession::Finish(absl::Time now) {
-  sampler_->Detach();
-  detached_ = true;
-  if (absl::Status s = sampler_->Drain(); !s.ok()) {
+  if (absl::Status s = sampling_->Finish(); !s.ok()) {
     fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
   }
   window_loop_->Cut(now, /*final=*/true);
@@ -226,24 +215,25 @@ void ProfilingSession::Apply(const DaemonConfig& config) {
   config_ = config;
   window_loop_->set_options(WindowOptionsFrom(config));
   process_metrics_.set_options(ProcessMetricsOptionsFrom(config));
-  recorder_->processes().set_max_live_images(static_cast<size_t>(config.limits.tracked_processes));
+  sampling_->recorder().processes().set_max_live_images(
+      static_cast<size_t>(config.limits.tracked_processes));
 }
 
 void ProfilingSession::FillHealth(DaemonHealth& health) {
-  health.sampler = sampler_->ReadCounters();
+  health.sampler = sampling_->sampler().ReadCounters();
   health.accounting = accounting_->Drops();
   health.maps = map_fill_;
-  const Recorder& recorder = *recorder_;
+  const Recorder& recorder = sampling_->recorder();
   health.malformed_records = recorder.malformed_records();
   health.samples_over_stack_limit = recorder.samples_over_stack_limit();
   health.samples_of_refused_processes = recorder.samples_of_refused_processes();
-  health.native_name_evictions = recorder_->native_names().evictions();
+  health.native_name_evictions = sampling_->recorder().native_names().evictions();
   health.python_code_evictions = recorder.python_codes().evictions();
   health.python_code_read_errors = recorder.python_codes().read_errors();
   health.python_codes_from_copies = recorder.python_codes().read_from_copies();
   health.python_code_copies_dropped = recorder.python_code_copies().dropped();
   health.images_evicted = recorder.processes().images_evicted();
-  health.native_names = recorder_->native_names().size();
+  health.native_names = sampling_->recorder().native_names().size();
   health.python_codes = recorder.python_codes().size();
   health.process_images = recorder.processes().image_count();
   health.live_processes = recorder.processes().live_image_count();

@@ -16,8 +16,7 @@
 #include "config/config.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/loader/bpf_sampler.h"
-#include "daemon/recording/kernel_python_discovery.h"
-#include "daemon/recording/recorder.h"
+#include "daemon/recording/sampling_session.h"
 #include "daemon/service/container_labels.h"
 #include "daemon/service/on_demand_accounting.h"
 #include "daemon/service/on_demand_recordings.h"
@@ -25,8 +24,6 @@
 #include "daemon/service/self_metrics.h"
 #include "daemon/service/target_selector.h"
 #include "daemon/service/window_loop.h"
-#include "daemon/symbolizer/kernel_symbolizer.h"
-#include "daemon/symbolizer/shared_module_symbolizer.h"
 
 namespace pystrobe {
 
@@ -87,11 +84,8 @@ class ProfilingSession {
   ProfilingSession(const DaemonConfig& config, ContainerLabels* labels);
 
   DaemonConfig config_;
-  std::unique_ptr<BpfSampler> sampler_;
-  std::optional<KernelSymbolizer> kernel_symbols_;
-  SharedModuleSymbolizer native_symbols_;
-  std::unique_ptr<KernelPythonDiscovery> python_discovery_;
-  std::unique_ptr<Recorder> recorder_;
+  // First, so it goes last: everything below reads its recorder.
+  std::unique_ptr<SamplingSession> sampling_;
   std::unique_ptr<AccountingReader> accounting_;
   std::unique_ptr<TargetSelector> targets_;
   ContainerLabels* labels_;
@@ -102,7 +96,6 @@ class ProfilingSession {
   std::vector<BpfSampler::MapFill> map_fill_;
   absl::Time next_map_read_ = absl::InfinitePast();
   uint64_t memory_pressure_cuts_ = 0;
-  bool detached_ = false;
 };
 
 }  // namespace pystrobe

@@ -1,0 +1,66 @@
+#include "daemon/recording/sampling_session.h"
+
+#include <utility>
+
+namespace pystrobe {
+
+absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
+    SamplingSessionConfig config) {
+  std::unique_ptr<SamplingSession> session(new SamplingSession(std::move(config)));
+  const SamplingSessionConfig& c = session->config_;
+  absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = BpfSampler::Open();
+  if (!sampler.ok()) return sampler.status();
+  session->sampler_ = std::move(*sampler);
+  BpfSampler& bpf = *session->sampler_;
+  if (absl::Status s = bpf.Configure(c.sampler); !s.ok()) return s;
+  if (absl::Status s = bpf.Load(); !s.ok()) return s;
+  for (uint32_t pid : c.target_pids) {
+    if (absl::Status s = bpf.AddTargetPid(pid); !s.ok()) return s;
+  }
+
+  absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromFile();
+  if (kernel.ok()) {
+    session->kernel_symbols_.emplace(std::move(*kernel));
+  } else {
+    session->kernel_symbols_status_ = kernel.status();
+  }
+  if (c.python != SamplingSessionConfig::PythonDiscovery::kOff) {
+    session->python_discovery_ = std::make_unique<KernelPythonDiscovery>(
+        &bpf, c.python == SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes);
+  }
+  session->recorder_ = std::make_unique<Recorder>(&session->native_symbols_,
+                                                  session->python_discovery_.get(), c.recorder);
+  return session;
+}
+
+SamplingSession::~SamplingSession() {
+  if (attached_) sampler_->Detach();
+}
+
+absl::Status SamplingSession::Start(RecordObserver observe) {
+  if (config_.accounting) {
+    if (absl::Status s = sampler_->AttachAccounting(*config_.accounting); !s.ok()) return s;
+  }
+  observe_ = std::move(observe);
+  absl::Status attached =
+      sampler_->Attach(config_.rate_hz, [this](std::span<const uint8_t> record) {
+        if (observe_) observe_(record);
+        recorder_->HandleRecord(record);
+      });
+  attached_ = attached.ok();
+  return attached;
+}
+
+absl::Status SamplingSession::Poll(absl::Duration timeout) { return sampler_->Poll(timeout); }
+
+absl::Status SamplingSession::Drain() { return sampler_->Drain(); }
+
+absl::Status SamplingSession::Finish() {
+  if (attached_) {
+    sampler_->Detach();
+    attached_ = false;
+  }
+  return sampler_->Drain();
+}
+
+}  // namespace pystrobe
