@@ -83,6 +83,9 @@ def garbage(deadline):
             b.append(a)
 
 
+STARTED = time.monotonic()
+
+
 def truth():
     with open("/proc/self/stat") as f:
         fields = f.read().rpartition(")")[2].split()
@@ -91,6 +94,7 @@ def truth():
     ticks = os.sysconf("SC_CLK_TCK")
     return {
         "pid": os.getpid(),
+        "wall": time.monotonic() - STARTED,
         "utime": int(fields[11]) / ticks,
         "stime": int(fields[12]) / ticks,
         "minflt": int(fields[7]),

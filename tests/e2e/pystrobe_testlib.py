@@ -89,6 +89,29 @@ def run_pystrobe(args, timeout=60, cwd=None):
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
 
 
+def read_lines_until(stream, pattern, timeout=30):
+    """Reads lines of a child's `stream` until one matches `pattern`, for a test
+    that must wait for a state the child announces (e.g. "recording") rather
+    than sleep and hope. Returns the lines read; raises AssertionError on
+    timeout or end of stream."""
+    lines = []
+    found = threading.Event()
+
+    def read():
+        for line in stream:
+            lines.append(line)
+            if re.search(pattern, line):
+                found.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not found.is_set():
+        raise AssertionError(f"no line matching {pattern!r} within {timeout}s: {''.join(lines)!r}")
+    return lines
+
+
 def record(args, output_dir, fmt="folded", name="profile", timeout=60):
     """Runs `pystrobe record -f FMT -o DIR/NAME.FMT ARGS` and returns a Recording."""
     output = os.path.join(output_dir, f"{name}.{fmt}")
@@ -150,6 +173,50 @@ def summarize(stacks, limit=15):
 
 # --- workloads -------------------------------------------------------------------
 
+def process_cpu_seconds(pid):
+    """utime + stime of a process, from /proc/PID/stat (also of one that has
+    exited and is not reaped yet)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuClock:
+    """A process's CPU time and the wall time over the same span, for truths
+    that depend on how much CPU the machine gave it (see busy_loop_verdicts)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.cpu_start = process_cpu_seconds(pid)
+        self.wall_start = time.monotonic()
+        self.cpu = self.wall = None
+
+    def stop(self):
+        self.cpu = process_cpu_seconds(self.pid) - self.cpu_start
+        self.wall = time.monotonic() - self.wall_start
+        return self
+
+
+def busy_loop_verdicts(cpu_seconds, wall_seconds):
+    """The verdicts `stat` may give a loop that only computes, from its own
+    clocks: cpu-bound while it ran most of the time; cpu-starved when the
+    machine's load kept it waiting for a CPU longer than it ran; either near
+    the line between the two."""
+    ran = cpu_seconds / wall_seconds
+    if ran >= 0.6:
+        return {"cpu-bound"}
+    if ran <= 0.4:
+        return {"cpu-starved"}
+    return {"cpu-bound", "cpu-starved"}
+
+
+def sample_floor(cpu_seconds, rate_hz, fraction=0.5):
+    """The fewest samples a process that used `cpu_seconds` of CPU may get at
+    `rate_hz`: a fraction of what its CPU time stands for, so that a test holds
+    on a busy machine (where the workload gets less CPU) as on a quiet one."""
+    return fraction * rate_hz * cpu_seconds
+
+
 class Workload:
     """A workload started with --announce; knows its pid once it is running.
 
@@ -169,16 +236,35 @@ class Workload:
                 self.proc.stdout.close()
                 raise AssertionError(f"{name} did not start: {line!r}")
         self._output = ""
+        self.cpu_seconds_at_exit = None
         self._reaper = threading.Thread(target=self._reap, daemon=True)
         self._reaper.start()
 
     def _reap(self):
         with self.proc.stdout:
             self._output = self.proc.stdout.read()
+        # Waits for the exit without reaping, so that the CPU time it used can
+        # still be read (an exited process keeps it until reaped).
+        try:
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+            self.cpu_seconds_at_exit = process_cpu_seconds(self.pid)
+        except (ChildProcessError, OSError):
+            pass  # already reaped by kill()
         self.proc.wait()
 
     def running(self):
-        return self.proc.poll() is None
+        if self.proc.returncode is not None:
+            return False
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:
+            return False
+
+    def cpu_seconds(self):
+        """The CPU time it has used so far, or in all once it has exited."""
+        if self.cpu_seconds_at_exit is not None:
+            return self.cpu_seconds_at_exit
+        return process_cpu_seconds(self.pid)
 
     def wait(self, timeout=30):
         """Waits for it to exit by itself; returns what it printed after 'ready'."""
@@ -194,8 +280,9 @@ class Workload:
         return self.wait(timeout)
 
     def kill(self):
-        if self.proc.poll() is None:
+        if self.running():
             self.proc.kill()
+        self._reaper.join(30)
         self.proc.wait()
 
 

@@ -11,19 +11,13 @@ import time
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, Workload, pids_with_frame,
-                              read_split_json, record, stacks_of_pid, summarize, total, workload)
+                              process_cpu_seconds, read_split_json, record, stacks_of_pid,
+                              summarize, total, workload)
 
 ALPHA = "spin_alpha"
 BETA = "spin_beta"
 # High for many samples; odd, so samples do not fall in step with cpu_split's 2 ms chunks.
 RATE = 997
-
-
-def process_cpu_seconds(pid):
-    """utime + stime of a process, from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class RecordCommandTest(BpfTestCase):

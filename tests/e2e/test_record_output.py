@@ -12,7 +12,8 @@ import time
 import unittest
 
 from pystrobe_testlib import (CHROMIUM_RENDER, PYSTROBE_BIN, THREAD_FRAME, BpfTestCase, Workload,
-                              read_split_json, record, stacks_of_pid, summarize, total, workload)
+                              read_lines_until, read_split_json, record, stacks_of_pid, summarize,
+                              total, workload)
 
 
 class RecordThreadsTest(BpfTestCase):
@@ -76,11 +77,14 @@ class RecordInterruptTest(BpfTestCase):
         proc = subprocess.Popen([PYSTROBE_BIN, "record", "--all"], cwd=cwd,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            time.sleep(1.5)
+            # Sampling has started (its handlers are in place) once it says so.
+            head = read_lines_until(proc.stderr, r"^pystrobe: recording ")
+            time.sleep(1)
             self.assertIsNone(proc.poll(), "pystrobe record --all ended by itself")
             proc.send_signal(signal.SIGINT)
             sent = time.monotonic()
             _, err = proc.communicate(timeout=15)
+            err = "".join(head) + err
             took = time.monotonic() - sent
         finally:
             if proc.poll() is None:
