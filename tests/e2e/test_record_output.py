@@ -12,8 +12,8 @@ import time
 import unittest
 
 from pystrobe_testlib import (CHROMIUM_RENDER, PYSTROBE_BIN, THREAD_FRAME, BpfTestCase, Workload,
-                              read_lines_until, read_split_json, record, stacks_of_pid, summarize,
-                              total, workload)
+                              read_lines_until, read_split_json, record, sample_floor, stacks_of_pid,
+                              summarize, total, workload)
 
 
 class RecordThreadsTest(BpfTestCase):
@@ -29,7 +29,9 @@ class RecordThreadsTest(BpfTestCase):
         self.assertNotEqual(truth["tid"], truth["pid"])
         mine = stacks_of_pid(recording.stacks, truth["pid"])
         working = {s: c for s, c in mine.items() if "spin_alpha" in s or "spin_beta" in s}
-        self.assertGreater(total(working), 50, summarize(mine))
+        cpu = truth["alpha_cpu_s"] + truth["beta_cpu_s"]
+        self.assertGreaterEqual(total(working), max(10, sample_floor(cpu, 199)),
+                                f"{cpu:.2f} s of CPU\n{summarize(mine)}")
         for stack in working:
             self.assertGreaterEqual(len(stack), 3, stack)
             self.assertEqual(stack[1], f"split-worker tid={truth['tid']}", stack)

@@ -34,7 +34,7 @@ import time
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, PROCESS_FRAME, PYSTROBE_BIN, THREAD_FRAME,
-                              BpfTestCase, parse_folded, record, sample_floor, stacks_of_pid,
+                              BpfTestCase, CpuClock, parse_folded, record, sample_floor, stacks_of_pid,
                               summarize, total)
 from python_testlib import (PythonWorkload, installed_pythons, python_workload,
                             report_skipped_pythons)
@@ -375,8 +375,10 @@ class AttachPidTest(PythonRecordTest):
                                        "--seconds", "0"])
             try:
                 time.sleep(0.3)
+                clock = CpuClock(workload.pid)
                 recording = record(["--pid", str(workload.pid), "-r", RATE, "-d", "2.5"],
                                    self.tmp, name=f"pid-{python.label.replace(' ', '_')}")
+                clock.stop()
             finally:
                 workload.proc.terminate()
                 truth = workload.wait(30)
@@ -385,7 +387,8 @@ class AttachPidTest(PythonRecordTest):
             others = [s for s in recording.stacks if not s[0].endswith(f"({workload.pid})")]
             self.assertEqual(others, [], "stacks of other processes")
             mine = recording.stacks
-            self.assertGreater(total(mine), 500, summarize(mine))
+            self.assertGreaterEqual(total(mine), sample_floor(clock.cpu, int(RATE)),
+                                    f"{clock.cpu:.2f} s of CPU while recorded\n{summarize(mine)}")
             for key, function in (("alpha_cpu_s", "split_alpha"), ("beta_cpu_s", "split_beta")):
                 self.assertShare(count_with(mine, function, "cpu_split3.py") / total(mine),
                                  truth[key] / truth["process_cpu_s"], 0.05, function, mine)
