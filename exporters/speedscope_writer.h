@@ -35,10 +35,6 @@ class SpeedscopeWriter : public ProfileWriter {
   std::string_view extension() const override { return "speedscope.json"; }
 };
 
-// `text` as a JSON string literal, quotes included. Bytes that are not valid
-// UTF-8 (a comm, a file name) become U+FFFD so the file stays valid JSON.
-std::string JsonString(std::string_view text);
-
 }  // namespace pystrobe
 
 #endif  // PYSTROBE_EXPORTERS_SPEEDSCOPE_WRITER_H_

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "exporters/json_string.h"
 
 namespace pystrobe {
 namespace {
@@ -18,38 +19,11 @@ std::string Bytes(uint64_t bytes) {
 
 }  // namespace
 
-std::string JsonEscape(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
-
 std::string StatReportJson(const StatReport& r) {
   const TaskFigures& f = r.figures;
   std::vector<std::string> fields = {
       absl::StrCat("\"pid\":", r.pid),
-      absl::StrCat("\"comm\":\"", JsonEscape(r.comm), "\""),
+      absl::StrCat("\"comm\":", JsonString(r.comm)),
       absl::StrCat("\"duration_seconds\":", Seconds(r.duration_seconds)),
       absl::StrCat("\"cpu_user_seconds\":", Seconds(f.cpu_user_seconds)),
       absl::StrCat("\"cpu_system_seconds\":", Seconds(f.cpu_system_seconds)),
@@ -80,10 +54,10 @@ std::string StatReportJson(const StatReport& r) {
       absl::StrCat("\"threads\":", r.threads),
       absl::StrCat("\"exited\":", r.exited ? "true" : "false"),
       absl::StrCat("\"samples\":", r.samples),
-      absl::StrCat("\"verdict\":\"", JsonEscape(r.verdict.name), "\""),
-      absl::StrCat("\"evidence\":\"", JsonEscape(r.verdict.evidence), "\""),
-      absl::StrCat("\"stacks_kind\":\"", JsonEscape(r.stacks_kind), "\""),
-      absl::StrCat("\"stacks_note\":\"", JsonEscape(r.stacks_note), "\""),
+      absl::StrCat("\"verdict\":", JsonString(r.verdict.name)),
+      absl::StrCat("\"evidence\":", JsonString(r.verdict.evidence)),
+      absl::StrCat("\"stacks_kind\":", JsonString(r.stacks_kind)),
+      absl::StrCat("\"stacks_note\":", JsonString(r.stacks_note)),
   };
   if (r.syscalls) {
     fields.push_back(
@@ -96,7 +70,7 @@ std::string StatReportJson(const StatReport& r) {
   for (const ReportStack& stack : r.stacks) {
     std::vector<std::string> frames;
     for (const std::string& frame : stack.frames) {
-      frames.push_back(absl::StrCat("\"", JsonEscape(frame), "\""));
+      frames.push_back(JsonString(frame));
     }
     stacks.push_back(absl::StrFormat(
         "{\"samples\":%d,\"seconds\":%s,\"share\":%.4f,\"frames\":[%s]}", stack.samples,

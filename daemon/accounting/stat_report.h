@@ -44,8 +44,6 @@ struct StatReport {
 std::string StatReportJson(const StatReport& report);
 // Aligned text for a terminal.
 std::string StatReportText(const StatReport& report);
-// Escapes `text` as the inside of a JSON string.
-std::string JsonEscape(const std::string& text);
 
 }  // namespace pystrobe
 

@@ -2,45 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "exporters/json_string.h"
 
 namespace pystrobe {
 namespace {
-
-// Length of the valid UTF-8 sequence starting at text[i], or 0 if invalid
-// (overlong forms, surrogates and code points above U+10FFFF are invalid).
-size_t Utf8SequenceLength(absl::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<uint8_t>(text[k]); };
-  const uint8_t lead = byte(i);
-  size_t length;
-  uint32_t code_point;
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    code_point = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    code_point = lead & 0x0F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    code_point = lead & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    code_point = (code_point << 6) | (byte(i + k) & 0x3F);
-  }
-  if (length == 3 && (code_point < 0x800 || (code_point >= 0xD800 && code_point <= 0xDFFF))) {
-    return 0;
-  }
-  if (length == 4 && (code_point < 0x10000 || code_point > 0x10FFFF)) return 0;
-  return length;
-}
-
-std::string JsonString(absl::string_view text) {
-  return absl::StrCat("\"", JsonEscape(text), "\"");
-}
 
 std::string FrameText(const DumpFrame& frame) {
   if (frame.line < 0) return absl::StrCat(frame.name, " (", frame.filename, ")");
@@ -71,60 +36,6 @@ char ProcStatState(absl::string_view stat_line) {
   return (state >= 'A' && state <= 'Z') || (state >= 'a' && state <= 'z') ? state : '?';
 }
 
-std::string JsonEscape(absl::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const char c = text[i];
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        ++i;
-        continue;
-      case '\\':
-        out += "\\\\";
-        ++i;
-        continue;
-      case '\n':
-        out += "\\n";
-        ++i;
-        continue;
-      case '\r':
-        out += "\\r";
-        ++i;
-        continue;
-      case '\t':
-        out += "\\t";
-        ++i;
-        continue;
-      case '\b':
-        out += "\\b";
-        ++i;
-        continue;
-      case '\f':
-        out += "\\f";
-        ++i;
-        continue;
-      default:
-        break;
-    }
-    if (static_cast<uint8_t>(c) < 0x20 || c == 0x7F) {
-      absl::StrAppendFormat(&out, "\\u%04x", static_cast<uint8_t>(c));
-      ++i;
-      continue;
-    }
-    const size_t length = Utf8SequenceLength(text, i);
-    if (length == 0) {
-      out += "\\ufffd";
-      ++i;
-      continue;
-    }
-    out.append(text.data() + i, length);
-    i += length;
-  }
-  return out;
-}
-
 std::string FormatDumpJson(const DumpReport& report) {
   std::string out =
       absl::StrCat("{\"pid\":", report.pid,
@@ -135,8 +46,8 @@ std::string FormatDumpJson(const DumpReport& report) {
     absl::StrAppend(&out, "{\"tid\":", thread.tid ? absl::StrCat(*thread.tid) : "null",
                     ",\"thread_id\":", thread.pthread_id, ",\"name\":", JsonString(thread.name),
                     ",\"holds_gil\":", thread.holds_gil ? "true" : "false",
-                    ",\"state\":", JsonString(ThreadActivity(thread.proc_state)),
-                    ",\"proc_state\":", JsonString(absl::string_view(&thread.proc_state, 1)),
+                    ",\"state\":", JsonString(std::string(ThreadActivity(thread.proc_state))),
+                    ",\"proc_state\":", JsonString(std::string(1, thread.proc_state)),
                     ",\"truncated\":", thread.truncated ? "true" : "false", ",\"frames\":[");
     for (size_t f = 0; f < thread.frames.size(); ++f) {
       if (f > 0) out += ",";

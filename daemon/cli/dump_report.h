@@ -57,10 +57,6 @@ absl::string_view ThreadActivity(char proc_state);
 // the last ')' (the comm may itself contain ')' and spaces); '?' if malformed.
 char ProcStatState(absl::string_view stat_line);
 
-// `text` as the body of a JSON string (without the quotes): quotes,
-// backslashes and control characters escaped, invalid UTF-8 replaced by U+FFFD.
-std::string JsonEscape(absl::string_view text);
-
 // One JSON object, followed by a newline:
 // {"pid":N,"python_version":"3.11.2","threads":[{"tid":N,"name":"..",
 //  "holds_gil":true,"state":"running","frames":[{"name":..,"filename":..,"line":N}]}]}

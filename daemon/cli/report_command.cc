@@ -19,7 +19,7 @@
 #include "daemon/reports/flat_report.h"
 #include "daemon/reports/recording_diff.h"
 #include "daemon/reports/recording_reader.h"
-#include "exporters/speedscope_writer.h"
+#include "exporters/json_string.h"
 
 namespace pystrobe {
 namespace {

@@ -33,23 +33,6 @@ DumpReport SampleReport() {
   return report;
 }
 
-TEST(JsonEscapeTest, EscapesQuotesBackslashesAndControlCharacters) {
-  EXPECT_EQ(JsonEscape("plain"), "plain");
-  EXPECT_EQ(JsonEscape("a\"b\\c"), "a\\\"b\\\\c");
-  EXPECT_EQ(JsonEscape("line\nnext\ttab\rret\b\f"), "line\\nnext\\ttab\\rret\\b\\f");
-  EXPECT_EQ(JsonEscape(std::string("nul\0x\x01\x1f\x7f", 8)), "nul\\u0000x\\u0001\\u001f\\u007f");
-}
-
-TEST(JsonEscapeTest, KeepsValidUtf8AndReplacesInvalidBytes) {
-  EXPECT_EQ(JsonEscape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x8d"),
-            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x8d");
-  EXPECT_EQ(JsonEscape("bad\xff"), "bad\\ufffd");
-  EXPECT_EQ(JsonEscape("cut\xc3"), "cut\\ufffd");
-  EXPECT_EQ(JsonEscape("\xc0\xaf"), "\\ufffd\\ufffd");                        // overlong '/'
-  EXPECT_EQ(JsonEscape("\xed\xa0\x80"), "\\ufffd\\ufffd\\ufffd");             // a surrogate
-  EXPECT_EQ(JsonEscape("\xf4\x90\x80\x80"), "\\ufffd\\ufffd\\ufffd\\ufffd");  // > U+10FFFF
-}
-
 TEST(FormatDumpJsonTest, WritesOneObjectWithEveryThreadAndFrame) {
   EXPECT_EQ(FormatDumpJson(SampleReport()),
             "{\"pid\":1234,\"python_version\":\"3.11.2\",\"threads\":["
