@@ -185,7 +185,9 @@ std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
                                             const std::vector<std::string>& args,
                                             const ProfileWriter& writer) {
   // The daemon's recordings are profiles; an import tree is made here.
-  if (flags.no_daemon || !options.command.empty() || options.subprocesses || options.imports) {
+  // The summary's counters are a local sampler's; a daemon's are its metrics.
+  if (flags.no_daemon || !options.command.empty() || options.subprocesses || options.imports ||
+      !options.summary_json.empty()) {
     return std::nullopt;
   }
   absl::StatusOr<int> fd = ConnectToDaemon(flags.socket);

@@ -45,8 +45,11 @@ std::string TargetDescription(const RecordOptions& options) {
   return "all processes";
 }
 
-void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl::Duration elapsed,
-                  int rate_hz) {
+// Prints the summary to stderr and, with --summary-json, writes its JSON.
+// A summary that cannot be written does not cost the profile: the caller
+// writes that first and fails afterwards.
+absl::Status PrintSummary(const SamplerCounters& kernel, const Recorder& recorder,
+                          absl::Duration elapsed, const RecordOptions& options) {
   RecordTotals totals = {
       .samples = recorder.samples(),
       .processes = recorder.processes().process_count(),
@@ -57,7 +60,16 @@ void PrintSummary(const SamplerCounters& kernel, const Recorder& recorder, absl:
       .python_code_copy_bytes = recorder.python_code_copy_bytes(),
       .samples_without_gil = recorder.samples_without_gil(),
   };
-  fputs(RecordSummary(kernel, totals, elapsed, rate_hz).c_str(), stderr);
+  fputs(RecordSummary(kernel, totals, elapsed, options.rate_hz).c_str(), stderr);
+  if (options.summary_json.empty()) return absl::OkStatus();
+  std::ofstream json(options.summary_json, std::ios::trunc);
+  json << RecordSummaryJson(kernel, totals, elapsed, options.rate_hz);
+  json.close();
+  if (!json) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write the summary to ", options.summary_json));
+  }
+  return absl::OkStatus();
 }
 
 // The session `options` ask for, with `targets` in its filter.
@@ -195,8 +207,9 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   if (command) StopCommand(*command);
 
   if (options.imports) {
-    PrintSummary(counters, recorder, elapsed, options.rate_hz);
-    return WriteImportTree(options, recorder, output, out);
+    absl::Status summary = PrintSummary(counters, recorder, elapsed, options);
+    int status = WriteImportTree(options, recorder, output, out);
+    return summary.ok() ? status : Fail("record", summary);
   }
 
   Profile profile;
@@ -210,14 +223,14 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
                        {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz},
                        builder, profile);
   AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()}, profile);
-  PrintSummary(counters, recorder, elapsed, options.rate_hz);
+  absl::Status summary = PrintSummary(counters, recorder, elapsed, options);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail("record", s);
   out.close();
   if (!out) return Fail("record", absl::DataLossError(absl::StrCat("writing ", output, " failed")));
   std::error_code ignored;
   std::filesystem::path written = std::filesystem::absolute(output, ignored);
   fprintf(stderr, "pystrobe: wrote %s\n", written.c_str());
-  return kExitOk;
+  return summary.ok() ? kExitOk : Fail("record", summary);
 }
 
 }  // namespace pystrobe

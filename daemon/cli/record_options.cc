@@ -95,6 +95,10 @@ Options:
       --threads        add a frame per thread ("<name> tid=<tid>") under the process
       --subprocesses   also profile the children of the targets (fork, exec,
                        multiprocessing), decided in the kernel as they are born
+      --summary-json FILE
+                       also write the summary's counters (samples, processes,
+                       every drop by reason) as one JSON object to FILE, for
+                       scripts; a recording made here, not by a daemon
 
 Off CPU (where threads wait, and why: [sleep], [io wait], [runqueue]):
       --off-cpu        weigh stacks by time: on-CPU time under an [on-cpu] root,
@@ -179,6 +183,11 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
       if (!value.ok()) return value.status();
       if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a path"));
       options.output = *value;
+    } else if (flag == "--summary-json") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a path"));
+      options.summary_json = *value;
     } else if (flag == "--max-python-depth") {
       absl::StatusOr<std::string> value = cursor.Value(flag);
       if (!value.ok()) return value.status();

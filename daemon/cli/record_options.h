@@ -25,6 +25,8 @@ struct RecordOptions {
   std::string output;  // empty: pystrobe-<target>-<timestamp>.<format>
   bool threads = false;
   bool verbose = false;
+  // Also write the summary's counters (samples, every drop) as JSON here.
+  std::string summary_json;
 
   // CPython.
   bool native = false;          // keep native frames around Python frames

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "daemon/loader/drop_reasons.h"
+#include "exporters/json_string.h"
 
 namespace pystrobe {
 namespace {
@@ -57,6 +58,30 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
                     " samples of threads not holding the GIL\n");
   }
   return text;
+}
+
+std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals& totals,
+                              absl::Duration elapsed, int rate_hz) {
+  std::string dropped;
+  for (const DropReason& row : kDropReasons) {
+    absl::StrAppend(&dropped, dropped.empty() ? "" : ",", JsonString(std::string(row.metric_label)),
+                    ":", kernel.dropped[row.reason]);
+  }
+  return absl::StrCat(
+      "{\"samples\":", totals.samples, ",\"processes\":", totals.processes,
+      absl::StrFormat(",\"seconds\":%.3f", absl::ToDoubleSeconds(elapsed)),
+      ",\"rate_hz\":", rate_hz, ",\"malformed_records\":", totals.malformed_records,
+      ",\"dropped\":{", dropped, "}", ",\"python\":{\"processes\":", totals.python_processes,
+      ",\"samples_walked\":", kernel.python_walked, ",\"truncated\":", kernel.python_truncated,
+      ",\"codes_unreadable\":", totals.python_codes_unreadable,
+      ",\"codes_from_copies\":", totals.python_codes_from_copies,
+      ",\"codes_sent\":", kernel.python_codes_sent,
+      ",\"codes_deferred\":", kernel.python_codes_deferred,
+      ",\"code_copy_bytes\":", totals.python_code_copy_bytes,
+      ",\"known_from_exec\":", kernel.python_at_exec, "}",
+      ",\"offcpu_intervals\":", kernel.offcpu_sent, ",\"period_redraws\":", kernel.period_redraws,
+      ",\"period_redraws_failed\":", kernel.period_redraws_failed,
+      ",\"samples_without_gil\":", totals.samples_without_gil, "}\n");
 }
 
 }  // namespace pystrobe

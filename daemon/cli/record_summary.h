@@ -1,6 +1,6 @@
 // What `record` prints to stderr when it ends: samples, every kernel drop by
-// its words in kDropReasons, and the userspace counts beside them. Scripts
-// and tests read these lines: the text is an interface.
+// its words in kDropReasons, and the userspace counts beside them; and the
+// same counts as JSON (--summary-json), which is what scripts should read.
 #ifndef PYSTROBE_DAEMON_CLI_RECORD_SUMMARY_H_
 #define PYSTROBE_DAEMON_CLI_RECORD_SUMMARY_H_
 
@@ -28,6 +28,10 @@ struct RecordTotals {
 // The summary's lines, each ending in a newline.
 std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& totals,
                           absl::Duration elapsed, int rate_hz);
+// The same counts as one JSON object (and a newline), for scripts and tests:
+// drops are keyed by their metric label (pystrobe_dropped_total{reason}).
+std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals& totals,
+                              absl::Duration elapsed, int rate_hz);
 
 }  // namespace pystrobe
 

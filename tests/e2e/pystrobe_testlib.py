@@ -49,13 +49,14 @@ def workload(name):
 class Recording:
     """What one `pystrobe record` run left behind."""
 
-    def __init__(self, args, returncode, stdout, stderr, output_path, elapsed):
+    def __init__(self, args, returncode, stdout, stderr, output_path, elapsed, summary_path=None):
         self.args = args
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
         self.output_path = output_path
         self.elapsed = elapsed
+        self.summary_path = summary_path
         self._stacks = None
 
     def describe(self):
@@ -70,10 +71,17 @@ class Recording:
                 self._stacks = parse_folded(f.read())
         return self._stacks
 
+    @property
+    def summary(self):
+        """The summary's counters, from --summary-json (see record())."""
+        if self.summary_path is None or not os.path.exists(self.summary_path):
+            raise AssertionError(f"no --summary-json written:\n{self.describe()}")
+        with open(self.summary_path) as f:
+            return json.load(f)
+
     def reported_samples(self):
-        """The sample count pystrobe printed in its summary, or None."""
-        match = re.search(r"^pystrobe: (\d+) samples", self.stderr, re.M)
-        return int(match.group(1)) if match else None
+        """The sample count pystrobe reported in its summary."""
+        return self.summary["samples"]
 
     def written_path(self):
         """The path of the `pystrobe: wrote PATH` line, or None."""
@@ -113,11 +121,13 @@ def read_lines_until(stream, pattern, timeout=30):
 
 
 def record(args, output_dir, fmt="folded", name="profile", timeout=60):
-    """Runs `pystrobe record -f FMT -o DIR/NAME.FMT ARGS` and returns a Recording."""
+    """Runs `pystrobe record -f FMT -o DIR/NAME.FMT --summary-json DIR/NAME.summary.json
+    ARGS` and returns a Recording (its counters in .summary)."""
     output = os.path.join(output_dir, f"{name}.{fmt}")
-    full = ["record", "-f", fmt, "-o", output] + list(args)
+    summary = os.path.join(output_dir, f"{name}.summary.json")
+    full = ["record", "-f", fmt, "-o", output, "--summary-json", summary] + list(args)
     returncode, stdout, stderr, elapsed = run_pystrobe(full, timeout=timeout)
-    return Recording(full, returncode, stdout, stderr, output, elapsed)
+    return Recording(full, returncode, stdout, stderr, output, elapsed, summary)
 
 
 # --- folded output ---------------------------------------------------------------

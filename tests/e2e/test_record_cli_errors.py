@@ -54,6 +54,9 @@ class RecordCliErrorTest(unittest.TestCase):
     def test_rate_that_is_not_a_number_is_rejected(self):
         self.assertUsageError(["--rate", "fast", "--all", "-d", "1"], "rate", "fast")
 
+    def test_summary_json_without_a_path_is_rejected(self):
+        self.assertUsageError(["--all", "-d", "1", "--summary-json"], "--summary-json")
+
     def test_unknown_format_is_rejected(self):
         self.assertUsageError(["--format", "nope", "--all", "-d", "1"], "nope", "folded", "svg")
 

@@ -3,6 +3,8 @@
 // and exported, and the summary's text is what scripts have always read.
 #include "daemon/cli/record_summary.h"
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -114,6 +116,36 @@ TEST(SelfMetricsTest, EveryKernelDropReasonIsExportedUnderItsLabel) {
       }
     }
     EXPECT_EQ(found, 1) << row.metric_label;
+  }
+}
+
+// --summary-json: the same counts, parsed as JSON, each under its own key.
+TEST(RecordSummaryJsonTest, EveryCountIsInTheJsonUnderItsOwnKey) {
+  std::string json = RecordSummaryJson(DistinctDrops(), SomeTotals(), absl::Seconds(2), 99);
+  ASSERT_EQ(json.back(), '\n');
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
+  const auto& fields = parsed.fields();
+  EXPECT_EQ(fields.at("samples").number_value(), 400);
+  EXPECT_EQ(fields.at("processes").number_value(), 4);
+  EXPECT_EQ(fields.at("seconds").number_value(), 2);
+  EXPECT_EQ(fields.at("rate_hz").number_value(), 99);
+  EXPECT_EQ(fields.at("malformed_records").number_value(), 5);
+  EXPECT_EQ(fields.at("offcpu_intervals").number_value(), 7);
+  EXPECT_EQ(fields.at("samples_without_gil").number_value(), 9);
+  const auto& python = fields.at("python").struct_value().fields();
+  EXPECT_EQ(python.at("processes").number_value(), 1);
+  EXPECT_EQ(python.at("samples_walked").number_value(), 50);
+  EXPECT_EQ(python.at("truncated").number_value(), 3);
+  EXPECT_EQ(python.at("codes_unreadable").number_value(), 6);
+  EXPECT_EQ(python.at("codes_from_copies").number_value(), 8);
+  EXPECT_EQ(python.at("known_from_exec").number_value(), 2);
+  const auto& dropped = fields.at("dropped").struct_value().fields();
+  EXPECT_EQ(dropped.size(), kDropReasons.size());
+  for (const DropReason& row : kDropReasons) {
+    std::string label(row.metric_label);
+    ASSERT_TRUE(dropped.contains(label)) << label;
+    EXPECT_EQ(dropped.at(label).number_value(), 1000 + row.reason) << label;
   }
 }
 
