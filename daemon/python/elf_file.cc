@@ -44,6 +44,11 @@ absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
     return absl::InternalError(absl::StrCat("mmap ", path, ": ", std::strerror(errno)));
   }
   ElfFile file(static_cast<const uint8_t*>(map), static_cast<size_t>(st.st_size));
+  file.identity_ = {
+      .device = static_cast<uint64_t>(st.st_dev),
+      .inode = static_cast<uint64_t>(st.st_ino),
+      .size = static_cast<uint64_t>(st.st_size),
+      .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
   if (absl::Status status = file.Parse(); !status.ok()) {
     return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
   }
@@ -53,6 +58,7 @@ absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
 ElfFile::ElfFile(ElfFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
+      identity_(other.identity_),
       load_segments_(std::move(other.load_segments_)),
       sections_(std::move(other.sections_)) {}
 
@@ -61,6 +67,7 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    identity_ = other.identity_;
     load_segments_ = std::move(other.load_segments_);
     sections_ = std::move(other.sections_);
   }

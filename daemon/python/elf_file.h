@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -18,6 +19,23 @@ namespace pystrobe {
 struct ElfSymbol {
   uint64_t value = 0;  // link-time virtual address
   uint64_t size = 0;
+
+  friend bool operator==(const ElfSymbol&, const ElfSymbol&) = default;
+};
+
+// What tells one binary's contents from another's without reading them: a
+// file replaced or rewritten gets another inode, size or modification time.
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+
+  friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const FileIdentity& id) {
+    return H::combine(std::move(h), id.device, id.inode, id.size, id.mtime_ns);
+  }
 };
 
 struct ElfLoadSegment {
@@ -41,6 +59,7 @@ class ElfFile {
       absl::Span<const absl::string_view> names) const;
 
   const std::vector<ElfLoadSegment>& load_segments() const { return load_segments_; }
+  const FileIdentity& identity() const { return identity_; }
 
   // The contents of section `name` (e.g. ".rodata"), empty when absent.
   absl::Span<const uint8_t> Section(absl::string_view name) const;
@@ -53,6 +72,7 @@ class ElfFile {
 
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  FileIdentity identity_;
   std::vector<ElfLoadSegment> load_segments_;
   struct SectionInfo {
     std::string name;

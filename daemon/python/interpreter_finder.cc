@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "daemon/python/elf_file.h"
+#include "daemon/python/elf_symbol_cache.h"
 #include "daemon/python/process_memory.h"
 
 namespace pystrobe {
@@ -199,7 +200,8 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
     }
     static constexpr absl::string_view kWanted[] = {kRuntimeSymbol, kVersionSymbol, kCodeTypeSymbol,
                                                     kUnicodeTypeSymbol, kBytesTypeSymbol};
-    absl::flat_hash_map<std::string, ElfSymbol> found = file->FindSymbols(kWanted);
+    absl::flat_hash_map<std::string, ElfSymbol> found =
+        ElfSymbolCache::Shared().FindSymbols(*file, kWanted);
     if (found.contains(kRuntimeSymbol)) {
       interpreter.binary_path = mapping.path;
       interpreter.in_executable = mapping.path == exe;
