@@ -41,6 +41,11 @@ namespace {
 // read in one batch at each wakeup.
 constexpr absl::Duration kServingInterval = absl::Milliseconds(50);
 constexpr absl::Duration kTickInterval = absl::Seconds(1);
+// How long a scrape waits for the loop to make fresh metrics: the loop
+// answers within milliseconds, unless it is cutting a window (naming a
+// window's stacks on a busy host takes a while); past this the scrape gets
+// the figures published last. Prometheus's own scrape timeout is 10 s.
+constexpr absl::Duration kScrapeWait = absl::Seconds(2);
 // How long after SIGTERM is seen the last window may take to reach the
 // profile store: SIGTERM must end the daemon within 2 s, and writing the
 // last window and tearing down take the rest.
@@ -140,6 +145,12 @@ absl::StatusOr<DaemonArgs> ParseDaemonArgs(const std::vector<std::string>& args)
 class Daemon {
  public:
   Daemon(DaemonArgs args, DaemonConfig config) : args_(std::move(args)), config_(config) {}
+  // A scrape on the metrics server's thread must not wake a loop that is
+  // gone, nor a signal handler.
+  ~Daemon() {
+    snapshot_->set_refresh(nullptr, absl::ZeroDuration());
+    Signals::WakeOnSignal(nullptr);
+  }
 
   int Run();
 
@@ -287,7 +298,6 @@ void Daemon::PublishHealth() {
   health.profile_files = dir.files;
   health.profile_dir_bytes = dir.total_bytes;
   health.push = push_sink_.Health();
-  LogPushErrors(health.push);
   if (control_ != nullptr) health.control = control_->stats();
   health.config_reloads = reloads_;
   health.config_reload_errors = reload_errors_;
@@ -297,6 +307,7 @@ void Daemon::PublishHealth() {
   health.usage = ReadSelfUsage();
   snapshot_->Publish("self", SelfMetricFamilies(health, config_.labels));
   if (session_ != nullptr) snapshot_->Publish("processes", session_->process_metrics().Families());
+  snapshot_->MarkFresh();
 }
 
 int Daemon::Run() {
@@ -323,6 +334,7 @@ int Daemon::Run() {
   }
   wakeups_ = std::move(*wakeups);
   Signals::WakeOnSignal(wakeups_.get());
+  snapshot_->set_refresh([wakeups = wakeups_.get()] { wakeups->Wake(); }, kScrapeWait);
 
   if (absl::Status s = StartSession(); !s.ok()) {
     return Fail("daemon", s);
@@ -372,8 +384,10 @@ int Daemon::Run() {
     if (now >= next_tick) {
       next_tick = now + kTickInterval;
       session_->Tick(now);
-      PublishHealth();
+      LogPushErrors(push_sink_.Health());
     }
+    // Metrics are made for the scrape that asked, not every tick.
+    if (snapshot_->TakeRefreshRequest()) PublishHealth();
     session_->MaybeCut(now);
   }
   absl::Time stopping = absl::Now();
