@@ -1,14 +1,15 @@
 """`pystrobe record` on CPython programs: Python frames in the recorded stacks.
 
 For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
-exists, the missing ones named on stderr), the workloads of
+exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
+shares, threads, recursion, lines, --pid and subprocess tests), the workloads of
 tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
 must show, per the record CLI's contract:
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
   after the process frame (and the thread frame with --threads), file names
   shortened to the base name here; then kernel frames or one `[native]` leaf;
-- CPU shares between three functions within 5 points of what the program
-  measured with time.thread_time();
+- CPU shares between three functions (60/30/10) within 5 points of what the
+  program measured with time.thread_time() (its stand-ins before 3.7);
 - four threads in their own functions, each 25% +- 10 points of the four;
 - a hot leaf under 150 levels of recursion: `[truncated]` and 128 Python frames
   by default, the whole chain with --max-python-depth 200;
@@ -154,7 +155,8 @@ class CpuSplitTest(PythonRecordTest):
 
     def test_three_function_shares_match_thread_cpu_time(self):
         def check(python):
-            recording = self.record_python(python, "cpu_split3.py", ["--seconds", "3.5"])
+            recording = self.record_python(python, "cpu_split3.py",
+                                           ["--seconds", "3.5", "--shares", "60,30,10"])
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
             self.assertGreaterEqual(total(mine), sample_floor(truth["process_cpu_s"], int(RATE)),
@@ -174,7 +176,7 @@ class CpuSplitTest(PythonRecordTest):
                     self.assertRegex(python_frames[2], r"^split_alpha \(cpu_split3\.py:\d+\)$")
                     if len(python_frames) > 3:
                         self.assertRegex(python_frames[3], r"^burn \(cpu_split3\.py:\d+\)$")
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class FourThreadsTest(PythonRecordTest):
@@ -200,7 +202,7 @@ class FourThreadsTest(PythonRecordTest):
                 tids = {THREAD_FRAME.match(s[1]).group("tid")
                         for s in mine if has_function(s, function)}
                 self.assertEqual(tids, {str(truth["threads"][function]["tid"])}, function)
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class DeepRecursionTest(PythonRecordTest):
@@ -221,7 +223,7 @@ class DeepRecursionTest(PythonRecordTest):
                 self.assertRegex(python_frames[-1], r"^hot_leaf \(deep_recursion\.py:\d+\)$")
                 self.assertTrue(all(f.startswith("recurse (deep_recursion.py:")
                                     for f in python_frames[:-1]), ";".join(stack))
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
     def test_deeper_walk_shows_the_whole_chain(self):
         def check(python):
@@ -238,7 +240,7 @@ class DeepRecursionTest(PythonRecordTest):
                 names = [PY_FRAME.match(f).group("name") for f in python_frames]
                 self.assertEqual(names, ["<module>", "main"] + ["recurse"] * 150 + ["hot_leaf"],
                                  ";".join(stack))
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class SuspendedFramesTest(PythonRecordTest):
@@ -337,7 +339,7 @@ class LineCostTest(PythonRecordTest):
                                     f"{summarize(mine)}")
             truth_share = truth["heavy_cpu_s"] / (truth["heavy_cpu_s"] + truth["light_cpu_s"])
             self.assertShare(heavy_n / (heavy_n + light_n), truth_share, 0.08, heavy, mine)
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class FrameFormatFlagsTest(PythonRecordTest):
@@ -362,7 +364,7 @@ class FrameFormatFlagsTest(PythonRecordTest):
             for stack in mine:
                 if has_function(stack, "two_lines"):
                     self.assertEqual(python_part(stack)[1][0], f"<module> ({truth['path']})")
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class AttachPidTest(PythonRecordTest):
@@ -391,7 +393,7 @@ class AttachPidTest(PythonRecordTest):
                 self.assertShare(count_with(mine, function, "cpu_split3.py") / total(mine),
                                  truth[key] / truth["process_cpu_s"], 0.05, function, mine)
             self.assertWellShaped(mine, "split_alpha")
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class SubprocessesTest(PythonRecordTest):
@@ -409,7 +411,7 @@ class SubprocessesTest(PythonRecordTest):
                                    f"{truth[key]}:\n{summarize(recording.stacks)}")
                 self.assertGreater(seen, 150, f"{function}:\n{summarize(theirs)}")
                 self.assertWellShaped(theirs, function)
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
     def test_python_started_after_a_system_wide_recording_began(self):
         def check(python):

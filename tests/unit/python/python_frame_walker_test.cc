@@ -132,7 +132,7 @@ std::string Compare(const ExpectedThread& expected, const SymbolizedThread& actu
   const PythonFrameSymbol& outermost = actual.frames.back();
   if (is_main) {
     if (outermost.name != "<module>" || outermost.filename != kWorkload) return "main's bottom";
-  } else if (outermost.name != "_bootstrap" && outermost.name != "Thread._bootstrap") {
+  } else if (!absl::EndsWith(outermost.name, "_bootstrap")) {  // 2.7: __bootstrap
     return "thread's bottom frame is " + outermost.name;
   } else if (!absl::EndsWith(outermost.filename, "threading.py")) {
     return "thread's bottom frame not in threading.py";
@@ -148,10 +148,10 @@ void CheckInterpreter(const InstalledPython& python) {
 
   absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
   ASSERT_TRUE(interpreter.ok()) << interpreter.status();
-  EXPECT_EQ(interpreter->version.major, 3);
+  EXPECT_EQ(interpreter->version.major, python.major);
   EXPECT_EQ(interpreter->version.minor, python.minor);
   EXPECT_GE(interpreter->version.micro, 0);
-  EXPECT_EQ(interpreter->layout_from_debug_offsets, python.minor >= 13);
+  EXPECT_EQ(interpreter->layout_from_debug_offsets, python.major == 3 && python.minor >= 13);
   if (interpreter->layout_from_debug_offsets) {
     // The interpreter's own offsets agree with our 3.13 table.
     absl::StatusOr<PythonLayout> table = PythonLayoutForVersion(interpreter->version);
@@ -159,7 +159,7 @@ void CheckInterpreter(const InstalledPython& python) {
     EXPECT_EQ(PythonLayoutFields(interpreter->layout), PythonLayoutFields(*table));
   }
   std::cout << "[ FOUND    ] " << python.label << ": CPython " << interpreter->version.ToString()
-            << " in " << interpreter->binary_path << ", _PyRuntime at 0x" << std::hex
+            << " in " << interpreter->binary_path << ", roots at 0x" << std::hex
             << interpreter->runtime_address << std::dec
             << (interpreter->layout_from_debug_offsets ? " (offsets from _Py_DebugOffsets)" : "")
             << "\n";
@@ -246,7 +246,7 @@ void CheckInterpreter(const InstalledPython& python) {
 }
 
 TEST(PythonFrameWalkerTest, WalksEveryThreadOfEveryInstalledInterpreter) {
-  const std::vector<InstalledPython> pythons = InstalledPythons();
+  const std::vector<InstalledPython> pythons = InstalledPythons(testing::PythonSet::kWithOld);
   ASSERT_FALSE(pythons.empty()) << "no CPython 3.8 to 3.13 on this machine";
   for (const InstalledPython& python : pythons) {
     SCOPED_TRACE(python.label);
@@ -296,36 +296,6 @@ TEST(PythonFrameWalkerTest, FindsLibpythonEmbeddedInACProgram) {
     EXPECT_TRUE(seen) << "embedded_wait at <string>:5 never seen";
   }
   std::cout << "[ CHECKED  ] " << built << " embedding programs\n";
-}
-
-TEST(PythonInterpreterFinderTest, UnsupportedVersionsAreNamed) {
-  const char* env_root = std::getenv("PYENV_ROOT");
-  const std::string root = env_root != nullptr ? env_root : "/root/.pyenv";
-  int checked = 0;
-  for (const std::string version : {"2.7", "3.6", "3.7"}) {
-    std::string exe;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(root + "/versions", ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind(version + ".", 0) == 0) exe = entry.path().string() + "/bin/python" + version;
-    }
-    if (exe.empty() || !testing::IsExecutable(exe)) {
-      std::cout << "[ SKIPPED  ] CPython not installed: pyenv " << version << "\n";
-      continue;
-    }
-    SCOPED_TRACE(exe);
-    Child child(
-        {exe, "-c", "import sys, time; print('ready'); sys.stdout.flush(); time.sleep(60)"});
-    child.ReadUntil("ready");
-    absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
-    ASSERT_FALSE(interpreter.ok());
-    EXPECT_EQ(interpreter.status().code(), absl::StatusCode::kUnimplemented)
-        << interpreter.status();
-    EXPECT_TRUE(absl::StrContains(interpreter.status().message(), "CPython " + version))
-        << interpreter.status();
-    ++checked;
-  }
-  std::cout << "[ CHECKED  ] " << checked << " unsupported versions\n";
 }
 
 TEST(PythonInterpreterFinderTest, ProcessWithoutPythonIsNotFound) {
