@@ -1,7 +1,8 @@
 """One function, two lines of known 4:1 cost, for tests/e2e/test_record_python.py.
 
 two_lines() runs its HEAVY line (4 units of work) and its LIGHT line (1 unit),
-and times each with time.thread_time() on the lines between. Prints "ready",
+and times each with time.thread_time() (its stand-ins before 3.7, see
+portable.py) on the lines between. Prints "ready",
 runs for --seconds, then one JSON line:
   {"pid", "heavy_line", "light_line", "heavy_cpu_s", "light_cpu_s",
    "first_line" (two_lines' co_firstlineno), "path" (this file's absolute path)}
@@ -27,11 +28,11 @@ def line_of(tag):
 
 def two_lines(used):
     acc = 0
-    t0 = portable.thread_time()
+    t0 = portable.cpu_time()
     for i in range(4 * UNIT): acc += i  # HEAVY
-    t1 = portable.thread_time()
+    t1 = portable.cpu_time()
     for i in range(UNIT): acc += i  # LIGHT
-    t2 = portable.thread_time()
+    t2 = portable.cpu_time()
     used[0] += t1 - t0
     used[1] += t2 - t1
     return acc

@@ -2,16 +2,17 @@
 interpreter, with the same meaning on each: CPU clocks, a monotonic clock,
 the kernel's id of a thread, and a line printed at once.
 
-On 3.7+ these are the time and threading functions themselves; before,
-clock_gettime and gettid through ctypes (2.7's time.clock is process CPU
-time, which a single-threaded program may use as its thread's)."""
+On 3.7+ these are the time and threading functions themselves. Before, the
+clocks a hot loop reads are C functions still (time.clock is 2.7's process
+CPU time, time.time its monotonic enough clock), so that no Python frame of
+a clock shows in the samples; only thread_time, read once per thread at the
+end, goes through ctypes."""
 import ctypes
 import sys
 import threading
 import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_CLOCK_MONOTONIC = 1
 _CLOCK_THREAD_CPUTIME_ID = 3
 _SYS_GETTID = 186  # x86_64
 
@@ -29,11 +30,15 @@ def _clock(clock_id):
     return read
 
 
-# CPU seconds of the calling thread.
+# CPU seconds of the calling thread (a Python function before 3.7).
 thread_time = getattr(time, "thread_time", None) or _clock(_CLOCK_THREAD_CPUTIME_ID)
 # CPU seconds of the process: time.process_time, or time.clock on 2.7.
 process_time = getattr(time, "process_time", None) or time.clock
-monotonic = getattr(time, "monotonic", None) or _clock(_CLOCK_MONOTONIC)
+# CPU seconds of the calling thread of a single-threaded program, from a C
+# function on every version: thread_time, or the process's CPU time before 3.7.
+cpu_time = getattr(time, "thread_time", None) or process_time
+# Seconds for deadlines; 2.7 has no monotonic clock in C: wall time.
+monotonic = getattr(time, "monotonic", None) or time.time
 
 
 def native_thread_id():
