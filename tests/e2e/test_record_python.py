@@ -2,8 +2,8 @@
 
 For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
 exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
-shares, threads, recursion, lines, --pid and subprocess tests), the workloads of
-tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
+shares, threads, recursion, lines, --pid, subprocess and exited-process tests), the
+workloads of tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
 must show, per the record CLI's contract:
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
   after the process frame (and the thread frame with --threads), file names
@@ -290,7 +290,7 @@ class ExitedProcessTest(PythonRecordTest):
             self.assertGreater(in_burn, 0.9 * total(unseen), summarize(unseen))
             self.assertGreater(recording.summary["python"]["codes_from_copies"], 0,
                                recording.summary)
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class KnownInterpreterTest(PythonRecordTest):
