@@ -2,7 +2,8 @@
 
 For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
 exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
-shares, threads, recursion, lines, --pid, subprocess and exited-process tests), the
+shares, threads, recursion, lines, --pid, subprocess, exited-process, embedding and
+--gil tests), the
 workloads of tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
 must show, per the record CLI's contract:
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
@@ -457,23 +458,24 @@ class SubprocessesTest(PythonRecordTest):
 class EmbeddedTest(PythonRecordTest):
 
     def test_c_program_embedding_libpython(self):
-        pythons = [p for p in installed_pythons() if p.pyenv_prefix]
+        pythons = [p for p in installed_pythons(with_old=True) if p.pyenv_prefix]
         print("SKIPPED embedding Debian's 3.11: its interpreter is static; the pyenv "
               "builds provide the shared libpython to link", file=sys.stderr)
         source = python_workload("embed_spin.c")
 
         def check(python):
-            config = python.executable + "-config"
-            if not os.access(config, os.X_OK):
-                config = os.path.join(python.pyenv_prefix, "bin", f"python3.{python.minor}-config")
-            binary = os.path.join(self.tmp, f"embed_spin_3{python.minor}")
+            version = f"{python.major}.{python.minor}"
+            config = os.path.join(python.pyenv_prefix, "bin", f"python{version}-config")
+            # --embed (3.8+) adds -lpython3.X; before, --ldflags has it.
+            embed = "--embed" if not python.old else ""
+            binary = os.path.join(self.tmp, f"embed_spin_{python.major}{python.minor}")
             command = (f"cc -o {shlex.quote(binary)} {shlex.quote(source)} "
-                       f"$({config} --cflags) $({config} --ldflags --embed) "
+                       f"$({config} --cflags) $({config} --ldflags {embed}) "
                        f"-Wl,-rpath,{python.pyenv_prefix}/lib")
             built = subprocess.run(command, shell=True, capture_output=True, text=True)
             self.assertEqual(built.returncode, 0, f"{command}\n{built.stderr}")
             recording = record(["-r", RATE, "--", binary, "1.5"], self.tmp,
-                               name=f"embed-{python.minor}")
+                               name=f"embed-{version}")
             self.assertRecorded(recording)
             pids = {PROCESS_FRAME.match(s[0]).group("pid") for s in recording.stacks
                     if PROCESS_FRAME.match(s[0]).group("comm") == os.path.basename(binary)}
@@ -529,7 +531,7 @@ class GilTest(PythonRecordTest):
                             f"beside {spinner} of the spinner:\n{summarize(mine)}")
             self.assertLessEqual(count_with(mine, "gil_sleeper"), 0.02 * total(mine),
                                  summarize(mine))
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
     def test_native_keeps_extension_frames_above_the_python_caller(self):
         def check(python):
