@@ -298,6 +298,68 @@ TEST(PythonFrameWalkerTest, FindsLibpythonEmbeddedInACProgram) {
   std::cout << "[ CHECKED  ] " << built << " embedding programs\n";
 }
 
+// 2.7 and 3.6 keep interp_head and the GIL's wait objects in file-scope
+// statics, which only .symtab names. Without it (a stripped libpython) the
+// thread states are still found, through PyInterpreterState_Head's code; only
+// GIL wait is lost.
+TEST(PythonInterpreterFinderTest, FindsOldInterpretersInAStrippedLibpython) {
+  int checked = 0;
+  for (const InstalledPython& python : InstalledPythons(testing::PythonSet::kWithOld)) {
+    if (python.major == 3 && python.minor != 6) continue;
+    SCOPED_TRACE(python.label);
+    const std::filesystem::path lib_dir =
+        std::filesystem::path(python.executable).parent_path().parent_path() / "lib";
+    std::string library;
+    for (const auto& entry : std::filesystem::directory_iterator(lib_dir)) {
+      const std::string name = entry.path().filename().string();
+      if (absl::StartsWith(name, "libpython") && absl::EndsWith(name, ".so.1.0")) library = name;
+    }
+    ASSERT_FALSE(library.empty()) << "no shared libpython in " << lib_dir;
+    const std::string stripped_dir =
+        (std::filesystem::path(::testing::TempDir()) / ("stripped-" + library))
+            .lexically_normal()
+            .string();
+    std::filesystem::create_directories(stripped_dir);
+    int status = 0;
+    const std::string command = "strip --strip-all -o " + stripped_dir + "/" + library + " " +
+                                (lib_dir / library).string() + " 2>&1";
+    const std::string output = testing::RunCommand(command, &status);
+    ASSERT_EQ(status, 0) << command << "\n" << output;
+    // LD_LIBRARY_PATH wins over pyenv's RUNPATH.
+    Child child({"/usr/bin/env", "LD_LIBRARY_PATH=" + stripped_dir, python.executable, "-c",
+                 "import sys, time\ndef parked():\n    time.sleep(60)\n"
+                 "sys.stdout.write('ready\\n'); sys.stdout.flush(); parked()"});
+    child.ReadUntil("ready");
+    absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
+    ASSERT_TRUE(interpreter.ok()) << interpreter.status();
+    EXPECT_EQ(interpreter->binary_path, stripped_dir + "/" + library);
+    EXPECT_EQ(interpreter->version.minor, python.minor);
+    EXPECT_EQ(interpreter->layout.abi.gil_wait_span, 0) << "GIL wait without its symbols";
+    RemoteProcessMemory memory(child.pid());
+    PythonFrameWalker walker(memory, *interpreter);
+    CodeObjectReader reader(memory, *interpreter);
+    // "ready" comes just before the call to parked(): retry until it is in.
+    absl::StatusOr<std::vector<PythonThread>> threads;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    do {
+      threads = walker.WalkAllThreads();
+      ASSERT_TRUE(threads.ok()) << threads.status();
+      ASSERT_EQ(threads->size(), 1u);
+      if (threads->front().frames.size() == 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (std::chrono::steady_clock::now() < deadline);
+    ASSERT_EQ(threads->front().frames.size(), 2u);
+    const PythonFrame& top = threads->front().frames.front();
+    absl::StatusOr<PythonFrameSymbol> symbol =
+        reader.Symbolize(top.code_address, top.stamp, top.instr_offset);
+    ASSERT_TRUE(symbol.ok()) << symbol.status();
+    EXPECT_EQ(symbol->name, "parked");
+    EXPECT_EQ(symbol->line, 3);
+    ++checked;
+  }
+  std::cout << "[ CHECKED  ] " << checked << " stripped libpythons\n";
+}
+
 TEST(PythonInterpreterFinderTest, ProcessWithoutPythonIsNotFound) {
   Child child({"/bin/sh", "-c", "echo ready; exec sleep 60"});
   child.ReadUntil("ready");
