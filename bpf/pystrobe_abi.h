@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 8
+#define PYSTROBE_ABI_VERSION 9
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -209,13 +209,18 @@ enum pystrobe_sample_counter {
  * own _Py_DebugOffsets, and handed to the kernel walker per process.
  *
  * Walk, for a sampled thread of a process with a pystrobe_python_process:
+ *  0. Roots. runtime_addr is &_PyRuntime (3.7+). 2.7 and 3.6 have no
+ *     _PyRuntime: their roots are file-scope globals (interp_head,
+ *     _PyThreadState_Current, the GIL's lock), and runtime_addr is the lowest
+ *     of them, every other one an offset from it (runtime_interpreters_head,
+ *     runtime_gil == 0 and the gil_* fields), found per binary from symbols.
  *  1. Thread state. interp = *(runtime_addr + runtime_interpreters_head);
  *     follow interp->(interp_next) for subinterpreters. In each, tstate =
  *     *(interp + interp_tstate_head), then *(tstate + tstate_next) until NULL.
  *     Match, in this order of preference:
  *       - 3.11+: *(u32/ulong *)(tstate + tstate_native_thread_id) == the
  *         sampled thread's tid (as the target's pid namespace sees it);
- *       - 3.8-3.10 (tstate_native_thread_id == PYSTROBE_PY_OFFSET_NONE):
+ *       - 2.7-3.10 (tstate_native_thread_id == PYSTROBE_PY_OFFSET_NONE):
  *         *(u64 *)(tstate + tstate_thread_id) == pthread_self() of the
  *         sampled thread, which with glibc on x86_64 equals the thread's
  *         fs base (task_struct->thread.fsbase).
@@ -234,7 +239,7 @@ enum pystrobe_sample_counter {
  *     Next frame = *(frame + frame_previous).
  *  4. Instruction offset sent to userspace (`instr_offset`, signed 32 bits),
  *     always a BYTE offset from the code object's first instruction:
- *       OBJECT_LASTI_BYTES (3.8, 3.9): *(s32 *)(frame + frame_instr)
+ *       OBJECT_LASTI_BYTES (2.7-3.9):  *(s32 *)(frame + frame_instr)
  *       OBJECT_LASTI_UNITS (3.10):     *(s32 *)(frame + frame_instr) * 2
  *       CFRAME, CURRENT_FRAME (3.11+): *(u64 *)(frame + frame_instr)
  *                                      - (code + code_code_adaptive)
@@ -243,10 +248,15 @@ enum pystrobe_sample_counter {
  *     pystrobe_python_code_stamp(*(code + code_filename), *(code + code_name),
  *     *(s32 *)(code + code_firstlineno)); userspace recomputes it when it
  *     reads the code object and discards a mismatch.
- *  6. GIL: gil = runtime_addr + runtime_gil (3.8-3.11), or
+ *  6. GIL: gil = runtime_addr + runtime_gil (2.7-3.11), or
  *     *(interp + interp_gil_ptr) (3.12+, per interpreter). The thread holds
- *     the GIL when *(s32 *)(gil + gil_locked) != 0 and
- *     *(u64 *)(gil + gil_last_holder) == tstate.
+ *     the GIL when *(u64 *)(gil + gil_last_holder) == tstate and, where
+ *     gil_locked is not NONE, *(s32 *)(gil + gil_locked) != 0. On 2.7 and
+ *     3.6 gil_last_holder is _PyThreadState_Current, which the interpreter
+ *     sets to NULL before it lets the GIL go, and gil_locked is NONE.
+ *     A thread waits for the GIL when it sleeps in a futex on an address in
+ *     [w, w + gil_wait_span), w = gil + gil_cond, or *(gil + gil_cond)
+ *     where gil_wait_indirect (2.7's lock is a malloc'd semaphore).
  */
 
 /* An offset that does not exist in this version. */
@@ -271,14 +281,14 @@ enum pystrobe_python_frame_model {
  * Every offset is PYSTROBE_PY_OFFSET_NONE where the field does not exist.
  */
 struct pystrobe_python_offsets {
-	__u8 major;	  /* 3 */
-	__u8 minor;	  /* 8 .. 13 */
+	__u8 major;	  /* 2 or 3 */
+	__u8 minor;	  /* 7 (2.7), 6 .. 13 (3.x) */
 	__u8 frame_model; /* enum pystrobe_python_frame_model */
 	/* owner value of C-stack shim frames (3.12+: 3), else PYSTROBE_PY_OWNER_NONE */
 	__u8 frame_owner_cstack;
 	/* _PyRuntimeState */
 	__u32 runtime_interpreters_head; /* interpreters.head (PyInterpreterState *) */
-	__u32 runtime_gil;		 /* ceval.gil, inline struct (3.8-3.11) */
+	__u32 runtime_gil;		 /* ceval.gil, inline struct (3.7-3.11); 0 (2.7, 3.6) */
 	/* PyInterpreterState */
 	__u32 interp_next;	  /* next (PyInterpreterState *) */
 	__u32 interp_tstate_head; /* tstate_head (3.8-3.10) / threads.head (3.11+) */
@@ -304,10 +314,10 @@ struct pystrobe_python_offsets {
 	__u32 code_name;	  /* co_name (str) */
 	__u32 code_qualname;	  /* co_qualname (str, 3.11+) */
 	__u32 code_firstlineno;	  /* co_firstlineno (int) */
-	__u32 code_linetable;	  /* co_lnotab (3.8, 3.9) / co_linetable (3.10+) (bytes) */
-	__u32 code_code;	  /* co_code (bytes, 3.8-3.10) */
+	__u32 code_linetable;	  /* co_lnotab (2.7-3.9) / co_linetable (3.10+) (bytes) */
+	__u32 code_code;	  /* co_code (bytes, 2.7-3.10) */
 	__u32 code_code_adaptive; /* co_code_adaptive: inline bytecode (3.11+) */
-	/* PyObject, PyVarObject, PyBytesObject */
+	/* PyObject, PyVarObject, PyBytesObject (PyStringObject on 2.7) */
 	__u32 object_type;     /* ob_type */
 	__u32 var_object_size; /* ob_size */
 	__u32 bytes_data;      /* ob_sval */
@@ -322,7 +332,16 @@ struct pystrobe_python_offsets {
 	__u8 unicode_kind_shift;    /* bit position of state.kind (3 bits: bytes per character) */
 	__u8 unicode_compact_shift; /* bit position of state.compact */
 	__u8 unicode_ascii_shift;   /* bit position of state.ascii */
-	__u8 _pad[5];
+	/* 1 on 2.7: co_name and co_filename are byte strings (PyStringObject,
+	 * read with var_object_size and bytes_data), not str. */
+	__u8 names_are_bytes;
+	/* Bytes from gil + gil_cond that a thread waiting for the GIL may
+	 * futex on (3.7+: cond and mutex, 88); 0 when unknown. */
+	__u8 gil_wait_span;
+	/* 1 on 2.7: gil + gil_cond holds a pointer to the GIL's lock (a
+	 * malloc'd sem_t), and the waiting range starts where it points. */
+	__u8 gil_wait_indirect;
+	__u8 _pad[2];
 };
 
 /*

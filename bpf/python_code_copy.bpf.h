@@ -257,6 +257,7 @@ static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
 	struct pystrobe_python_code_event *event;
 	__u32 zero = 0, used = 0, region = 0, head = pystrobe_python_code_head_size(off);
 	__u64 name_field, size;
+	bool names_are_str;
 
 	event = bpf_map_lookup_elem(&python_code_scratch, &zero);
 	if (!event || head > PYTHON_COPY_SIZE)
@@ -276,11 +277,13 @@ static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
 		region++;
 	name_field =
 	    off->code_qualname != PYSTROBE_PY_OFFSET_NONE ? off->code_qualname : off->code_name;
+	/* 2.7's names are byte strings. */
+	names_are_str = !off->names_are_bytes;
 	if (copy_object(event, region, &used, event_u64(event, name_field), PYTHON_STR_GUESS, off,
-			true))
+			names_are_str))
 		region++;
 	if (copy_object(event, region, &used, event_u64(event, off->code_filename),
-			PYTHON_STR_GUESS, off, true))
+			PYTHON_STR_GUESS, off, names_are_str))
 		region++;
 	copy_object(event, region, &used, event_u64(event, off->code_linetable),
 		    PYTHON_LINE_TABLE_GUESS, off, false);

@@ -37,10 +37,6 @@ static __always_inline bool read_target_u64(__u64 addr, __u32 offset, __u64 *val
 	return bpf_probe_read_user(value, sizeof(*value), (void *)(addr + offset)) == 0;
 }
 
-/* Bytes of the GIL's cond and mutex (glibc, x86_64): pthread_cond_t 48,
- * pthread_mutex_t 40. */
-#define PYTHON_GIL_WAIT_SPAN 88
-
 /* The address of process `proc`'s GIL state, or 0. Reads current's memory. */
 static __always_inline __u64 python_gil_address(const struct pystrobe_python_process *proc)
 {
@@ -59,25 +55,32 @@ static __always_inline __u64 python_gil_address(const struct pystrobe_python_pro
 /*
  * True when the current thread, a thread of CPython process `tgid` that is
  * leaving the CPU, is blocked in a futex on its GIL's condition or mutex:
- * it is waiting to take the GIL. The futex word sits inside the GIL state,
- * so this holds for every version without symbols of take_gil.
+ * it is waiting to take the GIL. The futex word sits inside the GIL state
+ * (or, on 2.7, the semaphore it points to), so this holds for every version
+ * without symbols of take_gil.
  */
 static __always_inline bool waiting_for_gil(__u32 tgid)
 {
 	const struct pystrobe_python_process *proc;
 	struct pt_regs *regs;
-	__u64 uaddr, gil;
+	__u64 uaddr, gil, wait;
 
 	proc = bpf_map_lookup_elem(&python_processes, &tgid);
-	if (!proc || proc->offsets.gil_cond == PYSTROBE_PY_OFFSET_NONE)
+	if (!proc || proc->offsets.gil_cond == PYSTROBE_PY_OFFSET_NONE ||
+	    proc->offsets.gil_wait_span == 0)
 		return false;
 	regs = compat_current_user_regs();
 	if (compat_syscall_nr(regs) != COMPAT_NR_FUTEX)
 		return false;
 	uaddr = compat_syscall_arg1(regs);
 	gil = python_gil_address(proc);
-	return gil != 0 && uaddr >= gil + proc->offsets.gil_cond &&
-	       uaddr < gil + proc->offsets.gil_cond + PYTHON_GIL_WAIT_SPAN;
+	if (gil == 0)
+		return false;
+	wait = gil + proc->offsets.gil_cond;
+	/* 2.7: the GIL is a semaphore the interpreter allocated. */
+	if (proc->offsets.gil_wait_indirect && !read_target_u64(wait, 0, &wait))
+		return false;
+	return wait != 0 && uaddr >= wait && uaddr < wait + proc->offsets.gil_wait_span;
 }
 
 #endif /* PYSTROBE_BPF_PYTHON_PROCESS_BPF_H_ */

@@ -195,10 +195,12 @@ static __always_inline bool holds_gil(struct python_walk *walk)
 	__u64 gil = python_gil_address(&walk->proc), last_holder = 0;
 	__s32 locked = 0;
 
-	if (gil == 0)
+	if (gil == 0 || !read_target_u64(gil, off->gil_last_holder, &last_holder))
 		return false;
-	if (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_locked)) ||
-	    !read_target_u64(gil, off->gil_last_holder, &last_holder))
+	/* 2.7, 3.6: the holder is _PyThreadState_Current, NULL while the GIL is free. */
+	if (off->gil_locked == PYSTROBE_PY_OFFSET_NONE)
+		return last_holder == walk->tstate;
+	if (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_locked)))
 		return false;
 	return locked != 0 && last_holder == walk->tstate;
 }

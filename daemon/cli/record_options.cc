@@ -106,7 +106,7 @@ Off CPU (where threads wait, and why: [sleep], [io wait], [runqueue]):
       --idle           include threads that are not running, as py-spy does:
                        their time off CPU counts as samples at the rate
 
-Python (any CPython 3.8 to 3.13, found automatically):
+Python (any CPython 2.7 or 3.6 to 3.13, found automatically):
       --native         keep native frames: extensions above the Python frame
                        that called them, the interpreter's starters below
       --gil            keep only samples whose thread held the GIL

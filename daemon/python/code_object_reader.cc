@@ -37,6 +37,34 @@ T Load(const uint8_t* p) {
   return value;
 }
 
+// 2.7's names: a PyStringObject, whose bytes are the name (ASCII for
+// identifiers, the file system's encoding for file names).
+absl::StatusOr<std::string> ReadPythonByteString(const ProcessMemory& memory,
+                                                 const PythonInterpreter& interpreter,
+                                                 uint64_t address, std::string_view what,
+                                                 size_t max_chars) {
+  const pystrobe_python_offsets& o = interpreter.layout.abi;
+  uint8_t header[32];
+  if (o.var_object_size + 8 > sizeof(header)) return absl::InternalError("bytes layout too large");
+  if (absl::Status status = memory.Read(address, header, o.var_object_size + 8); !status.ok()) {
+    return status;
+  }
+  if (Load<uint64_t>(header + o.object_type) != interpreter.bytes_type_address) {
+    return absl::DataLossError(absl::StrFormat("%s at 0x%x is not a str", what, address));
+  }
+  const int64_t length = Load<int64_t>(header + o.var_object_size);
+  if (length < 0 || static_cast<uint64_t>(length) > max_chars) {
+    return absl::DataLossError(
+        absl::StrFormat("%s at 0x%x has implausible length %d", what, address, length));
+  }
+  std::string out(static_cast<size_t>(length), '\0');
+  if (absl::Status status = memory.Read(address + o.bytes_data, out.data(), out.size());
+      !status.ok()) {
+    return status;
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadPythonStr(const ProcessMemory& memory,
@@ -44,6 +72,9 @@ absl::StatusOr<std::string> ReadPythonStr(const ProcessMemory& memory,
                                           std::string_view what, size_t max_chars) {
   const PythonLayout& layout = interpreter.layout;
   if (address == 0) return absl::DataLossError(absl::StrCat(std::string(what), " is NULL"));
+  if (layout.abi.names_are_bytes) {
+    return ReadPythonByteString(memory, interpreter, address, what, max_chars);
+  }
   uint8_t header[128];
   const size_t header_size = layout.abi.unicode_state + 4;
   if (header_size > sizeof(header)) return absl::InternalError("unicode layout too large");

@@ -23,6 +23,8 @@ absl::StatusOr<uint64_t> PythonFrameWalker::GilHolder(uint64_t interpreter_state
     gil = *pointer;
   }
   if (gil == 0) return 0;
+  // 2.7, 3.6: the holder is _PyThreadState_Current, NULL while the GIL is free.
+  if (o.gil_locked == PYSTROBE_PY_OFFSET_NONE) return ReadPointer(gil + o.gil_last_holder);
   absl::StatusOr<int32_t> locked = memory_.ReadValue<int32_t>(gil + o.gil_locked);
   if (!locked.ok()) return locked.status();
   if (*locked <= 0) return 0;  // free, or -1: not created yet

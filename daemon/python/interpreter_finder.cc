@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -32,6 +33,22 @@ constexpr absl::string_view kVersionSymbol = "Py_Version";
 constexpr absl::string_view kCodeTypeSymbol = "PyCode_Type";
 constexpr absl::string_view kUnicodeTypeSymbol = "PyUnicode_Type";
 constexpr absl::string_view kBytesTypeSymbol = "PyBytes_Type";
+// 2.7's bytes (and names) are PyString objects.
+constexpr absl::string_view kStringTypeSymbol = "PyString_Type";
+// 2.7 and 3.6 have no _PyRuntime: the thread states hang off a file-scope
+// interp_head (in .symtab, or read out of PyInterpreterState_Head's code when
+// the binary is stripped), and _PyThreadState_Current (exported) is the
+// GIL's holder.
+constexpr absl::string_view kThreadStateCurrentSymbol = "_PyThreadState_Current";
+constexpr absl::string_view kInterpHeadSymbol = "interp_head";
+constexpr absl::string_view kInterpHeadFunctionSymbol = "PyInterpreterState_Head";
+// What a thread waiting for the GIL sleeps on: 3.6's static gil_cond and
+// gil_mutex (ceval_gil.h), 2.7's interpreter_lock (ceval.c, a sem_t *).
+constexpr absl::string_view kGilCondSymbol = "gil_cond";
+constexpr absl::string_view kGilMutexSymbol = "gil_mutex";
+constexpr absl::string_view kInterpreterLockSymbol = "interpreter_lock";
+// sizeof(sem_t) with glibc on x86_64.
+constexpr uint64_t kSemaphoreSize = 32;
 
 absl::string_view BaseName(absl::string_view path) {
   const size_t slash = path.rfind('/');
@@ -78,16 +95,19 @@ std::optional<uint64_t> LoadBias(const std::vector<MemoryMapping>& maps, absl::s
 }
 
 // Finds PY_VERSION ("3.9.18") in read-only data: a NUL-terminated string
-// "3.<minor>.<micro>" with an optional release suffix ("3.10.0rc1", "3.9.18+").
-// The linker may merge it into the tail of a longer string (a path ending in
-// ".../versions/3.8.18"), so it need only follow a byte that is not a digit or
-// a dot. With minor < 0 any minor from 8 to 13 is accepted, but only one may appear.
-std::optional<PythonVersion> ScanVersionString(absl::Span<const uint8_t> rodata, int minor) {
+// "<major>.<minor>.<micro>" with an optional release suffix ("3.10.0rc1",
+// "3.9.18+"). The linker may merge it into the tail of a longer string (a path
+// ending in ".../versions/3.8.18"), so it need only follow a byte that is not a
+// digit or a dot. With minor < 0 any supported minor of `major` is accepted,
+// but only one may appear.
+std::optional<PythonVersion> ScanVersionString(absl::Span<const uint8_t> rodata, int major,
+                                               int minor) {
   std::optional<PythonVersion> found;
   absl::flat_hash_set<int> minors;
   const absl::string_view data(reinterpret_cast<const char*>(rodata.data()), rodata.size());
-  for (size_t at = data.find("3.", 1); at != absl::string_view::npos;
-       at = data.find("3.", at + 1)) {
+  const std::string prefix = absl::StrCat(major, ".");
+  for (size_t at = data.find(prefix, 1); at != absl::string_view::npos;
+       at = data.find(prefix, at + 1)) {
     const char before = data[at - 1];
     if (before == '.' || std::isdigit(static_cast<unsigned char>(before))) continue;
     const size_t end = data.find('\0', at);
@@ -108,9 +128,12 @@ std::optional<PythonVersion> ScanVersionString(absl::Span<const uint8_t> rodata,
         !absl::StartsWith(suffix, "b") && !absl::StartsWith(suffix, "rc")) {
       continue;
     }
-    if (minor >= 0 ? parsed_minor != minor : (parsed_minor < 8 || parsed_minor > 13)) continue;
+    if (minor >= 0 ? parsed_minor != minor
+                   : !IsSupportedPythonVersion(PythonVersion{major, parsed_minor, micro})) {
+      continue;
+    }
     minors.insert(parsed_minor);
-    if (!found) found = PythonVersion{3, parsed_minor, micro};
+    if (!found) found = PythonVersion{major, parsed_minor, micro};
   }
   if (minors.size() > 1) return std::nullopt;
   return found;
@@ -118,6 +141,57 @@ std::optional<PythonVersion> ScanVersionString(absl::Span<const uint8_t> rodata,
 
 absl::Status WithContext(const absl::Status& status, absl::string_view context) {
   return absl::Status(status.code(), absl::StrCat(std::string(context), ": ", status.message()));
+}
+
+// The global that `function` returns when its code is exactly
+// `mov disp32(%rip), %rax; ret` (PyInterpreterState_Head: return interp_head),
+// or 0: how interp_head is found in a binary without .symtab.
+uint64_t GlobalReturnedBy(const ProcessMemory& memory, uint64_t function) {
+  uint8_t code[8];
+  if (function == 0 || !memory.Read(function, code, sizeof(code)).ok()) return 0;
+  if (code[0] != 0x48 || code[1] != 0x8b || code[2] != 0x05 || code[7] != 0xc3) return 0;
+  int32_t displacement;
+  std::memcpy(&displacement, code + 3, sizeof(displacement));
+  return function + 7 + static_cast<int64_t>(displacement);
+}
+
+// 2.7's and 3.6's globals in process memory, from the binary's symbols.
+PythonGlobals FindPythonGlobals(const PythonVersion& version, const ProcessMemory& memory,
+                                const absl::flat_hash_map<std::string, ElfSymbol>& symbols,
+                                uint64_t bias) {
+  auto symbol = [&](absl::string_view name) -> const ElfSymbol* {
+    auto it = symbols.find(name);
+    return it == symbols.end() ? nullptr : &it->second;
+  };
+  PythonGlobals globals;
+  if (const ElfSymbol* head = symbol(kInterpHeadSymbol)) {
+    globals.interp_head = head->value + bias;
+  } else if (const ElfSymbol* function = symbol(kInterpHeadFunctionSymbol)) {
+    globals.interp_head = GlobalReturnedBy(memory, function->value + bias);
+  }
+  if (const ElfSymbol* current = symbol(kThreadStateCurrentSymbol)) {
+    globals.thread_state_current = current->value + bias;
+  }
+  if (version.major == 2) {
+    if (const ElfSymbol* lock = symbol(kInterpreterLockSymbol)) {
+      globals.gil_wait_start = lock->value + bias;
+      globals.gil_wait_end = globals.gil_wait_start + kSemaphoreSize;
+      globals.gil_wait_indirect = true;
+    }
+  } else if (const ElfSymbol* cond = symbol(kGilCondSymbol)) {
+    globals.gil_wait_start = cond->value + bias;
+    globals.gil_wait_end = globals.gil_wait_start + cond->size;
+    // The mutex too, when the linker put the two side by side.
+    if (const ElfSymbol* mutex = symbol(kGilMutexSymbol)) {
+      const uint64_t start = std::min(cond->value, mutex->value) + bias;
+      const uint64_t end = std::max(cond->value + cond->size, mutex->value + mutex->size) + bias;
+      if (end - start <= 0xff) {
+        globals.gil_wait_start = start;
+        globals.gil_wait_end = end;
+      }
+    }
+  }
+  return globals;
 }
 
 }  // namespace
@@ -187,7 +261,7 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
   interpreter.pid = pid;
   std::optional<ElfFile> elf;
   absl::flat_hash_map<std::string, ElfSymbol> symbols;
-  PythonVersion unsupported_hint;  // a python-named binary without _PyRuntime (2.7, 3.6)
+  PythonVersion unsupported_hint;  // a python-named binary we cannot read (3.5, 2.6)
   std::string unsupported_path;
   absl::Status last_open_error = absl::OkStatus();
   absl::flat_hash_set<std::string> seen;
@@ -198,11 +272,23 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
       last_open_error = file.status();
       continue;
     }
-    static constexpr absl::string_view kWanted[] = {kRuntimeSymbol, kVersionSymbol, kCodeTypeSymbol,
-                                                    kUnicodeTypeSymbol, kBytesTypeSymbol};
+    static constexpr absl::string_view kWanted[] = {kRuntimeSymbol,
+                                                    kVersionSymbol,
+                                                    kCodeTypeSymbol,
+                                                    kUnicodeTypeSymbol,
+                                                    kBytesTypeSymbol,
+                                                    kStringTypeSymbol,
+                                                    kThreadStateCurrentSymbol,
+                                                    kInterpHeadSymbol,
+                                                    kInterpHeadFunctionSymbol,
+                                                    kGilCondSymbol,
+                                                    kGilMutexSymbol,
+                                                    kInterpreterLockSymbol};
     absl::flat_hash_map<std::string, ElfSymbol> found =
         ElfSymbolCache::Shared().FindSymbols(*file, kWanted);
-    if (found.contains(kRuntimeSymbol)) {
+    // 3.7+ has _PyRuntime; 2.7 and 3.6 export _PyThreadState_Current instead.
+    if (found.contains(kRuntimeSymbol) ||
+        (found.contains(kThreadStateCurrentSymbol) && found.contains(kCodeTypeSymbol))) {
       interpreter.binary_path = mapping.path;
       interpreter.in_executable = mapping.path == exe;
       elf = std::move(*file);
@@ -217,15 +303,16 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
   }
   if (!elf) {
     if (unsupported_hint.major != 0) {
-      return absl::UnimplementedError(
-          absl::StrCat("process ", pid, " runs CPython ", unsupported_hint.ToString(), " (",
-                       unsupported_path, "), which pystrobe does not support (3.8 to 3.13 are)"));
+      return absl::UnimplementedError(absl::StrCat(
+          "process ", pid, " runs CPython ", unsupported_hint.ToString(), " (", unsupported_path,
+          "), which pystrobe does not support (", kSupportedPythonVersions, " are)"));
     }
     if (!last_open_error.ok() && absl::IsPermissionDenied(last_open_error)) {
       return WithContext(last_open_error, absl::StrCat("process ", pid));
     }
     return absl::NotFoundError(absl::StrCat("process ", pid, " runs no CPython"));
   }
+  const bool has_runtime = symbols.contains(kRuntimeSymbol);
 
   const std::optional<uint64_t> bias = LoadBias(maps, interpreter.binary_path, *elf);
   if (!bias) {
@@ -240,46 +327,70 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
   interpreter.runtime_address = address_of(kRuntimeSymbol);
   interpreter.code_type_address = address_of(kCodeTypeSymbol);
   interpreter.unicode_type_address = address_of(kUnicodeTypeSymbol);
-  interpreter.bytes_type_address = address_of(kBytesTypeSymbol);
 
   // The version: the interpreter's own _Py_DebugOffsets (3.13+), Py_Version
   // (3.11+), then PY_VERSION in .rodata and the file name.
   const std::string context = absl::StrCat("process ", pid, " (", interpreter.binary_path, ")");
   RemoteProcessMemory memory(pid);
-  uint8_t head[16];
-  if (absl::Status status = memory.Read(interpreter.runtime_address, head, sizeof(head));
-      !status.ok()) {
-    return WithContext(status, absl::StrCat(context, ": reading _PyRuntime"));
+  absl::StatusOr<uint64_t> debug_version = absl::NotFoundError("no _PyRuntime");
+  if (has_runtime) {
+    uint8_t head[16];
+    if (absl::Status status = memory.Read(interpreter.runtime_address, head, sizeof(head));
+        !status.ok()) {
+      return WithContext(status, absl::StrCat(context, ": reading _PyRuntime"));
+    }
+    debug_version = PythonDebugOffsetsVersion(head);
   }
   const PythonVersion name_version = PythonVersionFromFileName(interpreter.binary_path);
-  absl::StatusOr<uint64_t> debug_version = PythonDebugOffsetsVersion(head);
+  const absl::Span<const uint8_t> rodata = elf->Section(".rodata");
+  std::optional<PythonVersion> scanned;
+  if (name_version.major != 0) {
+    scanned = ScanVersionString(rodata, name_version.major, name_version.minor);
+  } else {
+    scanned = ScanVersionString(rodata, 3, -1);
+    if (!scanned && !has_runtime) scanned = ScanVersionString(rodata, 2, -1);
+  }
   if (debug_version.ok()) {
     interpreter.version = PythonVersionFromHex(*debug_version);
   } else if (const uint64_t version_address = address_of(kVersionSymbol); version_address != 0) {
     absl::StatusOr<uint32_t> hex = memory.ReadValue<uint32_t>(version_address);
     if (!hex.ok()) return WithContext(hex.status(), absl::StrCat(context, ": reading Py_Version"));
     interpreter.version = PythonVersionFromHex(*hex);
-  } else if (std::optional<PythonVersion> scanned = ScanVersionString(
-                 elf->Section(".rodata"), name_version.major == 3 ? name_version.minor : -1)) {
+  } else if (scanned) {
     interpreter.version = *scanned;
   } else if (name_version.major != 0) {
     interpreter.version = name_version;
   } else {
     return absl::NotFoundError(
-        absl::StrCat(context, ": has _PyRuntime but no version to be found"));
+        absl::StrCat(context, ": looks like CPython but has no version to be found"));
   }
   if (!IsSupportedPythonVersion(interpreter.version)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "process ", pid, " runs CPython ", interpreter.version.ToString(), " (",
-        interpreter.binary_path, "), which pystrobe does not support (3.8 to 3.13 are)"));
+    return absl::UnimplementedError(
+        absl::StrCat("process ", pid, " runs CPython ", interpreter.version.ToString(), " (",
+                     interpreter.binary_path, "), which pystrobe does not support (",
+                     kSupportedPythonVersions, " are)"));
   }
+  if (PythonVersionHasGlobalRoots(interpreter.version) == has_runtime) {
+    return absl::NotFoundError(absl::StrCat(context, ": CPython ", interpreter.version.ToString(),
+                                            has_runtime ? " with" : " without", " _PyRuntime"));
+  }
+  interpreter.bytes_type_address =
+      address_of(interpreter.version.major == 2 ? kStringTypeSymbol : kBytesTypeSymbol);
   if (interpreter.code_type_address == 0 || interpreter.unicode_type_address == 0 ||
       interpreter.bytes_type_address == 0) {
     return absl::NotFoundError(
         absl::StrCat(context, ": PyCode_Type, PyUnicode_Type or PyBytes_Type not in its symbols"));
   }
 
-  if (debug_version.ok()) {
+  if (!has_runtime) {
+    absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion(interpreter.version);
+    if (!layout.ok()) return WithContext(layout.status(), context);
+    interpreter.layout = *layout;
+    absl::StatusOr<uint64_t> base = PlacePythonGlobals(
+        FindPythonGlobals(interpreter.version, memory, symbols, *bias), interpreter.layout);
+    if (!base.ok()) return WithContext(base.status(), context);
+    interpreter.runtime_address = *base;
+  } else if (debug_version.ok()) {
     std::vector<uint8_t> blob(kPythonDebugOffsets313Size);
     if (absl::Status status = memory.Read(interpreter.runtime_address, blob.data(), blob.size());
         !status.ok()) {

@@ -20,13 +20,15 @@ namespace pystrobe {
 struct PythonInterpreter {
   pid_t pid = 0;
   PythonVersion version;
-  std::string binary_path;            // the ELF holding _PyRuntime, as /proc/PID/maps names it
-  bool in_executable = false;         // binary_path is the process's executable, not a libpython
-  uint64_t load_bias = 0;             // runtime address minus link-time address in binary_path
-  uint64_t runtime_address = 0;       // &_PyRuntime
+  std::string binary_path;     // the ELF holding _PyRuntime, as /proc/PID/maps names it
+  bool in_executable = false;  // binary_path is the process's executable, not a libpython
+  uint64_t load_bias = 0;      // runtime address minus link-time address in binary_path
+  // &_PyRuntime; on 2.7 and 3.6 the lowest of the globals the walk starts
+  // from (see PlacePythonGlobals).
+  uint64_t runtime_address = 0;
   uint64_t code_type_address = 0;     // &PyCode_Type
   uint64_t unicode_type_address = 0;  // &PyUnicode_Type
-  uint64_t bytes_type_address = 0;    // &PyBytes_Type
+  uint64_t bytes_type_address = 0;    // &PyBytes_Type (&PyString_Type on 2.7)
   // True when `layout` came from the interpreter's own _Py_DebugOffsets (3.13+).
   bool layout_from_debug_offsets = false;
   PythonLayout layout;
@@ -53,7 +55,7 @@ PythonVersion PythonVersionFromFileName(absl::string_view path);
 
 // Finds CPython in process `pid`. Errors: NotFound when the process runs no
 // CPython (or exited), Unimplemented naming the version when it runs a CPython
-// pystrobe does not support (2.7, 3.6, 3.7, 3.14+, free-threaded),
+// pystrobe does not support (3.5 and older 3.x, 3.14+, free-threaded),
 // PermissionDenied when its memory or files cannot be read.
 absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid);
 

@@ -16,10 +16,11 @@ void AddRange(std::vector<LineRange>& ranges, int64_t start, int64_t end, int32_
                     static_cast<int32_t>(std::min<int64_t>(end, kEndOfCode)), line});
 }
 
-// co_lnotab (3.8, 3.9): the line of an address is first_line plus the line
+// co_lnotab (2.7 to 3.9): the line of an address is first_line plus the line
 // deltas of every pair whose cumulative address is <= it; the last line runs
-// to the end of the code.
-void DecodeLnotab(absl::Span<const uint8_t> table, int32_t first_line,
+// to the end of the code. Line deltas are signed bytes from 3.6 on, unsigned
+// before (2.7 never moves a line backwards within a pair).
+void DecodeLnotab(absl::Span<const uint8_t> table, int32_t first_line, bool signed_lines,
                   std::vector<LineRange>& ranges) {
   int64_t address = 0;
   int64_t range_start = 0;
@@ -28,7 +29,7 @@ void DecodeLnotab(absl::Span<const uint8_t> table, int32_t first_line,
     address += table[i];
     AddRange(ranges, range_start, address, line);
     if (address > range_start) range_start = address;
-    line += static_cast<int8_t>(table[i + 1]);
+    line += signed_lines ? static_cast<int8_t>(table[i + 1]) : table[i + 1];
   }
   AddRange(ranges, range_start, kEndOfCode, line);
 }
@@ -106,6 +107,7 @@ void DecodeLocationTable(absl::Span<const uint8_t> table, int32_t first_line,
 }  // namespace
 
 LineTableFormat LineTableFormatFor(const PythonVersion& version) {
+  if (version.major == 2) return LineTableFormat::kLnotabUnsigned;
   if (version.major == 3 && version.minor <= 9) return LineTableFormat::kLnotab;
   if (version.major == 3 && version.minor == 10) return LineTableFormat::kLinetable310;
   return LineTableFormat::kLocationTable;
@@ -116,8 +118,11 @@ LineTable LineTable::Decode(LineTableFormat format, absl::Span<const uint8_t> ta
   LineTable result;
   result.first_line_ = first_line;
   switch (format) {
+    case LineTableFormat::kLnotabUnsigned:
+      DecodeLnotab(table, first_line, /*signed_lines=*/false, result.ranges_);
+      break;
     case LineTableFormat::kLnotab:
-      DecodeLnotab(table, first_line, result.ranges_);
+      DecodeLnotab(table, first_line, /*signed_lines=*/true, result.ranges_);
       break;
     case LineTableFormat::kLinetable310:
       DecodeLinetable310(table, first_line, result.ranges_);

@@ -12,9 +12,10 @@
 namespace pystrobe {
 
 enum class LineTableFormat {
-  kLnotab,         // 3.8, 3.9: co_lnotab, (byte delta, signed line delta) pairs
-  kLinetable310,   // 3.10: co_linetable, (byte delta, line delta or -128 for none) pairs
-  kLocationTable,  // 3.11+: co_linetable, the location table (PEP 626/657 entries)
+  kLnotabUnsigned,  // 2.7: co_lnotab, (byte delta, unsigned line delta) pairs
+  kLnotab,          // 3.6 to 3.9: co_lnotab, (byte delta, signed line delta) pairs
+  kLinetable310,    // 3.10: co_linetable, (byte delta, line delta or -128 for none) pairs
+  kLocationTable,   // 3.11+: co_linetable, the location table (PEP 626/657 entries)
 };
 
 LineTableFormat LineTableFormatFor(const PythonVersion& version);

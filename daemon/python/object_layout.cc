@@ -101,7 +101,8 @@ PythonObjectLayout Layout(int minor) {
 }  // namespace
 
 absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVersion& version) {
-  if (!IsSupportedPythonVersion(version)) {
+  // asyncio's objects are read on 3.8+ only.
+  if (!IsSupportedPythonVersion(version) || version.major != 3 || version.minor < 8) {
     return absl::UnimplementedError(
         absl::StrCat("no object layout for CPython ", version.ToString()));
   }

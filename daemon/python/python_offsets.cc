@@ -1,5 +1,6 @@
 #include "daemon/python/python_offsets.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -9,39 +10,57 @@ namespace pystrobe {
 namespace {
 
 // struct _gil_runtime_state starts { interval, last_holder, locked,
-// switch_number, cond, ... } in 3.8 to 3.13: cond is at 32 on x86_64.
-// Checked against each version's headers by python_offsets_test.
+// switch_number, cond, mutex, ... } in 3.7 to 3.13: cond is at 32 on x86_64,
+// and cond and mutex take 88 bytes. Checked against each version's headers
+// by python_offsets_test.
 constexpr uint32_t kGilCondOffset = 32;
+constexpr uint8_t kGilWaitSpan = 88;
 
 constexpr uint32_t kNone = PYSTROBE_PY_OFFSET_NONE;
 
-// One column of the offsets table: the values print_offsets.c prints for a
-// version, in the order of PythonLayoutFields.
-struct LayoutRow {
-  int minor;
-  uint32_t runtime_interpreters_head, runtime_gil, interp_gil_ptr, gil_last_holder, gil_locked,
-      interp_next, interp_tstate_head, tstate_next, tstate_thread_id, tstate_native_thread_id,
-      tstate_frame, cframe_current_frame, frame_previous, frame_code, frame_instr, frame_owner,
-      frame_owner_cstack, code_filename, code_name, code_qualname, code_firstlineno, code_linetable,
-      code_code, code_code_adaptive, unicode_ascii_data, unicode_compact_data;
+// How a version's code objects hold their names.
+enum class NameStrings {
+  kUnicode,     // 3.x: compact str (PyASCIIObject)
+  kByteString,  // 2.7: PyStringObject
 };
 
-// x86_64, generated from each version's headers (3.8.18, 3.9.18, 3.10.13,
-// 3.11.7, 3.12.1, 3.13.0) and checked by python_offsets_test.
+// One column of the offsets table: the values print_offsets.c prints for a
+// version, in the order of PythonLayoutFields. Versions whose roots are
+// globals (2.7, 3.6) have NONE for the fields relative to them.
+struct LayoutRow {
+  int major, minor;
+  NameStrings names;
+  uint32_t runtime_interpreters_head, runtime_gil, interp_gil_ptr, gil_last_holder, gil_locked,
+      gil_cond, interp_next, interp_tstate_head, tstate_next, tstate_thread_id,
+      tstate_native_thread_id, tstate_frame, cframe_current_frame, frame_previous, frame_code,
+      frame_instr, frame_owner, frame_owner_cstack, code_filename, code_name, code_qualname,
+      code_firstlineno, code_linetable, code_code, code_code_adaptive, bytes_data,
+      unicode_ascii_data, unicode_compact_data;
+};
+
+constexpr NameStrings kStr = NameStrings::kUnicode;
+constexpr NameStrings kBytes = NameStrings::kByteString;
+
+// x86_64, generated from each version's headers (2.7.18, 3.6.15, 3.7.16,
+// 3.8.18, 3.9.18, 3.10.13, 3.11.7, 3.12.1, 3.13.0) and checked by
+// python_offsets_test.
 constexpr LayoutRow kRows[] = {
     // clang-format off
-    //  minor rt_head rt_gil  i_gil  last  lock i_next i_tsh ts_nx  ts_tid ts_ntid ts_fr  cf_cur f_prev f_code f_instr f_own  cstack co_fn co_nm co_qn  co_fl co_lt co_cd  co_ad  u_asc u_cmp
-    {8,    32,   1152,  kNone, 8,    16,  0,     8,    8,    176,   kNone,  24,    kNone, 24,    32,    104,    kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 48,   72},
-    {9,    32,   352,   kNone, 8,    16,  0,     8,    8,    176,   kNone,  24,    kNone, 24,    32,    104,    kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 48,   72},
-    {10,   32,   352,   kNone, 8,    16,  0,     8,    8,    176,   kNone,  24,    kNone, 24,    32,    96,     kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 48,   72},
-    {11,   40,   360,   kNone, 8,    16,  0,     16,   8,    152,   160,    56,    8,     48,    32,    56,     69,    0xff,  112,  120,  128,   72,   136,  kNone, 184,   48,   72},
-    {12,   40,   kNone, 384,   8,    16,  0,     72,   8,    136,   144,    56,    0,     8,     0,     56,     70,    3,     112,  120,  128,   68,   136,  kNone, 192,   40,   56},
-    {13,   632,  kNone, 16,    8,    16,  7264,  7344, 8,    152,   160,    72,    kNone, 8,     0,     56,     70,    3,     112,  120,  128,   68,   136,  kNone, 200,   40,   56},
+    //maj min names  rt_head rt_gil  i_gil  last   lock   cond   i_next i_tsh ts_nx  ts_tid ts_ntid ts_fr  cf_cur f_prev f_code f_instr f_own  cstack co_fn co_nm co_qn  co_fl co_lt co_cd  co_ad  b_data u_asc  u_cmp
+    {2, 7,  kBytes, kNone, kNone,  kNone, kNone, kNone, kNone, 0,     8,    0,     144,   kNone,  16,    kNone, 24,    32,    120,    kNone, 0xff,  80,   88,   kNone, 96,   104,  32,    kNone, 36,    kNone, kNone},
+    {3, 6,  kStr,   kNone, kNone,  kNone, kNone, kNone, kNone, 0,     8,    8,     152,   kNone,  24,    kNone, 24,    32,    120,    kNone, 0xff,  96,   104,  kNone, 36,   112,  40,    kNone, 32,    48,    72},
+    {3, 7,  kStr,   24,    1264,   kNone, 8,     16,    32,    0,     8,    8,     176,   kNone,  24,    kNone, 24,    32,    104,    kNone, 0xff,  96,   104,  kNone, 36,   112,  40,    kNone, 32,    48,    72},
+    {3, 8,  kStr,   32,    1152,   kNone, 8,     16,    32,    0,     8,    8,     176,   kNone,  24,    kNone, 24,    32,    104,    kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 32,    48,    72},
+    {3, 9,  kStr,   32,    352,    kNone, 8,     16,    32,    0,     8,    8,     176,   kNone,  24,    kNone, 24,    32,    104,    kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 32,    48,    72},
+    {3, 10, kStr,   32,    352,    kNone, 8,     16,    32,    0,     8,    8,     176,   kNone,  24,    kNone, 24,    32,    96,     kNone, 0xff,  104,  112,  kNone, 40,   120,  48,    kNone, 32,    48,    72},
+    {3, 11, kStr,   40,    360,    kNone, 8,     16,    32,    0,     16,   8,     152,   160,    56,    8,     48,    32,    56,     69,    0xff,  112,  120,  128,   72,   136,  kNone, 184,   32,    48,    72},
+    {3, 12, kStr,   40,    kNone,  384,   8,     16,    32,    0,     72,   8,     136,   144,    56,    0,     8,     0,     56,     70,    3,     112,  120,  128,   68,   136,  kNone, 192,   32,    40,    56},
+    {3, 13, kStr,   632,   kNone,  16,    8,     16,    32,    7264,  7344, 8,     152,   160,    72,    kNone, 8,     0,     56,     70,    3,     112,  120,  128,   68,   136,  kNone, 200,   32,    40,    56},
     // clang-format on
 };
 
-uint8_t FrameModelFor(int minor) {
-  if (minor <= 9) return PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES;
+uint8_t FrameModelFor(int major, int minor) {
+  if (major == 2 || minor <= 9) return PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES;
   if (minor == 10) return PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS;
   if (minor <= 12) return PYSTROBE_PY_FRAMES_CFRAME;
   return PYSTROBE_PY_FRAMES_CURRENT_FRAME;
@@ -50,9 +69,9 @@ uint8_t FrameModelFor(int minor) {
 PythonLayout LayoutFromRow(const LayoutRow& row) {
   PythonLayout layout;
   pystrobe_python_offsets& o = layout.abi;
-  o.major = 3;
+  o.major = static_cast<uint8_t>(row.major);
   o.minor = static_cast<uint8_t>(row.minor);
-  o.frame_model = FrameModelFor(row.minor);
+  o.frame_model = FrameModelFor(row.major, row.minor);
   o.frame_owner_cstack = static_cast<uint8_t>(row.frame_owner_cstack);
   o.runtime_interpreters_head = row.runtime_interpreters_head;
   o.runtime_gil = row.runtime_gil;
@@ -61,6 +80,8 @@ PythonLayout LayoutFromRow(const LayoutRow& row) {
   o.interp_gil_ptr = row.interp_gil_ptr;
   o.gil_last_holder = row.gil_last_holder;
   o.gil_locked = row.gil_locked;
+  o.gil_cond = row.gil_cond;
+  o.gil_wait_span = row.gil_cond == kNone ? 0 : kGilWaitSpan;
   o.tstate_next = row.tstate_next;
   o.tstate_thread_id = row.tstate_thread_id;
   o.tstate_native_thread_id = row.tstate_native_thread_id;
@@ -79,15 +100,20 @@ PythonLayout LayoutFromRow(const LayoutRow& row) {
   o.code_code_adaptive = row.code_code_adaptive;
   o.object_type = 8;
   o.var_object_size = 16;
-  o.bytes_data = 32;
-  o.gil_cond = kGilCondOffset;
-  o.unicode_length = 16;
-  o.unicode_state = 32;
+  o.bytes_data = row.bytes_data;
   o.unicode_ascii_data = row.unicode_ascii_data;
   o.unicode_compact_data = row.unicode_compact_data;
-  o.unicode_kind_shift = 2;
-  o.unicode_compact_shift = 5;
-  o.unicode_ascii_shift = 6;
+  if (row.names == NameStrings::kByteString) {
+    o.names_are_bytes = 1;
+    o.unicode_length = kNone;
+    o.unicode_state = kNone;
+  } else {
+    o.unicode_length = 16;
+    o.unicode_state = 32;
+    o.unicode_kind_shift = 2;
+    o.unicode_compact_shift = 5;
+    o.unicode_ascii_shift = 6;
+  }
   return layout;
 }
 
@@ -168,17 +194,64 @@ PythonVersion PythonVersionFromHex(uint64_t hex) {
 }
 
 bool IsSupportedPythonVersion(const PythonVersion& version) {
-  return version.major == 3 && version.minor >= 8 && version.minor <= 13;
+  for (const LayoutRow& row : kRows) {
+    if (row.major == version.major && row.minor == version.minor) return true;
+  }
+  return false;
+}
+
+bool PythonVersionHasGlobalRoots(const PythonVersion& version) {
+  return version.major == 2 || (version.major == 3 && version.minor < 7);
 }
 
 absl::StatusOr<PythonLayout> PythonLayoutForVersion(const PythonVersion& version) {
-  if (IsSupportedPythonVersion(version)) {
-    for (const LayoutRow& row : kRows) {
-      if (row.minor == version.minor) return LayoutFromRow(row);
-    }
+  for (const LayoutRow& row : kRows) {
+    if (row.major == version.major && row.minor == version.minor) return LayoutFromRow(row);
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "CPython ", version.ToString(), " is not supported (pystrobe supports 3.8 to 3.13)"));
+  return absl::UnimplementedError(absl::StrCat("CPython ", version.ToString(),
+                                               " is not supported (pystrobe supports ",
+                                               kSupportedPythonVersions, ")"));
+}
+
+absl::StatusOr<uint64_t> PlacePythonGlobals(const PythonGlobals& globals, PythonLayout& layout) {
+  if (globals.interp_head == 0 || globals.thread_state_current == 0) {
+    return absl::InvalidArgumentError("interp_head or _PyThreadState_Current not found");
+  }
+  const bool has_wait = globals.gil_wait_start != 0 &&
+                        globals.gil_wait_end > globals.gil_wait_start &&
+                        globals.gil_wait_end - globals.gil_wait_start <= 0xff;
+  uint64_t base = std::min(globals.interp_head, globals.thread_state_current);
+  if (has_wait) base = std::min(base, globals.gil_wait_start);
+  auto offset = [base](uint64_t address) -> absl::StatusOr<uint32_t> {
+    // Globals of one binary lie within its data segment.
+    if (address - base >= (uint64_t{1} << 31)) {
+      return absl::InvalidArgumentError("interpreter globals lie too far apart");
+    }
+    return static_cast<uint32_t>(address - base);
+  };
+  pystrobe_python_offsets& o = layout.abi;
+  absl::StatusOr<uint32_t> head = offset(globals.interp_head);
+  absl::StatusOr<uint32_t> current = offset(globals.thread_state_current);
+  if (!head.ok()) return head.status();
+  if (!current.ok()) return current.status();
+  o.runtime_interpreters_head = *head;
+  // The "GIL state" is the base itself; its holder is _PyThreadState_Current,
+  // with no separate locked flag (see step 6 in bpf/pystrobe_abi.h).
+  o.runtime_gil = 0;
+  o.interp_gil_ptr = kNone;
+  o.gil_last_holder = *current;
+  o.gil_locked = kNone;
+  o.gil_cond = kNone;
+  o.gil_wait_span = 0;
+  o.gil_wait_indirect = 0;
+  if (has_wait) {
+    absl::StatusOr<uint32_t> wait = offset(globals.gil_wait_start);
+    if (!wait.ok()) return wait.status();
+    o.gil_cond = *wait;
+    o.gil_wait_span = static_cast<uint8_t>(globals.gil_wait_end - globals.gil_wait_start);
+    o.gil_wait_indirect = globals.gil_wait_indirect ? 1 : 0;
+  }
+  return base;
 }
 
 absl::StatusOr<uint64_t> PythonDebugOffsetsVersion(absl::Span<const uint8_t> debug_offsets) {
@@ -263,14 +336,16 @@ absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8
   // PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+).
   o.unicode_compact_data = o.unicode_ascii_data + 16;
   // _Py_DebugOffsets says nothing of the GIL's condition variable; its place
-  // is the same in every supported version.
+  // is the same in every version since 3.7.
   o.gil_cond = kGilCondOffset;
+  o.gil_wait_span = kGilWaitSpan;
   return layout;
 }
 
 std::vector<std::pair<std::string_view, uint64_t>> PythonLayoutFields(const PythonLayout& layout) {
   const pystrobe_python_offsets& o = layout.abi;
   return {
+      {"version_major", o.major},
       {"version_minor", o.minor},
       {"runtime_interpreters_head", o.runtime_interpreters_head},
       {"runtime_gil", o.runtime_gil},
@@ -300,6 +375,8 @@ std::vector<std::pair<std::string_view, uint64_t>> PythonLayoutFields(const Pyth
       {"var_object_size", o.var_object_size},
       {"bytes_data", o.bytes_data},
       {"gil_cond", o.gil_cond},
+      {"gil_wait_span", o.gil_wait_span},
+      {"names_are_bytes", o.names_are_bytes},
       {"unicode_length", o.unicode_length},
       {"unicode_state", o.unicode_state},
       {"unicode_ascii_data", o.unicode_ascii_data},

@@ -37,13 +37,40 @@ struct PythonLayout {
   uint32_t interp_modules = PYSTROBE_PY_OFFSET_NONE;
 };
 
-// True for the versions pystrobe has verified tables for (3.8 to 3.13).
+// True for the versions pystrobe has verified tables for (2.7, 3.6 to 3.13).
 bool IsSupportedPythonVersion(const PythonVersion& version);
+
+// The versions IsSupportedPythonVersion accepts, for messages.
+inline constexpr char kSupportedPythonVersions[] = "2.7 and 3.6 to 3.13";
+
+// True for versions whose roots are file-scope globals, not _PyRuntime (2.7, 3.6).
+bool PythonVersionHasGlobalRoots(const PythonVersion& version);
 
 // The layout of `version` from pystrobe's own tables, which
 // tests/unit/python/python_offsets_test.cc checks against each version's headers.
-// Unimplemented, naming the version, for versions outside 3.8 to 3.13.
+// Unimplemented, naming the version, for versions outside kSupportedPythonVersions.
+// For 2.7 and 3.6 the fields relative to the roots stay NONE until
+// PlacePythonGlobals fills them.
 absl::StatusOr<PythonLayout> PythonLayoutForVersion(const PythonVersion& version);
+
+// Where 2.7's and 3.6's interpreter keeps what the walk starts from: file-scope
+// globals of the binary, as addresses in the target; 0 where unknown.
+struct PythonGlobals {
+  uint64_t interp_head = 0;           // static PyInterpreterState *interp_head
+  uint64_t thread_state_current = 0;  // _PyThreadState_Current: the GIL's holder, or NULL
+  // What a thread waiting for the GIL futex-waits on: 3.6's gil_cond and
+  // gil_mutex, [start, end); 2.7's interpreter_lock, a pointer to a sem_t
+  // (indirect, end - start the semaphore's size).
+  uint64_t gil_wait_start = 0;
+  uint64_t gil_wait_end = 0;
+  bool gil_wait_indirect = false;
+};
+
+// Fills `layout`'s root offsets (runtime_interpreters_head, runtime_gil and
+// the gil_* fields) relative to the lowest address of `globals`, and returns
+// that address: the process's runtime_addr. InvalidArgument when interp_head
+// or thread_state_current is unknown, or the globals lie too far apart.
+absl::StatusOr<uint64_t> PlacePythonGlobals(const PythonGlobals& globals, PythonLayout& layout);
 
 // The cookie at the start of _PyRuntime in 3.13+ (_Py_DebugOffsets).
 inline constexpr std::string_view kPythonDebugOffsetsCookie = "xdebugpy";

@@ -3,9 +3,10 @@ which interpreters this machine has, and Python workloads that announce
 themselves with a JSON line followed by "ready".
 
 Interpreters: Debian's /usr/bin/python3.11 always, and each pyenv 3.8 to 3.13
-under $PYENV_ROOT (default /root/.pyenv) that exists; the missing ones are
-named by `skipped_pythons()` so a run says what it did not cover.
-PYSTROBE_TEST_PYTHONS=word,word narrows the set (see below).
+under $PYENV_ROOT (default /root/.pyenv) that exists, and pyenv's 2.7, 3.6 and
+3.7 for the tests whose workloads run there (installed_pythons(with_old=True));
+the missing ones are named by `skipped_pythons()` so a run says what it did
+not cover. PYSTROBE_TEST_PYTHONS=word,word narrows the set (see below).
 """
 
 import json
@@ -19,14 +20,22 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 PYTHON_WORKLOADS = os.path.join(REPO, "tests", "workloads", "python", "e2e")
 PYENV_ROOT = os.environ.get("PYENV_ROOT", "/root/.pyenv")
 PYENV_VERSIONS = ("3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0")
+# The versions without _PyRuntime's modern layout (2.7, 3.6) or with it new (3.7).
+OLD_PYENV_VERSIONS = ("2.7.18", "3.6.15", "3.7.16")
 
 
 class Python:
-    def __init__(self, label, executable, minor, pyenv_prefix=None):
+    def __init__(self, label, executable, minor, pyenv_prefix=None, major=3):
         self.label = label            # "debian 3.11" or "pyenv 3.9.18"
         self.executable = executable  # absolute path
-        self.minor = minor            # 3.<minor>
+        self.major = major
+        self.minor = minor            # <major>.<minor>
         self.pyenv_prefix = pyenv_prefix  # the installation prefix, for libpython
+
+    @property
+    def old(self):
+        """2.7, 3.6 or 3.7."""
+        return (self.major, self.minor) < (3, 8)
 
     def __repr__(self):
         return self.label
@@ -38,11 +47,12 @@ def _find_pythons():
         found.append(Python("debian 3.11", "/usr/bin/python3.11", 11))
     else:
         missing.append("debian /usr/bin/python3.11")
-    for version in PYENV_VERSIONS:
+    for version in OLD_PYENV_VERSIONS + PYENV_VERSIONS:
         prefix = os.path.join(PYENV_ROOT, "versions", version)
-        exe = os.path.join(prefix, "bin", "python3")
+        major, minor = (int(part) for part in version.split(".")[:2])
+        exe = os.path.join(prefix, "bin", f"python{major}")
         if os.access(exe, os.X_OK):
-            found.append(Python(f"pyenv {version}", exe, int(version.split(".")[1]), prefix))
+            found.append(Python(f"pyenv {version}", exe, minor, prefix, major))
         else:
             missing.append(f"pyenv {version} ({exe} not installed)")
     return found, missing
@@ -58,8 +68,10 @@ if os.environ.get("PYSTROBE_TEST_PYTHONS"):
     _PYTHONS = [p for p in _PYTHONS if any(w in p.label for w in _words)]
 
 
-def installed_pythons():
-    return list(_PYTHONS)
+def installed_pythons(with_old=False):
+    """The interpreters to test: 3.8+, and 2.7, 3.6 and 3.7 too when `with_old`
+    (for tests whose workloads run there, the ones importing portable.py)."""
+    return [p for p in _PYTHONS if with_old or not p.old]
 
 
 def skipped_pythons():

@@ -1,13 +1,13 @@
 """`pystrobe dump --pid PID [--json]` on live CPython processes.
 
-For every installed CPython (Debian's 3.11 always, each pyenv 3.8 to 3.13 that
-exists; the missing ones are named), tests/workloads/python/e2e/dump_threads.py
+For every installed CPython (Debian's 3.11 always, each pyenv 2.7 and 3.6 to 3.13
+that exists; the missing ones are named), tests/workloads/python/e2e/dump_threads.py
 parks five threads in known places (one spinning with the GIL, the others
 sleeping or blocked) and reports their native thread ids, names and frames;
 the dump must show every thread with its tid, its name, its GIL and run state,
 and the expected functions and lines, innermost first, in both outputs. Also:
-the errors for a missing pid, a process without Python, an unsupported
-version, no permission, and processes that exit while being dumped.
+the errors for a missing pid, a process without Python, no permission, and
+processes that exit while being dumped.
 
 Needs root (process_vm_readv on another user's process). Without root these
 tests fail, unless PYSTROBE_SKIP_BPF_TESTS=1 is set, which skips them.
@@ -119,7 +119,8 @@ class DumpEveryInterpreterTest(unittest.TestCase):
                 time.sleep(0.2)
             self.assertEqual(problems, [], f"{python}: dump --json:\n{out}")
             self.assertEqual(dumped["pid"], workload.pid)
-            self.assertRegex(dumped["python_version"], rf"^3\.{python.minor}\.\d+$")
+            self.assertRegex(dumped["python_version"],
+                             rf"^{python.major}\.{python.minor}\.\d+$")
             self.assertEqual(out.count("\n"), 1, "--json prints one line")
 
             rc, text, err, _ = dump(workload.pid)
@@ -143,7 +144,7 @@ class DumpEveryInterpreterTest(unittest.TestCase):
             workload.kill()
 
     def test_every_thread_with_tid_name_gil_state_and_frames(self):
-        pythons = installed_pythons()
+        pythons = installed_pythons(with_old=True)
         self.assertTrue(pythons, "no CPython on this machine")
         for python in pythons:
             with self.subTest(python=python.label):
@@ -177,26 +178,6 @@ class DumpErrorsTest(unittest.TestCase):
         finally:
             proc.kill()
             proc.wait()
-
-    def test_unsupported_version_is_named(self):
-        checked = 0
-        for version in ("2.7.18", "3.6.15", "3.7.16"):
-            exe = os.path.join(PYENV_ROOT, "versions", version, "bin", "python")
-            if not os.access(exe, os.X_OK):
-                print(f"SKIPPED unsupported CPython {version}: not installed", file=sys.stderr)
-                continue
-            proc = subprocess.Popen([exe, "-c", "import time; time.sleep(30)"])
-            try:
-                time.sleep(0.5)
-                rc, _, err, _ = dump(proc.pid)
-                self.assertEqual(rc, EXIT_FAILURE, err)
-                self.assertIn("CPython " + version.rsplit(".", 1)[0], err)
-                self.assertIn("does not support", err)
-                checked += 1
-            finally:
-                proc.kill()
-                proc.wait()
-        print(f"checked {checked} unsupported versions", file=sys.stderr)
 
     def test_bad_flags_are_usage_errors(self):
         for args in (["dump"], ["dump", "--pid"], ["dump", "--pid", "x"], ["dump", "--bogus"]):

@@ -7,7 +7,8 @@
   its on-CPU time under the spinning function within 15% of its CPU time,
   and its fsync shows [io wait].
 - Four pure-Python threads on this 2-core machine wait mostly for the GIL:
-  [gil wait] is most of their time off CPU, on every installed CPython.
+  [gil wait] is most of their time off CPU, on every installed CPython from
+  3.6 on; on 2.7, whose GIL wakes every waiter, most of their time asleep.
 - --idle folds time off CPU in as samples: the sleeping function gets about
   its sleeping time times the rate.
 Needs root and BPF; PYSTROBE_SKIP_BPF_TESTS=1 skips instead of failing.
@@ -65,7 +66,7 @@ class OffCpuTest(BpfTestCase):
 
     def test_contending_threads_wait_for_the_gil(self):
         report_skipped_pythons(self.id())
-        for python in installed_pythons():
+        for python in installed_pythons(with_old=True):
             with self.subTest(python=python.label):
                 recording = record(["--off-cpu", "--", python.executable,
                                     python_workload("gil_contention.py"), "--seconds", "2"],
@@ -75,7 +76,15 @@ class OffCpuTest(BpfTestCase):
                 off_cpu = time_under(stacks, "[off-cpu]", "contend")
                 gil_wait = time_under(stacks, "[off-cpu]", "contend", "[gil wait]")
                 self.assertGreater(off_cpu, 0, summarize(stacks))
-                self.assertGreater(gil_wait, 0.5 * off_cpu, summarize(stacks))
+                if python.major == 2:
+                    # 2.7's GIL is a semaphore that wakes its waiters to race
+                    # for it: on 2 cores half their off-CPU time is spent
+                    # runnable, in the run queue. Of the time they sleep, most
+                    # is waiting for the GIL.
+                    runqueue = time_under(stacks, "[off-cpu]", "contend", "[runqueue]")
+                    self.assertGreater(gil_wait, 0.8 * (off_cpu - runqueue), summarize(stacks))
+                else:
+                    self.assertGreater(gil_wait, 0.5 * off_cpu, summarize(stacks))
 
     def test_idle_counts_sleeping_time_as_samples(self):
         rate = 97

@@ -1,14 +1,16 @@
 """`pystrobe record` on CPython programs: Python frames in the recorded stacks.
 
 For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
-exists, the missing ones named on stderr), the workloads of
-tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
+exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
+shares, threads, recursion, lines, --pid, subprocess, exited-process, embedding and
+--gil tests), the
+workloads of tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
 must show, per the record CLI's contract:
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
   after the process frame (and the thread frame with --threads), file names
   shortened to the base name here; then kernel frames or one `[native]` leaf;
-- CPU shares between three functions within 5 points of what the program
-  measured with time.thread_time();
+- CPU shares between three functions (60/30/10) within 5 points of what the
+  program measured with time.thread_time() (its stand-ins before 3.7);
 - four threads in their own functions, each 25% +- 10 points of the four;
 - a hot leaf under 150 levels of recursion: `[truncated]` and 128 Python frames
   by default, the whole chain with --max-python-depth 200;
@@ -154,7 +156,8 @@ class CpuSplitTest(PythonRecordTest):
 
     def test_three_function_shares_match_thread_cpu_time(self):
         def check(python):
-            recording = self.record_python(python, "cpu_split3.py", ["--seconds", "3.5"])
+            recording = self.record_python(python, "cpu_split3.py",
+                                           ["--seconds", "3.5", "--shares", "60,30,10"])
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
             self.assertGreaterEqual(total(mine), sample_floor(truth["process_cpu_s"], int(RATE)),
@@ -174,7 +177,7 @@ class CpuSplitTest(PythonRecordTest):
                     self.assertRegex(python_frames[2], r"^split_alpha \(cpu_split3\.py:\d+\)$")
                     if len(python_frames) > 3:
                         self.assertRegex(python_frames[3], r"^burn \(cpu_split3\.py:\d+\)$")
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class FourThreadsTest(PythonRecordTest):
@@ -200,7 +203,7 @@ class FourThreadsTest(PythonRecordTest):
                 tids = {THREAD_FRAME.match(s[1]).group("tid")
                         for s in mine if has_function(s, function)}
                 self.assertEqual(tids, {str(truth["threads"][function]["tid"])}, function)
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class DeepRecursionTest(PythonRecordTest):
@@ -221,7 +224,7 @@ class DeepRecursionTest(PythonRecordTest):
                 self.assertRegex(python_frames[-1], r"^hot_leaf \(deep_recursion\.py:\d+\)$")
                 self.assertTrue(all(f.startswith("recurse (deep_recursion.py:")
                                     for f in python_frames[:-1]), ";".join(stack))
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
     def test_deeper_walk_shows_the_whole_chain(self):
         def check(python):
@@ -238,7 +241,7 @@ class DeepRecursionTest(PythonRecordTest):
                 names = [PY_FRAME.match(f).group("name") for f in python_frames]
                 self.assertEqual(names, ["<module>", "main"] + ["recurse"] * 150 + ["hot_leaf"],
                                  ";".join(stack))
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class SuspendedFramesTest(PythonRecordTest):
@@ -288,7 +291,7 @@ class ExitedProcessTest(PythonRecordTest):
             self.assertGreater(in_burn, 0.9 * total(unseen), summarize(unseen))
             self.assertGreater(recording.summary["python"]["codes_from_copies"], 0,
                                recording.summary)
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class KnownInterpreterTest(PythonRecordTest):
@@ -337,7 +340,7 @@ class LineCostTest(PythonRecordTest):
                                     f"{summarize(mine)}")
             truth_share = truth["heavy_cpu_s"] / (truth["heavy_cpu_s"] + truth["light_cpu_s"])
             self.assertShare(heavy_n / (heavy_n + light_n), truth_share, 0.08, heavy, mine)
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class FrameFormatFlagsTest(PythonRecordTest):
@@ -362,7 +365,7 @@ class FrameFormatFlagsTest(PythonRecordTest):
             for stack in mine:
                 if has_function(stack, "two_lines"):
                     self.assertEqual(python_part(stack)[1][0], f"<module> ({truth['path']})")
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class AttachPidTest(PythonRecordTest):
@@ -391,7 +394,7 @@ class AttachPidTest(PythonRecordTest):
                 self.assertShare(count_with(mine, function, "cpu_split3.py") / total(mine),
                                  truth[key] / truth["process_cpu_s"], 0.05, function, mine)
             self.assertWellShaped(mine, "split_alpha")
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class SubprocessesTest(PythonRecordTest):
@@ -409,7 +412,7 @@ class SubprocessesTest(PythonRecordTest):
                                    f"{truth[key]}:\n{summarize(recording.stacks)}")
                 self.assertGreater(seen, 150, f"{function}:\n{summarize(theirs)}")
                 self.assertWellShaped(theirs, function)
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
     def test_python_started_after_a_system_wide_recording_began(self):
         def check(python):
@@ -455,23 +458,24 @@ class SubprocessesTest(PythonRecordTest):
 class EmbeddedTest(PythonRecordTest):
 
     def test_c_program_embedding_libpython(self):
-        pythons = [p for p in installed_pythons() if p.pyenv_prefix]
+        pythons = [p for p in installed_pythons(with_old=True) if p.pyenv_prefix]
         print("SKIPPED embedding Debian's 3.11: its interpreter is static; the pyenv "
               "builds provide the shared libpython to link", file=sys.stderr)
         source = python_workload("embed_spin.c")
 
         def check(python):
-            config = python.executable + "-config"
-            if not os.access(config, os.X_OK):
-                config = os.path.join(python.pyenv_prefix, "bin", f"python3.{python.minor}-config")
-            binary = os.path.join(self.tmp, f"embed_spin_3{python.minor}")
+            version = f"{python.major}.{python.minor}"
+            config = os.path.join(python.pyenv_prefix, "bin", f"python{version}-config")
+            # --embed (3.8+) adds -lpython3.X; before, --ldflags has it.
+            embed = "--embed" if not python.old else ""
+            binary = os.path.join(self.tmp, f"embed_spin_{python.major}{python.minor}")
             command = (f"cc -o {shlex.quote(binary)} {shlex.quote(source)} "
-                       f"$({config} --cflags) $({config} --ldflags --embed) "
+                       f"$({config} --cflags) $({config} --ldflags {embed}) "
                        f"-Wl,-rpath,{python.pyenv_prefix}/lib")
             built = subprocess.run(command, shell=True, capture_output=True, text=True)
             self.assertEqual(built.returncode, 0, f"{command}\n{built.stderr}")
             recording = record(["-r", RATE, "--", binary, "1.5"], self.tmp,
-                               name=f"embed-{python.minor}")
+                               name=f"embed-{version}")
             self.assertRecorded(recording)
             pids = {PROCESS_FRAME.match(s[0]).group("pid") for s in recording.stacks
                     if PROCESS_FRAME.match(s[0]).group("comm") == os.path.basename(binary)}
@@ -527,7 +531,7 @@ class GilTest(PythonRecordTest):
                             f"beside {spinner} of the spinner:\n{summarize(mine)}")
             self.assertLessEqual(count_with(mine, "gil_sleeper"), 0.02 * total(mine),
                                  summarize(mine))
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
     def test_native_keeps_extension_frames_above_the_python_caller(self):
         def check(python):

@@ -10,6 +10,10 @@ fresh mmap'd pages is memory-bound, four Python threads on this machine are
 gil-bound (their off-CPU time mostly measured GIL wait, on Debian's 3.11 and
 the pyenv 3.12/3.13 that exist), a program that sleeps is lock-or-sleep-bound.
 The stacks shown are those of the bounding resource (the fsync caller's).
+
+Old interpreters (pyenv's 2.7, 3.6 and 3.7, named when absent): `stat` measures
+their GIL wait and GC and names their Python functions; `top` names the
+function a busy one runs.
 """
 
 import json
@@ -20,7 +24,7 @@ import time
 import unittest
 
 from pystrobe_testlib import HERE, BpfTestCase, CpuClock, busy_loop_verdicts, run_pystrobe
-from python_testlib import installed_pythons
+from python_testlib import installed_pythons, python_workload, skipped_pythons, PythonWorkload
 
 PYTHON = "/usr/bin/python3.11"  # Debian's, with the python:gc__* USDT probes
 # Other interpreters for the GIL tests, where installed (pyenv: shared libpython).
@@ -245,3 +249,58 @@ class TopTest(BpfTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OldCPythonTest(BpfTestCase):
+    """stat and top on the interpreters without _PyRuntime's modern layout."""
+
+    def old_pythons(self):
+        for missing in skipped_pythons():
+            if any(v in missing for v in ("2.7", "3.6", "3.7")):
+                print(f"SKIPPED CPython for {self.id()}: {missing}", file=sys.stderr)
+        pythons = [p for p in installed_pythons(with_old=True) if p.old]
+        if not pythons:
+            self.skipTest("none of pyenv's 2.7, 3.6, 3.7 is installed")
+        return pythons
+
+    def test_stat_measures_gil_wait_and_gc_and_names_the_python_function(self):
+        for python in self.old_pythons():
+            with self.subTest(python=python.label):
+                rc, out, err, _ = run_pystrobe(
+                    ["stat", "--json", "--", python.executable,
+                     python_workload("gil_contention.py"), "--seconds", "2"], timeout=60)
+                self.assertEqual(rc, 0, err)
+                report = json.loads(out)
+                self.assertTrue(report["gil_wait_measured"], report)
+                self.assertGreater(report["gil_wait_seconds"], 0.1, report)
+                if python.major == 3:
+                    self.assertEqual(report["verdict"], "gil-bound", report["evidence"])
+                # 2.7's semaphore GIL wakes every waiter: as much run queue as
+                # GIL wait, so its verdict may be cpu-bound (README).
+                frames = [f for stack in report["stacks"] for f in stack["frames"]]
+                self.assertTrue(any(f.startswith("contend (") and "gil_contention.py:" in f
+                                    for f in frames), report["stacks"])
+
+                rc, out, err, _ = run_pystrobe(
+                    ["stat", "--json", "--", python.executable, "-c",
+                     "import gc\nfor _ in range(200): gc.collect()"], timeout=60)
+                self.assertEqual(rc, 0, err)
+                report = json.loads(out)
+                self.assertTrue(report["gc_measured"], report)
+                self.assertGreater(report["gc_seconds"], 0, report)
+
+    def test_top_names_the_function_a_busy_old_interpreter_runs(self):
+        for python in self.old_pythons():
+            with self.subTest(python=python.label):
+                workload = PythonWorkload([python.executable, python_workload("cpu_split3.py"),
+                                           "--seconds", "0"])
+                try:
+                    time.sleep(0.5)
+                    rc, out, err, _ = run_pystrobe(
+                        ["top", "--no-daemon", "--once", "--pid", str(workload.pid)],
+                        timeout=60)
+                finally:
+                    workload.kill()
+                self.assertEqual(rc, 0, err)
+                self.assertIn(f"pid {workload.pid}", out)
+                self.assertRegex(out, r"(burn|split_\w+) \(\S*cpu_split3\.py:\d+\)")

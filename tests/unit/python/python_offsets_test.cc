@@ -31,8 +31,8 @@ std::map<std::string, uint64_t> ParseLines(const std::string& text) {
 }
 
 TEST(PythonOffsetsTest, TablesMatchTheHeadersOfEveryInstalledVersion) {
-  const std::vector<InstalledPython> pythons = InstalledPythons();
-  ASSERT_FALSE(pythons.empty()) << "no CPython 3.8 to 3.13 on this machine";
+  const std::vector<InstalledPython> pythons = InstalledPythons(testing::PythonSet::kWithOld);
+  ASSERT_FALSE(pythons.empty()) << "no CPython on this machine";
   const std::string binary = ::testing::TempDir() + "/pystrobe_print_offsets";
   for (const InstalledPython& python : pythons) {
     SCOPED_TRACE(python.label);
@@ -46,9 +46,10 @@ TEST(PythonOffsetsTest, TablesMatchTheHeadersOfEveryInstalledVersion) {
     ASSERT_EQ(status, 0) << command << "\n" << compile_output;
     const std::map<std::string, uint64_t> expected = ParseLines(RunCommand(binary, &status));
     ASSERT_EQ(status, 0);
+    ASSERT_EQ(expected.at("version_major"), static_cast<uint64_t>(python.major));
     ASSERT_EQ(expected.at("version_minor"), static_cast<uint64_t>(python.minor));
 
-    absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion({3, python.minor, 0});
+    absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion({python.major, python.minor, 0});
     ASSERT_TRUE(layout.ok()) << layout.status();
     size_t checked = 0;
     for (const auto& [name, value] : PythonLayoutFields(*layout)) {
@@ -63,8 +64,8 @@ TEST(PythonOffsetsTest, TablesMatchTheHeadersOfEveryInstalledVersion) {
 }
 
 TEST(PythonOffsetsTest, UnsupportedVersionsNameTheVersion) {
-  for (PythonVersion version : {PythonVersion{2, 7, 18}, PythonVersion{3, 6, 15},
-                                PythonVersion{3, 7, 16}, PythonVersion{3, 14, 0}}) {
+  for (PythonVersion version :
+       {PythonVersion{2, 6, 9}, PythonVersion{3, 5, 10}, PythonVersion{3, 14, 0}}) {
     absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion(version);
     ASSERT_FALSE(layout.ok());
     EXPECT_EQ(layout.status().code(), absl::StatusCode::kUnimplemented);
@@ -73,7 +74,55 @@ TEST(PythonOffsetsTest, UnsupportedVersionsNameTheVersion) {
   }
 }
 
+TEST(PythonOffsetsTest, GlobalsOfOldVersionsBecomeOffsetsFromTheLowest) {
+  absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion({3, 6, 15});
+  ASSERT_TRUE(layout.ok());
+  // The addresses of libpython3.6m.so.1.0 (pyenv 3.6.15) at a load bias.
+  const uint64_t bias = 0x7f0000000000;
+  PythonGlobals globals{.interp_head = bias + 0x2feee0,
+                        .thread_state_current = bias + 0x2feed0,
+                        .gil_wait_start = bias + 0x2faaa0,
+                        .gil_wait_end = bias + 0x2fab10};
+  absl::StatusOr<uint64_t> base = PlacePythonGlobals(globals, *layout);
+  ASSERT_TRUE(base.ok()) << base.status();
+  EXPECT_EQ(*base, bias + 0x2faaa0);
+  const pystrobe_python_offsets& o = layout->abi;
+  EXPECT_EQ(o.runtime_interpreters_head, 0x2feee0u - 0x2faaa0u);
+  EXPECT_EQ(o.runtime_gil, 0u);
+  EXPECT_EQ(o.gil_last_holder, 0x2feed0u - 0x2faaa0u);
+  EXPECT_EQ(o.gil_locked, PYSTROBE_PY_OFFSET_NONE);  // the holder pointer alone decides
+  EXPECT_EQ(o.gil_cond, 0u);
+  EXPECT_EQ(o.gil_wait_span, 0x70u);
+  EXPECT_EQ(o.gil_wait_indirect, 0u);
+
+  // Without the wait objects (a stripped binary) there is no GIL wait, the rest holds.
+  globals.gil_wait_start = globals.gil_wait_end = 0;
+  base = PlacePythonGlobals(globals, *layout);
+  ASSERT_TRUE(base.ok()) << base.status();
+  EXPECT_EQ(*base, bias + 0x2feed0);
+  EXPECT_EQ(layout->abi.gil_cond, PYSTROBE_PY_OFFSET_NONE);
+  EXPECT_EQ(layout->abi.gil_wait_span, 0u);
+
+  // Without interp_head nothing can be walked.
+  globals.interp_head = 0;
+  EXPECT_EQ(PlacePythonGlobals(globals, *layout).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PythonOffsetsTest, OnlyVersionsWithoutRuntimeHaveGlobalRoots) {
+  EXPECT_TRUE(PythonVersionHasGlobalRoots({2, 7, 18}));
+  EXPECT_TRUE(PythonVersionHasGlobalRoots({3, 6, 15}));
+  EXPECT_FALSE(PythonVersionHasGlobalRoots({3, 7, 16}));
+  EXPECT_FALSE(PythonVersionHasGlobalRoots({3, 13, 0}));
+  EXPECT_EQ(PythonLayoutForVersion({2, 7, 18})->abi.names_are_bytes, 1);
+  EXPECT_EQ(PythonLayoutForVersion({3, 6, 15})->abi.names_are_bytes, 0);
+}
+
 TEST(PythonOffsetsTest, FrameModelFollowsTheVersion) {
+  EXPECT_EQ(PythonLayoutForVersion({2, 7, 0})->abi.frame_model,
+            PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES);
+  EXPECT_EQ(PythonLayoutForVersion({3, 6, 0})->abi.frame_model,
+            PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES);
   EXPECT_EQ(PythonLayoutForVersion({3, 8, 0})->abi.frame_model,
             PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES);
   EXPECT_EQ(PythonLayoutForVersion({3, 10, 0})->abi.frame_model,

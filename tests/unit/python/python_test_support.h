@@ -12,15 +12,17 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pystrobe::testing {
 
 struct InstalledPython {
   std::string label;                      // "pyenv 3.9.18" or "debian 3.11"
-  int minor = 0;                          // 3.<minor>
+  int minor = 0;                          // <major>.<minor>
   std::string executable;                 // absolute path
   std::vector<std::string> include_dirs;  // for Python.h and internal/
+  int major = 3;
 };
 
 inline bool IsExecutable(const std::string& path) {
@@ -28,9 +30,25 @@ inline bool IsExecutable(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && (st.st_mode & S_IXUSR);
 }
 
-// Debian's /usr/bin/python3.11 and every pyenv 3.8 to 3.13; prints the ones
-// that are missing so a run says what it did not cover.
-inline std::vector<InstalledPython> InstalledPythons() {
+// Which interpreters a test covers: 3.8 to 3.13, or 2.7, 3.6 and 3.7 too
+// (for tests whose workloads and checks hold for the older ones).
+enum class PythonSet { kModern, kWithOld };
+
+// The latest pyenv <prefix>* installation under `root`, or "".
+inline std::string LatestPyenvVersion(const std::string& root, const std::string& prefix) {
+  std::string best;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/versions", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name > best) best = name;
+  }
+  return best;
+}
+
+// Debian's /usr/bin/python3.11 and every pyenv 3.8 to 3.13 (and 2.7, 3.6,
+// 3.7 with PythonSet::kWithOld); prints the ones that are missing so a run
+// says what it did not cover.
+inline std::vector<InstalledPython> InstalledPythons(PythonSet set = PythonSet::kModern) {
   std::vector<InstalledPython> found;
   std::vector<std::string> missing;
   if (IsExecutable("/usr/bin/python3.11")) {
@@ -43,22 +61,22 @@ inline std::vector<InstalledPython> InstalledPythons() {
   }
   const char* env_root = std::getenv("PYENV_ROOT");
   const std::string root = env_root != nullptr ? env_root : "/root/.pyenv";
-  for (int minor = 8; minor <= 13; ++minor) {
-    const std::string prefix = "3." + std::to_string(minor) + ".";
-    std::string best;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(root + "/versions", ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind(prefix, 0) == 0 && name > best) best = name;
-    }
-    const std::string exe = root + "/versions/" + best + "/bin/python3." + std::to_string(minor);
+  std::vector<std::pair<int, int>> versions;
+  if (set == PythonSet::kWithOld) versions = {{2, 7}, {3, 6}, {3, 7}};
+  for (int minor = 8; minor <= 13; ++minor) versions.emplace_back(3, minor);
+  for (const auto& [major, minor] : versions) {
+    const std::string short_version = std::to_string(major) + "." + std::to_string(minor);
+    const std::string best = LatestPyenvVersion(root, short_version + ".");
+    const std::string exe = root + "/versions/" + best + "/bin/python" + short_version;
     if (best.empty() || !IsExecutable(exe)) {
-      missing.push_back("pyenv 3." + std::to_string(minor));
+      missing.push_back("pyenv " + short_version);
       continue;
     }
+    // 3.6 and 3.7 name their headers' folder with the ABI flag "m".
+    const std::string abi = major == 3 && minor < 8 ? "m" : "";
     const std::string include =
-        root + "/versions/" + best + "/include/python3." + std::to_string(minor);
-    found.push_back({"pyenv " + best, minor, exe, {include}});
+        root + "/versions/" + best + "/include/python" + short_version + abi;
+    found.push_back({"pyenv " + best, minor, exe, {include}, major});
   }
   for (const std::string& name : missing) {
     std::cout << "[ SKIPPED  ] CPython not installed: " << name << "\n";

@@ -4,6 +4,10 @@
  * Compiled by tests/unit/python/python_offsets_test.cc against each installed
  * version's own headers (with -DPy_BUILD_CORE), so the tables are checked
  * against the real layouts, not against our reading of them. Not product code.
+ *
+ * 2.7 and 3.6 have no _PyRuntime: their roots and GIL are file-scope globals
+ * found per binary from symbols (interpreter_finder.cc), so the fields
+ * relative to them are NONE here as in the tables.
  */
 #include <Python.h>
 #include <frameobject.h>
@@ -14,7 +18,11 @@
 #if PY_VERSION_HEX >= 0x03090000
 #include "internal/pycore_interp.h"
 #endif
+#if PY_VERSION_HEX >= 0x03080000
 #include "internal/pycore_pystate.h"
+#elif PY_VERSION_HEX >= 0x03070000
+#include "internal/pystate.h"
+#endif
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
 #include "internal/pycore_runtime.h"
@@ -23,6 +31,7 @@
 #define P(name, value) printf("%s=%lu\n", name, (unsigned long)(value))
 #define NONE 0xffffffffUL
 
+#if PY_MAJOR_VERSION >= 3
 /* Bit position of `kind` in PyASCIIObject.state, found by setting the field. */
 static unsigned unicode_state_shift(int which) {
   PyASCIIObject o;
@@ -37,9 +46,20 @@ static unsigned unicode_state_shift(int which) {
   memcpy(&state, (char*)&o + offsetof(PyASCIIObject, state), sizeof(state));
   return (unsigned)__builtin_ctz(state);
 }
+#endif
 
 int main(void) {
+  P("version_major", PY_MAJOR_VERSION);
   P("version_minor", PY_MINOR_VERSION);
+#if PY_VERSION_HEX < 0x03070000
+  P("runtime_interpreters_head", NONE);
+  P("runtime_gil", NONE);
+  P("interp_gil_ptr", NONE);
+  P("gil_last_holder", NONE);
+  P("gil_locked", NONE);
+  P("gil_cond", NONE);
+  P("gil_wait_span", 0);
+#else
   P("runtime_interpreters_head", offsetof(_PyRuntimeState, interpreters.head));
 #if PY_VERSION_HEX < 0x030C0000
   P("runtime_gil", offsetof(_PyRuntimeState, ceval.gil));
@@ -50,6 +70,12 @@ int main(void) {
 #endif
   P("gil_last_holder", offsetof(struct _gil_runtime_state, last_holder));
   P("gil_locked", offsetof(struct _gil_runtime_state, locked));
+  P("gil_cond", offsetof(struct _gil_runtime_state, cond));
+  /* A waiter sleeps on cond, or on mutex, which follows it. */
+  P("gil_wait_span", offsetof(struct _gil_runtime_state, mutex) +
+                         sizeof(((struct _gil_runtime_state*)0)->mutex) -
+                         offsetof(struct _gil_runtime_state, cond));
+#endif
   P("interp_next", offsetof(PyInterpreterState, next));
 #if PY_VERSION_HEX < 0x030B0000
   P("interp_tstate_head", offsetof(PyInterpreterState, tstate_head));
@@ -112,8 +138,22 @@ int main(void) {
 #endif
   P("object_type", offsetof(PyObject, ob_type));
   P("var_object_size", offsetof(PyVarObject, ob_size));
+#if PY_MAJOR_VERSION == 2
+  /* co_name and co_filename are byte strings. */
+  P("names_are_bytes", 1);
+  P("bytes_data", offsetof(PyStringObject, ob_sval));
+  P("unicode_length", NONE);
+  P("unicode_state", NONE);
+  P("unicode_ascii_data", NONE);
+  P("unicode_compact_data", NONE);
+  P("unicode_kind_shift", 0);
+  P("unicode_compact_shift", 0);
+  P("unicode_ascii_shift", 0);
+  return 0;
+}
+#else
+  P("names_are_bytes", 0);
   P("bytes_data", offsetof(PyBytesObject, ob_sval));
-  P("gil_cond", offsetof(struct _gil_runtime_state, cond));
   P("unicode_length", offsetof(PyASCIIObject, length));
   P("unicode_state", offsetof(PyASCIIObject, state));
   P("unicode_ascii_data", sizeof(PyASCIIObject));
@@ -123,3 +163,4 @@ int main(void) {
   P("unicode_ascii_shift", unicode_state_shift(2));
   return 0;
 }
+#endif

@@ -7,13 +7,23 @@ per thread and then "ready":
 where <frames> lists the innermost frames the walker must find, innermost
 first, as name@line separated by spaces (line '*' when it varies: the
 spinner). Names are co_qualname on 3.11+ and co_name before, as pystrobe
-shows them. Runs until killed.
+shows them. Runs until killed, on 2.7 and 3.6+.
 """
+import ctypes
+import io
 import sys
 import threading
 import time
 
-HERE = open(__file__, encoding="utf-8").read().splitlines()
+HERE = io.open(__file__, encoding="utf-8").read().splitlines()
+# PyThreadState.thread_id (pthread_self) as Python sees it; 2.7 names it _get_ident.
+get_ident = getattr(threading, "get_ident", None) or threading._get_ident
+_libc = ctypes.CDLL(None)
+
+
+def get_native_id():
+    get = getattr(threading, "get_native_id", None)
+    return get() if get else _libc.syscall(186)  # SYS_gettid on x86_64
 
 
 def line_of(tag):
@@ -37,7 +47,7 @@ reports_lock = threading.Lock()
 
 def report(frames):
     with reports_lock:
-        reports.append((threading.get_ident(), threading.get_native_id(), frames))
+        reports.append((get_ident(), get_native_id(), frames))
 
 
 def sleeper_inner():
@@ -50,7 +60,7 @@ def sleeper_outer():
     sleeper_inner()  # CALL_INNER
 
 
-class Worker:
+class Worker(object):
     def blocked_on_lock(self):
         report([(name(Worker.blocked_on_lock), line_of("LOCK"))])
         never.acquire()  # LOCK
@@ -78,15 +88,18 @@ def main_wait():
 
 def main():
     targets = [sleeper_outer, Worker().blocked_on_lock, lambda: recurse(20), spinner]
-    threads = [threading.Thread(target=t, daemon=True) for t in targets]
+    threads = [threading.Thread(target=t) for t in targets]
     for thread in threads:
+        thread.daemon = True
         thread.start()
     while len(reports) < len(threads):
         time.sleep(0.01)
     report([(name(main_wait), line_of("MAIN_WAIT")), (name(main), line_of("CALL_MAIN_WAIT"))])
     for ident, native_id, frames in reports:
-        print("thread", ident, native_id, " ".join("%s@%s" % f for f in frames))
-    print("ready", flush=True)
+        sys.stdout.write("thread %d %d %s\n" % (ident, native_id,
+                                                " ".join("%s@%s" % f for f in frames)))
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     main_wait()  # CALL_MAIN_WAIT
 
 

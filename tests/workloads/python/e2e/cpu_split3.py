@@ -3,10 +3,12 @@ tests/e2e/test_record_python.py.
 
 Each round gives split_alpha, split_beta and split_gamma their share of a
 slice of thread CPU time (by default 50/30/20), measured with
-time.thread_time() around each call. Slices are long (100 to 200 ms, varied)
+time.thread_time() around each call (time.process_time on 3.6, time.clock on
+2.7: the program has one thread). Slices are long (100 to 200 ms, varied)
 so that the round does not beat against the sampling period. Prints "ready", runs for --seconds
 (0: until SIGTERM), then prints one JSON line:
   {"pid", "alpha_cpu_s", "beta_cpu_s", "gamma_cpu_s", "process_cpu_s"}
+Runs on 2.7 and 3.6+.
 """
 import argparse
 import json
@@ -14,7 +16,8 @@ import os
 import random
 import signal
 import sys
-import time
+
+import portable
 
 stop = False
 
@@ -26,9 +29,9 @@ def on_term(signum, frame):
 
 def burn(budget):
     """Pure Python work until this thread has used `budget` more CPU seconds."""
-    end = time.thread_time() + budget
+    end = portable.cpu_time() + budget
     x = 0
-    while time.thread_time() < end:
+    while portable.cpu_time() < end:
         for i in range(200):
             x += i
     return x
@@ -51,21 +54,20 @@ def main():
     parser.add_argument("--seconds", type=float, default=4)
     parser.add_argument("--shares", default="50,30,20")
     args = parser.parse_args()
-    shares = [int(s) / 100 for s in args.shares.split(",")]
+    shares = [int(s) / 100.0 for s in args.shares.split(",")]
     signal.signal(signal.SIGTERM, on_term)
     used = [0.0, 0.0, 0.0]
     functions = [split_alpha, split_beta, split_gamma]
-    print("ready", flush=True)
-    deadline = time.monotonic() + args.seconds
-    while not stop and (args.seconds == 0 or time.monotonic() < deadline):
+    portable.say("ready")
+    deadline = portable.monotonic() + args.seconds
+    while not stop and (args.seconds == 0 or portable.monotonic() < deadline):
         slice_s = random.uniform(0.1, 0.2)
         for k, function in enumerate(functions):
-            start = time.thread_time()
+            start = portable.cpu_time()
             function(slice_s * shares[k])
-            used[k] += time.thread_time() - start
-    print(json.dumps({"pid": os.getpid(), "alpha_cpu_s": used[0], "beta_cpu_s": used[1],
-                      "gamma_cpu_s": used[2], "process_cpu_s": time.process_time()}),
-          flush=True)
+            used[k] += portable.cpu_time() - start
+    portable.say(json.dumps({"pid": os.getpid(), "alpha_cpu_s": used[0], "beta_cpu_s": used[1],
+                             "gamma_cpu_s": used[2], "process_cpu_s": portable.process_time()}))
 
 
 main()

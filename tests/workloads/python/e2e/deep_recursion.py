@@ -1,19 +1,20 @@
 """A hot leaf under 150 levels of recursion, for tests/e2e/test_record_python.py.
 
 <module> -> main -> recurse x 150 -> hot_leaf, which spins for --seconds.
-Prints "ready" and, at the end, one JSON line with its pid."""
+Prints "ready" and, at the end, one JSON line with its pid. Runs on 2.7 and 3.6+."""
 import argparse
 import json
 import os
-import time
+
+import portable
 
 DEPTH = 150
 
 
 def hot_leaf(seconds):
-    end = time.monotonic() + seconds
+    end = portable.monotonic() + seconds
     x = 0
-    while time.monotonic() < end:
+    while portable.monotonic() < end:
         for i in range(200):
             x += i
     return x
@@ -29,9 +30,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=2)
     args = parser.parse_args()
-    print("ready", flush=True)
+    portable.say("ready")
     recurse(DEPTH, args.seconds)
-    print(json.dumps({"pid": os.getpid(), "depth": DEPTH}), flush=True)
+    portable.say(json.dumps({"pid": os.getpid(), "depth": DEPTH}))
 
 
 main()

@@ -15,16 +15,19 @@ then "ready":
 Names are co_qualname on 3.11+ and co_name before, as pystrobe shows them;
 each frame lists the lines it may be at (the spinner moves between two), or
 null for a frame of threading.py, whose lines vary by version.
-Runs until killed.
+Runs until killed. Runs on 2.7 and 3.6+.
 """
 import ctypes
+import io
 import json
 import os
 import sys
 import threading
 import time
 
-HERE = open(__file__, encoding="utf-8").read().splitlines()
+import portable
+
+HERE = io.open(__file__, encoding="utf-8").read().splitlines()
 PR_SET_NAME = 15
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -56,7 +59,7 @@ reports_lock = threading.Lock()
 def report(role, frames):
     set_thread_name(role)
     with reports_lock:
-        reports.append({"tid": threading.get_native_id(), "name": role, "role": role,
+        reports.append({"tid": portable.native_thread_id(), "name": role, "role": role,
                         "frames": frames})
 
 
@@ -78,16 +81,19 @@ def sleep_outer():
     sleep_inner()  # CALL_SLEEP_INNER
 
 
-class Holder:
+class Holder(object):
     def wait_for_lock(self):
         report("locked", [[name(Holder.wait_for_lock), [line_of("LOCK")]]])
         never.acquire()  # LOCK
 
 
 def wait_for_event():
-    # Event.wait parks in Condition.wait, two threading.py frames above ours.
-    report("waiter", [[name(threading.Condition.wait), None],
-                      [name(threading.Event.wait), None],
+    # Event.wait parks in Condition.wait, two threading.py frames above ours
+    # (2.7's Condition and Event are factories of _Condition and _Event).
+    condition = getattr(threading, "_Condition", threading.Condition)
+    event = getattr(threading, "_Event", threading.Event)
+    report("waiter", [[name(condition.wait), None],
+                      [name(event.wait), None],
                       [name(wait_for_event), [line_of("EVENT")]]])
     never_set.wait()  # EVENT
 
@@ -98,15 +104,16 @@ def main_wait():
 
 def main():
     targets = [spin, sleep_outer, Holder().wait_for_lock, wait_for_event]
-    threads = [threading.Thread(target=t, daemon=True) for t in targets]
+    threads = [threading.Thread(target=t) for t in targets]
     for thread in threads:
+        thread.daemon = True
         thread.start()
     while len(reports) < len(threads):
         time.sleep(0.01)
     report("mainthread", [[name(main_wait), [line_of("MAIN_WAIT")]],
                           [name(main), [line_of("CALL_MAIN_WAIT")]]])
-    print(json.dumps({"pid": os.getpid(), "threads": reports}))
-    print("ready", flush=True)
+    portable.say(json.dumps({"pid": os.getpid(), "threads": reports}))
+    portable.say("ready")
     main_wait()  # CALL_MAIN_WAIT
 
 

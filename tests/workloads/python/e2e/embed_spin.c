@@ -9,14 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Runs on 2.7 and 3.6+ (time.time where time.monotonic is missing). */
 static const char kCode[] =
-    "import time\n"
+    "import sys, time\n"
     "def embedded_spin(seconds):\n"
-    "    end = time.monotonic() + seconds\n"
+    "    end = clock() + seconds\n"
     "    x = 0\n"
-    "    while time.monotonic() < end:\n"
+    "    while clock() < end:\n"
     "        for i in range(200): x += i  # line 6\n"
-    "print('ready', flush=True)\n"
+    "clock = getattr(time, 'monotonic', time.time)\n"
+    "sys.stdout.write('ready\\n')\n"
+    "sys.stdout.flush()\n"
     "embedded_spin(SECONDS)\n";
 
 int main(int argc, char** argv) {
@@ -26,5 +29,10 @@ int main(int argc, char** argv) {
   Py_Initialize();
   snprintf(seconds_code, sizeof(seconds_code), "SECONDS = %f\n", seconds);
   if (PyRun_SimpleString(seconds_code) != 0 || PyRun_SimpleString(kCode) != 0) return 1;
+#if PY_VERSION_HEX >= 0x03060000
   return Py_FinalizeEx() < 0 ? 1 : 0;
+#else
+  Py_Finalize();
+  return 0;
+#endif
 }

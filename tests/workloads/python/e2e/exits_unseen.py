@@ -8,7 +8,7 @@ waker resumes the recorder (SIGCONT) only once this process is gone, its
 memory with it: the recorder can name burn_unseen only from what the kernel
 copied while sampling it.
 
-Prints one JSON line with its pid before the stop.
+Prints one JSON line with its pid before the stop. Runs on 2.7 and 3.6+.
 """
 import argparse
 import json
@@ -17,11 +17,13 @@ import signal
 import sys
 import time
 
+import portable
+
 
 def burn(seconds):
-    end = time.thread_time() + seconds
+    end = portable.cpu_time() + seconds
     x = 0
-    while time.thread_time() < end:
+    while portable.cpu_time() < end:
         x = (x * 3 + 1) & 0xFFFF
     return x
 
@@ -53,7 +55,7 @@ def main():
     args = parser.parse_args()
     recorder = os.getppid()
     warm_up(args.seconds)
-    print(json.dumps({"pid": os.getpid(), "recorder": recorder}), flush=True)
+    portable.say(json.dumps({"pid": os.getpid(), "recorder": recorder}))
     wake_recorder_after_exit(recorder)
     os.kill(recorder, signal.SIGSTOP)
     burn_unseen(args.seconds)

@@ -1,20 +1,22 @@
 """Four threads, each spinning in its own function (worker_a .. worker_d) for
 --seconds, for tests/e2e/test_record_python.py. The GIL serialises them, so
 each gets about a quarter of the process's CPU. Prints "ready" when they run,
-then one JSON line with each thread's CPU seconds and native id."""
+then one JSON line with each thread's CPU seconds and native id. Runs on 2.7
+and 3.6+."""
 import argparse
 import json
 import os
 import threading
-import time
+
+import portable
 
 results = {}
 
 
 def spin(seconds):
-    end = time.monotonic() + seconds
+    end = portable.monotonic() + seconds
     x = 0
-    while time.monotonic() < end:
+    while portable.monotonic() < end:
         for i in range(200):
             x += i
     return x
@@ -38,8 +40,8 @@ def worker_d(seconds):
 
 def run(function, seconds):
     function(seconds)
-    results[function.__name__] = {"cpu_s": time.thread_time(),
-                                  "tid": threading.get_native_id()}
+    results[function.__name__] = {"cpu_s": portable.thread_time(),
+                                  "tid": portable.native_thread_id()}
 
 
 def main():
@@ -50,10 +52,10 @@ def main():
                for f in (worker_a, worker_b, worker_c, worker_d)]
     for t in threads:
         t.start()
-    print("ready", flush=True)
+    portable.say("ready")
     for t in threads:
         t.join()
-    print(json.dumps({"pid": os.getpid(), "threads": results}), flush=True)
+    portable.say(json.dumps({"pid": os.getpid(), "threads": results}))
 
 
 main()

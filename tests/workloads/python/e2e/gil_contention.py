@@ -1,15 +1,16 @@
 """For tests/e2e/test_record_offcpu.py: four threads spinning in pure Python
 for --seconds; on a 2-core machine most of their time goes waiting for the
-GIL."""
+GIL. Runs on 2.7 and 3.6+."""
 import argparse
 import threading
-import time
+
+import portable
 
 
 def contend(seconds):
-    end = time.monotonic() + seconds
+    end = portable.monotonic() + seconds
     x = 0
-    while time.monotonic() < end:
+    while portable.monotonic() < end:
         x += 1
 
 

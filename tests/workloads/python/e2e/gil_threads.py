@@ -1,43 +1,58 @@
 """Three threads, for the --gil test of tests/e2e/test_record_python.py:
   gil_spinner   spins in pure Python: on a CPU holding the GIL;
-  nogil_hasher  hashes 16 MiB buffers: on a CPU in OpenSSL, the GIL released;
+  nogil_hasher  hashes 16 MiB buffers: on a CPU in OpenSSL, the GIL released
+                (compresses them with zlib where hashlib has no OpenSSL, as
+                pyenv's 2.7 and 3.6 here: its fallback keeps the GIL);
   gil_sleeper   sleeps in time.sleep: off the CPU, the GIL released.
 Runs for --seconds; prints "ready", then one JSON line with the threads'
-native ids and CPU seconds."""
+native ids and CPU seconds. Runs on 2.7 and 3.6+."""
 import argparse
 import hashlib
 import json
 import os
 import threading
 import time
+import zlib
+
+import portable
+
+try:
+    import _hashlib  # noqa: F401  (OpenSSL's, which lets the GIL go)
+    OPENSSL = True
+except ImportError:
+    OPENSSL = False
 
 results = {}
 
 
 def gil_spinner(seconds):
-    end = time.monotonic() + seconds
+    end = portable.monotonic() + seconds
     x = 0
-    while time.monotonic() < end:
+    while portable.monotonic() < end:
         for i in range(200):
             x += i
 
 
 def nogil_hasher(seconds):
     data = b"x" * (16 << 20)
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        hashlib.sha256(data).digest()
+    end = portable.monotonic() + seconds
+    while portable.monotonic() < end:
+        if OPENSSL:
+            hashlib.sha256(data).digest()
+        else:
+            zlib.compress(data, 1)
 
 
 def gil_sleeper(seconds):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    end = portable.monotonic() + seconds
+    while portable.monotonic() < end:
         time.sleep(0.05)
 
 
 def run(function, seconds):
     function(seconds)
-    results[function.__name__] = {"tid": threading.get_native_id(), "cpu_s": time.thread_time()}
+    results[function.__name__] = {"tid": portable.native_thread_id(),
+                                  "cpu_s": portable.thread_time()}
 
 
 def main():
@@ -48,10 +63,10 @@ def main():
                for f in (gil_spinner, nogil_hasher, gil_sleeper)]
     for t in threads:
         t.start()
-    print("ready", flush=True)
+    portable.say("ready")
     for t in threads:
         t.join()
-    print(json.dumps({"pid": os.getpid(), "threads": results}), flush=True)
+    portable.say(json.dumps({"pid": os.getpid(), "threads": results}))
 
 
 main()

@@ -2,20 +2,21 @@
 a multiprocessing (fork) child spinning in child_of_fork and an exec'd
 interpreter (subprocess, this same file with --child) spinning in
 child_of_exec, while the parent waits. Prints "ready", then one JSON line
-{"pid", "fork_pid", "exec_pid"} when both are done."""
+{"pid", "fork_pid", "exec_pid"} when both are done. Runs on 2.7 and 3.6+."""
 import argparse
 import json
 import multiprocessing
 import os
 import subprocess
 import sys
-import time
+
+import portable
 
 
 def spin(seconds):
-    end = time.monotonic() + seconds
+    end = portable.monotonic() + seconds
     x = 0
-    while time.monotonic() < end:
+    while portable.monotonic() < end:
         for i in range(200):
             x += i
     return x
@@ -37,16 +38,16 @@ def main():
     if args.child:
         child_of_exec(args.seconds)
         return
-    print("ready", flush=True)
-    context = multiprocessing.get_context("fork")
-    forked = context.Process(target=child_of_fork, args=(args.seconds,))
+    portable.say("ready")
+    # Linux's default start method before 3.14 is fork (2.7 has no other).
+    forked = multiprocessing.Process(target=child_of_fork, args=(args.seconds,))
     forked.start()
     execed = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child",
                                "--seconds", str(args.seconds)])
     forked.join()
     execed.wait()
-    print(json.dumps({"pid": os.getpid(), "fork_pid": forked.pid, "exec_pid": execed.pid}),
-          flush=True)
+    portable.say(json.dumps({"pid": os.getpid(), "fork_pid": forked.pid,
+                             "exec_pid": execed.pid}))
 
 
 main()
