@@ -10,7 +10,7 @@
 
 namespace pystrobe {
 
-inline constexpr std::string_view kGpuWaitFrame = "[gpu wait]";
+inline constexpr char kGpuWaitFrame[] = "[gpu wait]";
 
 // `symbol`, a native frame's function name (demangled, as profiles show it),
 // is one of CUDA's waits: cuCtxSynchronize, cuStreamSynchronize,
