@@ -97,8 +97,15 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // stacks too: io, sleep, GIL and run-queue verdicts are explained by where
   // the threads waited. GC time of every CPython found: its interpreter gets
   // the probes.
+  // GPUs, where NVML is: polled in the background over the same window. A
+  // CUDA wait is found by its symbol anywhere in the native stack (the spin
+  // is deep in the driver), so with a GPU CPython's whole native stacks are
+  // read, not only their leaf.
+  std::unique_ptr<GpuSampler> gpus = OpenGpuSampler("stat", options.verbose);
   absl::StatusOr<std::unique_ptr<SamplingSession>> session = SamplingSession::Open({
-      .sampler = {.filter_pids = true, .offcpu = options.offcpu_stacks},
+      .sampler = {.filter_pids = true,
+                  .offcpu = options.offcpu_stacks,
+                  .python_native_stacks = gpus != nullptr},
       .target_pids = {pid},
       .rate_hz = options.rate_hz,
       .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
@@ -129,8 +136,6 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
       fprintf(stderr, "pystrobe stat: no GC time: %s\n", std::string(gc.message()).c_str());
     }
   }
-  // GPUs, where NVML is: polled in the background over the same window.
-  std::unique_ptr<GpuSampler> gpus = OpenGpuSampler("stat", options.verbose);
   absl::Time start = absl::Now();
   if (gpus != nullptr) gpus->Start();
   if (command) {
