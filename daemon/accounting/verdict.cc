@@ -37,7 +37,10 @@ std::optional<Verdict> DecideGpu(const VerdictInputs& in) {
                                     : "the GPU is busy and the CPU mostly waits on it",
                                 figures));
   }
-  if (in.gpu_busy_share < kGpuBusyShare && work >= kGpuFeederCores) {
+  double io = in.figures.offcpu_io_seconds / d;
+  double runqueue = in.figures.runqueue_seconds / d;
+  if (in.gpu_busy_share < kGpuBusyShare && work >= kGpuFeederCores && work > io &&
+      work > runqueue) {
     return Make("gpu-starved", Bound::kGpuStarved,
                 absl::StrFormat("the GPU idles while the CPU prepares its work; %s", figures));
   }

@@ -185,6 +185,12 @@ TEST(Decide, IdleGpuWhileTheCpuPreparesBatchesIsGpuStarved) {
   EXPECT_EQ(v.bound, Bound::kGpuStarved);
 }
 
+TEST(Decide, IdleGpuBehindTheDiskIsIoBoundNotGpuStarved) {
+  VerdictInputs in = TrainingWindow(0.1, 0, 2);
+  in.figures.offcpu_io_seconds = 7;
+  EXPECT_EQ(Decide(in).name, "io-bound");
+}
+
 TEST(Decide, HalfBusyGpuWithLittleWaitIsNeitherGpuVerdict) {
   EXPECT_EQ(Decide(TrainingWindow(0.6, 1, 8)).name, "cpu-bound");
 }
@@ -384,6 +390,33 @@ TEST(RenderTopScreen, ShowsBlockIoGilWaitAndGcPerRow) {
   EXPECT_THAT(text, HasSubstr("2.1M"));
   EXPECT_THAT(text, HasSubstr(" 50.0  12.5 "));
   EXPECT_THAT(text, HasSubstr("GIL wait 50.0%, GC 12.5%"));
+}
+
+TEST(RenderTopScreen, GpuColumnsOnlyWhereNvmlIsAndADashForProcessesItDidNotList) {
+  TopScreen screen;
+  TopRow trainer;
+  trainer.pid = 7;
+  trainer.comm = "train";
+  trainer.figures.cpu_user_seconds = 0.9;
+  trainer.gpu.emplace();
+  trainer.gpu->utilization = 0.74;
+  trainer.gpu->memory_bytes = 1'300'000'000;
+  TopRow shell;
+  shell.pid = 8;
+  shell.comm = "sh";
+  screen.rows = {trainer, shell};
+  EXPECT_THAT(RenderTopScreen(screen), Not(HasSubstr("GPU%")));
+  screen.gpu = true;
+  screen.gpu_devices = {GpuDeviceFigures{.index = 0,
+                                         .name = "NVIDIA H100",
+                                         .utilization = 0.8,
+                                         .memory_used_bytes = 2'000'000'000,
+                                         .memory_total_bytes = 80'000'000'000}};
+  std::string text = RenderTopScreen(screen);
+  EXPECT_THAT(text, HasSubstr("GPU%  GPUMEM"));
+  EXPECT_THAT(text, HasSubstr("   74.0    1.3G"));
+  EXPECT_THAT(text, HasSubstr("      -       -"));
+  EXPECT_THAT(text, HasSubstr("GPU 0 NVIDIA H100: 80.0% busy, memory 2.0GB of 80.0GB"));
 }
 
 }  // namespace
