@@ -25,9 +25,10 @@ std::optional<Verdict> DecideGpu(const VerdictInputs& in) {
   double work = std::max(0.0, cpu - in.gpu_wait_oncpu_seconds) / d;  // cores
   std::string figures = absl::StrFormat(
       "its GPUs ran its kernels %.0f%% of the time; per second of wall time its threads "
-      "waited %.2f s on the GPU (%.2f s spinning on CPU) and worked %.2f s on CPU outside "
-      "GPU waits",
-      100 * in.gpu_busy_share, wait / d, in.gpu_wait_oncpu_seconds / d, work);
+      "waited %.2f s on the GPU (%.2f s spinning on CPU), worked %.2f s on CPU outside "
+      "GPU waits, %.2f s in IO wait and %.2f s runnable in the run queue",
+      100 * in.gpu_busy_share, wait / d, in.gpu_wait_oncpu_seconds / d, work,
+      in.figures.offcpu_io_seconds / d, in.figures.runqueue_seconds / d);
   if (in.gpu_busy_share >= kGpuSaturatedShare ||
       (in.gpu_busy_share >= kGpuBusyShare && wait_share >= kGpuWaitShare)) {
     return Make("gpu-bound", Bound::kGpu,
@@ -37,10 +38,10 @@ std::optional<Verdict> DecideGpu(const VerdictInputs& in) {
                                     : "the GPU is busy and the CPU mostly waits on it",
                                 figures));
   }
+  // Waiting for a CPU is wanting to work: a CPU-starved feeder starves the
+  // GPU too, and its work is what to make faster. Waiting on the disk is not.
   double io = in.figures.offcpu_io_seconds / d;
-  double runqueue = in.figures.runqueue_seconds / d;
-  if (in.gpu_busy_share < kGpuBusyShare && work >= kGpuFeederCores && work > io &&
-      work > runqueue) {
+  if (in.gpu_busy_share < kGpuBusyShare && work >= kGpuFeederCores && work > io) {
     return Make("gpu-starved", Bound::kGpuStarved,
                 absl::StrFormat("the GPU idles while the CPU prepares its work; %s", figures));
   }

@@ -39,8 +39,8 @@ inline constexpr double kGilMinCores = 0.5;
 // on the GPU, or when the GPUs were busy at least kGpuSaturatedShare whatever
 // the CPU did; gpu-starved when the GPUs were idle more than
 // 1 - kGpuBusyShare of the window while the process worked on CPU, outside
-// GPU waits, at least kGpuFeederCores and more than it waited for IO or in
-// the run queue (else the IO or the CPUs starve both).
+// GPU waits, at least kGpuFeederCores and more than it waited for IO (else
+// the disk starves both).
 inline constexpr double kGpuBusyShare = 0.5;
 inline constexpr double kGpuWaitShare = 0.5;
 inline constexpr double kGpuSaturatedShare = 0.9;

@@ -32,6 +32,10 @@ def prepare_batch(ms):
     return total
 
 
+def host_pid():
+    return int(os.readlink("/proc/self"))
+
+
 def synchronize(cuda):
     cuda.cuCtxSynchronize()
 
@@ -39,8 +43,10 @@ def synchronize(cuda):
 def main():
     mode, seconds, libcuda, script = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
     python_ms, sync_ms, sm_pct = MODES[mode]
+    # NVML lists the pid in the driver's namespace, the host's: /proc/self
+    # names it where /proc is the host's, even inside a PID namespace.
     with open(script, "a") as f:
-        f.write(f"process {os.getpid()} 0 {GPU_MEMORY} {sm_pct}\n")
+        f.write(f"process {host_pid()} 0 {GPU_MEMORY} {sm_pct}\n")
     os.environ["FAKE_CUDA_SYNC_MS"] = str(sync_ms)
     cuda = ctypes.CDLL(libcuda)
     end = time.monotonic() + seconds

@@ -191,6 +191,14 @@ TEST(Decide, IdleGpuBehindTheDiskIsIoBoundNotGpuStarved) {
   EXPECT_EQ(Decide(in).name, "io-bound");
 }
 
+TEST(Decide, IdleGpuBehindAStarvedCpuIsGpuStarved) {
+  // The feeder waits for a CPU more than it runs: its work still starves the GPU.
+  VerdictInputs in = TrainingWindow(0.1, 0.3, 4);
+  in.figures.runqueue_seconds = 5;
+  in.figures.preempted_seconds = 5;
+  EXPECT_EQ(Decide(in).name, "gpu-starved");
+}
+
 TEST(Decide, HalfBusyGpuWithLittleWaitIsNeitherGpuVerdict) {
   EXPECT_EQ(Decide(TrainingWindow(0.6, 1, 8)).name, "cpu-bound");
 }
