@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/gpu/gpu_wait.h"
 #include "daemon/loader/cpu_clock_events.h"
 
 namespace pystrobe {
@@ -24,12 +25,40 @@ const char* OffCpuLeafOf(Bound bound) {
       return "[runqueue]";
     case Bound::kCpu:
     case Bound::kMemory:
+    case Bound::kGpu:
+    case Bound::kGpuStarved:
       break;
   }
   return "";
 }
 
+bool OfProcess(const ProfileStack& stack, const std::string& process_suffix) {
+  for (const Frame& frame : stack.frames) {
+    if (frame.kind == FrameKind::kProcess && absl::EndsWith(frame.name, process_suffix)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool EndsInGpuWait(const ProfileStack& stack) {
+  return !stack.frames.empty() && stack.frames.back().name == kGpuWaitFrame;
+}
+
 }  // namespace
+
+void MeasureGpuWait(const Profile& oncpu, const Profile& offcpu, StatReport& report) {
+  std::string process_suffix = absl::StrCat(" (", report.pid, ")");
+  uint64_t oncpu_ns = 0, offcpu_us = 0;
+  for (const ProfileStack& stack : oncpu.stacks()) {
+    if (EndsInGpuWait(stack) && OfProcess(stack, process_suffix)) oncpu_ns += stack.nanoseconds;
+  }
+  for (const ProfileStack& stack : offcpu.stacks()) {
+    if (EndsInGpuWait(stack) && OfProcess(stack, process_suffix)) offcpu_us += stack.count;
+  }
+  report.gpu_wait_oncpu_seconds = oncpu_ns * 1e-9;
+  report.gpu_wait_offcpu_seconds = offcpu_us * 1e-6;
+}
 
 void DecideStatVerdict(const ProcessSamples* samples, int rate_hz, StatReport& report) {
   VerdictInputs inputs;
@@ -54,6 +83,12 @@ void DecideStatVerdict(const ProcessSamples* samples, int rate_hz, StatReport& r
       if (count >= busy) ++inputs.busy_threads;
     }
   }
+  if (report.gpu) {
+    inputs.uses_gpu = true;
+    inputs.gpu_busy_share = report.gpu->busy_share();
+  }
+  inputs.gpu_wait_oncpu_seconds = report.gpu_wait_oncpu_seconds;
+  inputs.gpu_wait_offcpu_seconds = report.gpu_wait_offcpu_seconds;
   report.gil_wait_measured = inputs.gil_wait_measured;
   report.verdict = Decide(inputs);
 }
@@ -62,6 +97,15 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
                     StatReport& report) {
   std::string process_suffix = absl::StrCat(" (", report.pid, ")");
   std::string leaf = OffCpuLeafOf(report.verdict.bound);
+  Bound bound = report.verdict.bound;
+  // gpu-bound: CUDA waits spin on CPU; asleep in them only where none did.
+  bool gpu_waits_oncpu = false;
+  if (bound == Bound::kGpu) {
+    for (const ProfileStack& stack : oncpu.stacks()) {
+      gpu_waits_oncpu |= EndsInGpuWait(stack) && OfProcess(stack, process_suffix);
+    }
+    if (!gpu_waits_oncpu) leaf = std::string(kGpuWaitFrame);
+  }
   const Profile& profile = leaf.empty() ? oncpu : offcpu;
   // On CPU a stack weighs the time its samples stand for (their intervals
   // differ), or its samples where that is unknown; off CPU, its time.
@@ -81,6 +125,8 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
     }
     if (!mine) continue;
     if (!leaf.empty() && (stack.frames.empty() || stack.frames.back().name != leaf)) continue;
+    if (bound == Bound::kGpu && gpu_waits_oncpu && !EndsInGpuWait(stack)) continue;
+    if (bound == Bound::kGpuStarved && EndsInGpuWait(stack)) continue;
     total += weight(stack);
     chosen.push_back(&stack);
   }
@@ -104,6 +150,11 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
   }
   report.stacks_kind =
       leaf.empty() ? "on-CPU samples" : absl::StrCat("off-CPU time ending in ", leaf);
+  if (bound == Bound::kGpu && gpu_waits_oncpu) {
+    report.stacks_kind = absl::StrCat("on-CPU samples ending in ", kGpuWaitFrame);
+  } else if (bound == Bound::kGpuStarved) {
+    report.stacks_kind = absl::StrCat("on-CPU samples outside ", kGpuWaitFrame);
+  }
   if (!offcpu_missing.empty() && !leaf.empty()) {
     report.stacks_note = offcpu_missing;
   } else if (chosen.empty() && !leaf.empty()) {

@@ -15,14 +15,22 @@ namespace pystrobe {
 
 inline constexpr size_t kReportStacks = 5;
 
+// The process's time in CUDA waits, from its stacks ending in [gpu wait]:
+// on-CPU samples (`oncpu`, their time) and off-CPU stacks (`offcpu`,
+// microseconds). Fills report.gpu_wait_oncpu_seconds and _offcpu_seconds.
+void MeasureGpuWait(const Profile& oncpu, const Profile& offcpu, StatReport& report);
+
 // Decides report.verdict from report.figures and duration_seconds and the
 // process's samples (`samples`, may be null) at `rate_hz`; fills in
-// report.samples, gil_held_share and gil_wait_measured.
+// report.samples, gil_held_share and gil_wait_measured. The GPU rules read
+// report.gpu and the GPU wait (MeasureGpuWait first).
 void DecideStatVerdict(const ProcessSamples* samples, int rate_hz, StatReport& report);
 
 // The stacks that explain report.verdict, heaviest first: off-CPU stacks
 // (`offcpu`, microseconds, no root frame) ending in the bounding reason, or
-// on-CPU samples (`oncpu`) for cpu- and memory-bound processes. Empty
+// on-CPU samples (`oncpu`) for cpu- and memory-bound processes; for
+// gpu-bound, the stacks ending in [gpu wait] (on CPU, else off), for
+// gpu-starved the on-CPU stacks outside GPU waits. Empty
 // `offcpu_missing`: off-CPU stacks were followed; else why not (the note
 // of an io, sleep, GIL or run-queue verdict).
 void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::string& offcpu_missing,

@@ -1,5 +1,7 @@
 #include "daemon/accounting/stat_report.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -15,6 +17,36 @@ std::string Bytes(uint64_t bytes) {
   if (bytes >= (1ull << 20)) return absl::StrFormat("%.2f MiB", bytes / double(1ull << 20));
   if (bytes >= (1ull << 10)) return absl::StrFormat("%.2f KiB", bytes / double(1ull << 10));
   return absl::StrCat(bytes, " B");
+}
+
+// NVML's figures: the process's (null when NVML did not list it) and each
+// device's, with the process's share of it.
+void AppendGpuJson(const StatReport& r, std::vector<std::string>& fields) {
+  const GpuProcessFigures* p = r.gpu ? &*r.gpu : nullptr;
+  fields.push_back(
+      absl::StrCat("\"gpu_utilization\":", p ? absl::StrFormat("%.4f", p->utilization) : "null"));
+  fields.push_back(
+      absl::StrCat("\"gpu_memory_bytes\":", p ? absl::StrCat(p->memory_bytes) : "null"));
+  fields.push_back(
+      absl::StrCat("\"gpu_memory_peak_bytes\":", p ? absl::StrCat(p->memory_peak_bytes) : "null"));
+  fields.push_back(absl::StrCat("\"gpu_utilization_from_device\":",
+                                p && p->utilization_from_device ? "true" : "false"));
+  std::vector<std::string> devices;
+  for (const GpuDeviceFigures& d : r.gpu_devices) {
+    const GpuProcessDevice* mine = nullptr;
+    if (p != nullptr) {
+      for (const GpuProcessDevice& used : p->devices) {
+        if (used.index == d.index) mine = &used;
+      }
+    }
+    devices.push_back(absl::StrFormat(
+        "{\"index\":%d,\"name\":%s,\"utilization\":%.4f,\"memory_used_peak_bytes\":%d,"
+        "\"memory_total_bytes\":%d,\"process_utilization\":%s,\"process_memory_peak_bytes\":%s}",
+        d.index, JsonString(d.name), d.utilization, d.memory_used_peak_bytes, d.memory_total_bytes,
+        mine ? absl::StrFormat("%.4f", mine->utilization) : "null",
+        mine ? absl::StrCat(mine->memory_peak_bytes) : "null"));
+  }
+  fields.push_back(absl::StrCat("\"gpu_devices\":[", absl::StrJoin(devices, ","), "]"));
 }
 
 }  // namespace
@@ -54,6 +86,12 @@ std::string StatReportJson(const StatReport& r) {
       absl::StrCat("\"threads\":", r.threads),
       absl::StrCat("\"exited\":", r.exited ? "true" : "false"),
       absl::StrCat("\"samples\":", r.samples),
+      absl::StrCat("\"gpu_wait_seconds\":",
+                   Seconds(r.gpu_wait_oncpu_seconds + r.gpu_wait_offcpu_seconds)),
+      absl::StrCat("\"gpu_wait_oncpu_seconds\":", Seconds(r.gpu_wait_oncpu_seconds)),
+      absl::StrCat("\"gpu_wait_offcpu_seconds\":", Seconds(r.gpu_wait_offcpu_seconds)),
+      absl::StrCat("\"cpu_work_seconds\":",
+                   Seconds(std::max(0.0, f.cpu_seconds() - r.gpu_wait_oncpu_seconds))),
       absl::StrCat("\"verdict\":", JsonString(r.verdict.name)),
       absl::StrCat("\"evidence\":", JsonString(r.verdict.evidence)),
       absl::StrCat("\"stacks_kind\":", JsonString(r.stacks_kind)),
@@ -66,6 +104,7 @@ std::string StatReportJson(const StatReport& r) {
                         f.sys_read_calls, f.sys_read_bytes, Seconds(f.sys_read_seconds),
                         f.sys_write_calls, f.sys_write_bytes, Seconds(f.sys_write_seconds)));
   }
+  if (r.gpu_measured) AppendGpuJson(r, fields);
   std::vector<std::string> stacks;
   for (const ReportStack& stack : r.stacks) {
     std::vector<std::string> frames;
@@ -126,6 +165,28 @@ std::string StatReportText(const StatReport& r) {
   line("GC", r.gc_measured
                  ? absl::StrFormat("%10.3f s, %d collections", f.gc_seconds, f.gc_collections)
                  : std::string("         - (no GC probes in this interpreter)"));
+  double gpu_wait = r.gpu_wait_oncpu_seconds + r.gpu_wait_offcpu_seconds;
+  if (gpu_wait > 0) {
+    line("GPU wait", absl::StrFormat("%10.3f s  (%.3f s spinning on CPU, %.3f s asleep); CPU "
+                                     "work outside it %.3f s",
+                                     gpu_wait, r.gpu_wait_oncpu_seconds, r.gpu_wait_offcpu_seconds,
+                                     std::max(0.0, f.cpu_seconds() - r.gpu_wait_oncpu_seconds)));
+  }
+  if (r.gpu_measured) {
+    if (r.gpu) {
+      line("GPU (this process)",
+           absl::StrFormat("%9.1f%% utilization%s, memory %s (peak %s)", 100 * r.gpu->utilization,
+                           r.gpu->utilization_from_device ? " (its devices')" : "",
+                           Bytes(r.gpu->memory_bytes), Bytes(r.gpu->memory_peak_bytes)));
+    } else {
+      line("GPU (this process)", "         - (NVML did not list it on any GPU)");
+    }
+    for (const GpuDeviceFigures& d : r.gpu_devices) {
+      line(absl::StrFormat("  GPU %d", d.index),
+           absl::StrFormat("%9.1f%% utilization, memory peak %s of %s  %s", 100 * d.utilization,
+                           Bytes(d.memory_used_peak_bytes), Bytes(d.memory_total_bytes), d.name));
+    }
+  }
   absl::StrAppend(&out, "\nverdict: ", r.verdict.name, "\n  ", r.verdict.evidence, "\n\n");
   if (r.stacks.empty()) {
     absl::StrAppend(&out, "stacks: ", r.stacks_note.empty() ? "none sampled" : r.stacks_note, "\n");

@@ -4,11 +4,13 @@
 #define PYSTROBE_DAEMON_ACCOUNTING_STAT_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/verdict.h"
+#include "daemon/gpu/gpu_figures.h"
 
 namespace pystrobe {
 
@@ -32,6 +34,15 @@ struct StatReport {
   uint32_t threads = 0;
   bool exited = false;
   uint64_t samples = 0;
+  // GPUs, when NVML is there (gpu_measured): every device over the window,
+  // and the process's own figures when NVML listed it (matched by host pid).
+  bool gpu_measured = false;
+  std::vector<GpuDeviceFigures> gpu_devices;
+  std::optional<GpuProcessFigures> gpu;
+  // From the stacks, NVML or not: on-CPU time in CUDA waits (part of the CPU
+  // time above) and time asleep in them (part of the off-CPU time).
+  double gpu_wait_oncpu_seconds = 0;
+  double gpu_wait_offcpu_seconds = 0;
   Verdict verdict;
   // What the stacks show ("off-CPU time in [io wait]"), and why there are none if so.
   std::string stacks_kind;

@@ -50,6 +50,15 @@ std::string Rate(double per_second) {
   return absl::StrFormat("%.0f", per_second);
 }
 
+// GPU% (the process's SM share of the interval, summed over its devices) and
+// the GPU memory it holds, where NVML is; "-" for a row NVML did not list.
+std::string GpuColumns(const TopScreen& screen, const TopRow& row) {
+  if (!screen.gpu) return "";
+  if (!row.gpu) return absl::StrFormat(" %6s %7s", "-", "-");
+  return absl::StrFormat(" %6.1f %7s", 100 * row.gpu->utilization,
+                         Rate(static_cast<double>(row.gpu->memory_bytes)));
+}
+
 }  // namespace
 
 std::vector<TopFunction> HottestFunctions(const Profile& profile, uint64_t& total) {
@@ -104,27 +113,35 @@ std::string RenderTopScreen(TopScreen screen) {
                             100 * cpu_total / dt, Rate(read_total / dt), Rate(write_total / dt),
                             Rate(block_total / dt), Rate(faults_total / dt), 100 * gil_total / dt,
                             100 * gc_total / dt));
+  for (const GpuDeviceFigures& d : screen.gpu_devices) {
+    absl::StrAppend(
+        &out, absl::StrFormat("GPU %d %s: %.1f%% busy, memory %sB of %sB\n", d.index, d.name,
+                              100 * d.utilization, Rate(static_cast<double>(d.memory_used_bytes)),
+                              Rate(static_cast<double>(d.memory_total_bytes))));
+  }
+  if (!screen.gpu_devices.empty()) absl::StrAppend(&out, "\n");
   bool threads = !screen.rows.empty() && screen.rows.front().tid != 0;
   absl::StrAppend(
       &out, kReverse,
       absl::StrFormat("%8s %-16s %6s %6s %8s %8s %8s %8s %6s %6s %6s %5s %5s %7s",
                       threads ? "TID" : "PID", "COMM", "USR%", "SYS%", "READ/s", "WRITE/s", "BIO/s",
                       "FLT/s", "RUNQ%", "IOW%", "SLEEP%", "GIL%", "GC%", "CSW/s"),
-      kReset, "\n");
+      screen.gpu ? absl::StrFormat(" %6s %7s", "GPU%", "GPUMEM") : "", kReset, "\n");
   int shown = 0;
   for (const TopRow& row : screen.rows) {
     if (shown++ >= screen.max_rows) break;
     const TaskFigures& f = row.figures;
     absl::StrAppend(
-        &out, absl::StrFormat(
-                  "%8d %-16s %6.1f %6.1f %8s %8s %8s %8s %6.1f %6.1f %6.1f %5.1f %5.1f %7s%s\n",
-                  threads ? row.tid : row.pid, row.comm.substr(0, 16),
-                  100 * f.cpu_user_seconds / dt, 100 * f.cpu_system_seconds / dt,
-                  Rate(f.read_bytes / dt), Rate(f.write_bytes / dt), Rate(f.block_io_bytes / dt),
-                  Rate((f.minor_faults + f.major_faults) / dt), 100 * f.runqueue_seconds / dt,
-                  100 * f.offcpu_io_seconds / dt, 100 * f.offcpu_sleep_seconds / dt,
-                  100 * f.gil_wait_seconds / dt, 100 * f.gc_seconds / dt,
-                  Rate(f.context_switches() / dt), row.exited ? " (exited)" : ""));
+        &out,
+        absl::StrFormat(
+            "%8d %-16s %6.1f %6.1f %8s %8s %8s %8s %6.1f %6.1f %6.1f %5.1f %5.1f %7s%s%s\n",
+            threads ? row.tid : row.pid, row.comm.substr(0, 16), 100 * f.cpu_user_seconds / dt,
+            100 * f.cpu_system_seconds / dt, Rate(f.read_bytes / dt), Rate(f.write_bytes / dt),
+            Rate(f.block_io_bytes / dt), Rate((f.minor_faults + f.major_faults) / dt),
+            100 * f.runqueue_seconds / dt, 100 * f.offcpu_io_seconds / dt,
+            100 * f.offcpu_sleep_seconds / dt, 100 * f.gil_wait_seconds / dt,
+            100 * f.gc_seconds / dt, Rate(f.context_switches() / dt), GpuColumns(screen, row),
+            row.exited ? " (exited)" : ""));
   }
   absl::StrAppend(&out, "\n", kBold, "Hottest Python functions", kReset,
                   absl::StrFormat(" (%d samples this interval)\n", screen.function_samples));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/accounting/process_counters.h"
+#include "daemon/gpu/gpu_figures.h"
 #include "exporters/profile.h"
 
 namespace pystrobe {
@@ -36,6 +37,9 @@ struct TopRow {
   std::string comm;
   TaskFigures figures;  // over the interval (block IO and GC included)
   bool exited = false;
+  // NVML's figures for the process over the interval (process rows), none
+  // when NVML did not list it.
+  std::optional<GpuProcessFigures> gpu;
 };
 
 struct TopFunction {
@@ -53,6 +57,9 @@ struct TopScreen {
   std::vector<TopFunction> functions;  // heaviest first
   uint64_t function_samples = 0;       // samples behind `functions`
   bool clear = false;                  // start with "clear screen"
+  // NVML is there: GPU% and GPU memory columns, and a line per device.
+  bool gpu = false;
+  std::vector<GpuDeviceFigures> gpu_devices;
 };
 
 // The leaf Python function of each stack of `profile`, by samples, heaviest

@@ -33,6 +33,19 @@ inline constexpr double kGilHeldShare = 0.6;
 inline constexpr double kGilCpuShare = 0.75;
 inline constexpr double kGilMinCores = 0.5;
 
+// GPU (the process is one NVML lists): gpu-bound when its GPUs were busy
+// with its kernels at least kGpuBusyShare of the window and its threads spent
+// at least kGpuWaitShare of their time (on CPU, plus asleep in CUDA) waiting
+// on the GPU, or when the GPUs were busy at least kGpuSaturatedShare whatever
+// the CPU did; gpu-starved when the GPUs were idle more than
+// 1 - kGpuBusyShare of the window while the process worked on CPU, outside
+// GPU waits, at least kGpuFeederCores and more than it waited for IO (else
+// the disk starves both).
+inline constexpr double kGpuBusyShare = 0.5;
+inline constexpr double kGpuWaitShare = 0.5;
+inline constexpr double kGpuSaturatedShare = 0.9;
+inline constexpr double kGpuFeederCores = 0.25;
+
 struct VerdictInputs {
   double duration_seconds = 0;
   int cpus = 1;  // online CPUs
@@ -46,13 +59,23 @@ struct VerdictInputs {
   // figures.gil_wait_seconds is measured: the kernel knew the process's
   // CPython layout (it has Python samples).
   bool gil_wait_measured = false;
+  // NVML listed the process on a GPU; the share of the window its devices
+  // ran its kernels (GpuProcessFigures::busy_share()).
+  bool uses_gpu = false;
+  double gpu_busy_share = 0;
+  // From the stacks: on-CPU time in [gpu wait] (part of figures' CPU time),
+  // and time asleep in it (part of its off-CPU time).
+  double gpu_wait_oncpu_seconds = 0;
+  double gpu_wait_offcpu_seconds = 0;
 };
 
 // The resource that bounds the process: which stacks explain it.
-enum class Bound { kCpu, kIo, kMemory, kGil, kSleep, kRunqueue };
+// kGpu: stacks ending in [gpu wait]; kGpuStarved: the on-CPU stacks that
+// are not.
+enum class Bound { kCpu, kIo, kMemory, kGil, kSleep, kRunqueue, kGpu, kGpuStarved };
 
 struct Verdict {
-  std::string name;      // cpu-bound, io-bound, memory-bound, gil-bound, ...
+  std::string name;      // cpu-bound, io-bound, memory-bound, gil-bound, gpu-bound, ...
   std::string evidence;  // the figures behind it, one sentence
   Bound bound = Bound::kCpu;
 };

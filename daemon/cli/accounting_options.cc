@@ -76,9 +76,11 @@ const char* StatUsage() {
 
 Runs CMD (or watches PID for SECONDS) and prints where its time went: CPU
 user/system, run-queue wait, off-CPU time by reason, read/write syscalls,
-block IO, page faults, context switches, CPython GC; a verdict (cpu-bound,
-io-bound, memory-bound, gil-bound, lock-or-sleep-bound, cpu-starved) with the
-figures behind it, and the five stacks most responsible.
+block IO, page faults, context switches, CPython GC, time waiting on the GPU
+([gpu wait]) and, where NVML is, GPU utilization and memory; a verdict
+(gpu-bound, gpu-starved, cpu-bound, io-bound, memory-bound, gil-bound,
+lock-or-sleep-bound, cpu-starved) with the figures behind it, and the five
+stacks most responsible.
 
 Exit status: with -- CMD, the command's own (128 + the signal when a signal
 ended it), as `time` does; 1 when stat itself fails, 2 for bad flags, a --pid
@@ -96,7 +98,7 @@ Options:
   --no-daemon          measure here even when a pystrobe daemon runs (by default
                        --pid is asked of it, over its socket; -- CMD never is)
   --socket PATH        the daemon's socket (default /run/pystrobe/pystrobe.sock)
-  -v, --verbose        show libbpf's messages
+  -v, --verbose        show libbpf's messages, and why there are no GPU figures
   -h, --help           this help
 )";
 }
@@ -144,7 +146,8 @@ const char* TopUsage() {
 
 A live view, refreshed every second, of every process (or, with --pid, every
 thread of one process): CPU% user/system, read/write rates, page faults per
-second, off-CPU time by reason, GIL wait, and the hottest Python functions.
+second, off-CPU time by reason, GIL wait, GPU% and GPU memory where NVML is,
+and the hottest Python functions.
 
 Options:
   -p, --pid PID        one process, per thread
@@ -156,7 +159,7 @@ Options:
   --no-daemon          measure here even when a pystrobe daemon runs (by default
                        top is asked of it, over its socket)
   --socket PATH        the daemon's socket (default /run/pystrobe/pystrobe.sock)
-  -v, --verbose        show libbpf's messages
+  -v, --verbose        show libbpf's messages, and why there are no GPU figures
   -h, --help           this help
 
 Keys (when stdin is a terminal): c, i, f, o sort by cpu, io, faults, off-CPU;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -37,6 +38,18 @@ void StopCommand(LaunchedCommand& command, absl::Duration grace) {
     kill(command.pid(), SIGKILL);
     command.Wait();
   }
+}
+
+std::unique_ptr<GpuSampler> OpenGpuSampler(const char* command, bool verbose) {
+  absl::StatusOr<std::unique_ptr<GpuSampler>> gpus = GpuSampler::Open();
+  if (!gpus.ok()) {
+    if (verbose) {
+      fprintf(stderr, "pystrobe %s: no GPU figures: %s\n", command,
+              std::string(gpus.status().message()).c_str());
+    }
+    return nullptr;
+  }
+  return std::move(*gpus);
 }
 
 }  // namespace pystrobe

@@ -4,12 +4,14 @@
 #define PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/cli/target_launcher.h"
+#include "daemon/gpu/gpu_sampler.h"
 #include "daemon/recording/sampling_session.h"
 
 namespace pystrobe {
@@ -30,6 +32,11 @@ absl::Status PollUntilEnd(SamplingSession& session, const RecordingEnd& end, abs
 // Ends a command we started that outlived the recording: SIGTERM, then
 // SIGKILL after `grace`.
 void StopCommand(LaunchedCommand& command, absl::Duration grace = absl::Seconds(2));
+
+// The GPU sampler of `command` (not started), or null where there is no NVML
+// or it cannot be used: no GPU is no failure, and with `verbose` one line
+// says why there are no GPU figures.
+std::unique_ptr<GpuSampler> OpenGpuSampler(const char* command, bool verbose);
 
 }  // namespace pystrobe
 

@@ -306,7 +306,10 @@ void Daemon::PublishHealth() {
   health.rate_hz = config_.rate_hz;
   health.usage = ReadSelfUsage();
   snapshot_->Publish("self", SelfMetricFamilies(health, config_.labels));
-  if (session_ != nullptr) snapshot_->Publish("processes", session_->process_metrics().Families());
+  if (session_ != nullptr) {
+    snapshot_->Publish("processes", session_->process_metrics().Families());
+    snapshot_->Publish("gpu", session_->gpu_metrics().Families());
+  }
   snapshot_->MarkFresh();
 }
 

@@ -29,6 +29,7 @@
 #include "daemon/cli/remote_accounting.h"
 #include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
+#include "daemon/gpu/gpu_sampler.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
@@ -96,8 +97,15 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // stacks too: io, sleep, GIL and run-queue verdicts are explained by where
   // the threads waited. GC time of every CPython found: its interpreter gets
   // the probes.
+  // GPUs, where NVML is: polled in the background over the same window. A
+  // CUDA wait is found by its symbol anywhere in the native stack (the spin
+  // is deep in the driver), so with a GPU CPython's whole native stacks are
+  // read, not only their leaf.
+  std::unique_ptr<GpuSampler> gpus = OpenGpuSampler("stat", options.verbose);
   absl::StatusOr<std::unique_ptr<SamplingSession>> session = SamplingSession::Open({
-      .sampler = {.filter_pids = true, .offcpu = options.offcpu_stacks},
+      .sampler = {.filter_pids = true,
+                  .offcpu = options.offcpu_stacks,
+                  .python_native_stacks = gpus != nullptr},
       .target_pids = {pid},
       .rate_hz = options.rate_hz,
       .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
@@ -129,6 +137,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     }
   }
   absl::Time start = absl::Now();
+  if (gpus != nullptr) gpus->Start();
   if (command) {
     if (absl::Status s = command->Release(); !s.ok()) {
       return s.code() == absl::StatusCode::kNotFound ? UsageError("stat", s) : Fail("stat", s);
@@ -145,6 +154,12 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
             std::string(s.message()).c_str());
   }
   absl::Duration elapsed = absl::Now() - start;
+  std::optional<GpuWindow> gpu_window;
+  if (gpus != nullptr) {
+    gpus->PollNow();  // the end of the window
+    gpu_window = gpus->TakeWindow();
+    gpus.reset();
+  }
   if (absl::Status s = (*session)->Finish(); !s.ok()) {
     fprintf(stderr, "pystrobe stat: %s\n", std::string(s.message()).c_str());
   }
@@ -171,8 +186,12 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   report.threads = process.threads;
   report.exited = process.exited || (command && command->exited());
   report.drops = reader.Drops();
-
-  DecideStatVerdict(tally.Of(pid), options.rate_hz, report);
+  if (gpu_window) {
+    report.gpu_measured = true;
+    report.gpu_devices = gpu_window->devices;
+    // NVML's pids are the host's, as the kernel's: a container's process matches.
+    if (const GpuProcessFigures* mine = gpu_window->Of(pid)) report.gpu = *mine;
+  }
 
   Profile oncpu, offcpu;
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
@@ -180,6 +199,8 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   builder.AddTo(recorder.stacks(), oncpu);
   // Off-CPU stacks weigh their time: kept as microseconds.
   builder.AddTo(recorder.offcpu_stacks(), {.per_nanosecond = 1e-3}, offcpu);
+  MeasureGpuWait(oncpu, offcpu, report);
+  DecideStatVerdict(tally.Of(pid), options.rate_hz, report);
   PickStatStacks(
       oncpu, offcpu,
       options.offcpu_stacks ? "" : "off-CPU stacks were not followed (--no-offcpu-stacks)", report);

@@ -13,10 +13,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/top_screen.h"
 #include "daemon/cli/accounting_options.h"
+#include "daemon/cli/command_lifecycle.h"
 #include "daemon/cli/exit_status.h"
 #include "daemon/cli/raw_keys.h"
 #include "daemon/cli/remote_accounting.h"
@@ -74,6 +76,10 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
   Signals::Install();
   if (absl::Status s = (*session)->Start(); !s.ok()) return Fail("top", s);
 
+  // GPUs, where NVML is: polled in the background, a window per screen.
+  std::unique_ptr<GpuSampler> gpus = OpenGpuSampler("top", options.verbose);
+  if (gpus != nullptr) gpus->Start();
+
   AccountingReader reader((*session)->sampler().accounting_maps());
   absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
   RawKeys keys;
@@ -106,12 +112,29 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
     screen.max_rows = options.rows;
     screen.clear = tty && !options.once;
 
+    std::optional<GpuWindow> gpu_window;
+    if (gpus != nullptr) {
+      gpu_window = gpus->TakeWindow();
+      screen.gpu = true;
+      screen.gpu_devices = gpu_window->devices;
+    }
+    // NVML's pids are the host's, as the kernel's.
+    auto gpu_of = [&gpu_window](uint32_t pid) -> std::optional<GpuProcessFigures> {
+      if (!gpu_window) return std::nullopt;
+      const GpuProcessFigures* figures = gpu_window->Of(pid);
+      return figures ? std::optional<GpuProcessFigures>(*figures) : std::nullopt;
+    };
     std::vector<std::pair<uint32_t, uint64_t>> exited;
     if (options.pid) {
       std::vector<ProcessCounters> process = reader.Processes(*options.pid);
       screen.title = absl::StrCat("pid ", *options.pid,
                                   process.empty() ? "" : absl::StrCat(" (", process[0].comm, ")"),
                                   ", per thread");
+      if (std::optional<GpuProcessFigures> gpu = gpu_of(*options.pid)) {
+        absl::StrAppend(&screen.title,
+                        absl::StrFormat(", GPU %.1f%%, GPU memory %d MiB", 100 * gpu->utilization,
+                                        gpu->memory_bytes >> 20));
+      }
       for (const ThreadCounters& thread : reader.Threads(*options.pid)) {
         pystrobe_task_counters& seen = before[{thread.tid, 0}];
         TopRow row;
@@ -131,6 +154,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
         row.comm = process.comm;
         row.exited = process.exited;
         row.figures = FiguresFrom(CountersSince(process.raw, seen));
+        row.gpu = gpu_of(process.pid);
         seen = process.raw;
         screen.rows.push_back(std::move(row));
         if (process.exited) exited.push_back({process.pid, process.start_ns});

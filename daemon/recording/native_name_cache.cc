@@ -11,9 +11,22 @@ namespace pystrobe {
 
 const NativeFrameName& NativeNameCache::Name(const ProcessImage& image, uint64_t address) {
   auto [it, inserted] = names_[image.id].try_emplace(address);
-  if (!inserted) return it->second;
-  ++size_;
   NativeFrameName& frame = it->second;
+  if (!inserted) {
+    // An address no mapping held may be in a library loaded since (a dlopen
+    // right after the symbolizer's last look): ask again; the symbolizer
+    // re-reads the process's maps at most once a second.
+    if (frame.module == nullptr && frame.name == "[unknown]" && image.symbols != nullptr) {
+      NativeFrameSymbol symbol = image.symbols->Resolve(address);
+      if (symbol.location.has_value()) {
+        frame.name = std::move(symbol.name);
+        frame.module = Intern(*symbol.location);
+        frame.file_offset = symbol.location->file_offset;
+      }
+    }
+    return frame;
+  }
+  ++size_;
   if (image.symbols == nullptr) {
     frame.name = absl::StrFormat("[unknown] 0x%x", address);
     return frame;

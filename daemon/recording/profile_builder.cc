@@ -1,5 +1,6 @@
 #include "daemon/recording/profile_builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bpf/pystrobe_abi.h"
+#include "daemon/gpu/gpu_wait.h"
 #include "daemon/symbolizer/elf_identity.h"
 
 namespace pystrobe {
@@ -83,11 +85,37 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
     if (stack.user_ips.empty() && stack.kernel_ips.empty() && stack.python_frames.empty()) {
       frames.push_back({"[unknown]", FrameKind::kMarker});
     }
+    // Waiting on the GPU, on CPU (CUDA spins) or asleep in the driver, is
+    // not the CPU's work: the stack ends in [gpu wait] (for an on-CPU
+    // CPython stack, in place of its [native] leaf). A thread preempted
+    // there still waited for a CPU: [runqueue] stays.
+    bool gpu_wait = WaitsOnGpu(image, stack);
     if (stack.offcpu_reason >= 0) {
-      frames.push_back({OffCpuReasonFrame(stack.offcpu_reason), FrameKind::kMarker});
+      bool waited_on_gpu = gpu_wait && stack.offcpu_reason != PYSTROBE_OFFCPU_RUNQUEUE;
+      frames.push_back(
+          {waited_on_gpu ? std::string(kGpuWaitFrame) : OffCpuReasonFrame(stack.offcpu_reason),
+           FrameKind::kMarker});
+    } else if (gpu_wait) {
+      if (!frames.empty() && frames.back().kind == FrameKind::kMarker &&
+          frames.back().name == "[native]") {
+        frames.pop_back();
+      }
+      frames.push_back({std::string(kGpuWaitFrame), FrameKind::kMarker});
     }
     profile.Add(std::move(frames), count, weight.nanoseconds);
   }
+}
+
+bool ProfileBuilder::WaitsOnGpu(const ProcessImage& image, const RawStack& stack) {
+  // The native frames Python called, leaf first: CUDA's waits are there,
+  // never below the interpreter.
+  size_t depth = std::min(stack.user_ips.size(), kGpuWaitScanFrames);
+  for (size_t i = 0; i < depth; ++i) {
+    uint64_t address = FrameLookupAddress(stack.user_ips, i);
+    if (image.python != nullptr && image.python->InInterpreter(address)) break;
+    if (IsGpuWaitSymbol(native_names_->Name(image, address).name)) return true;
+  }
+  return false;
 }
 
 void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& stack,

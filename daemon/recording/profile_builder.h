@@ -51,6 +51,9 @@ ProfileBuilderOptions ProfileBuilderOptionsFrom(const RecordingFlags& flags) {
           .full_filenames = flags.full_filenames};
 }
 
+// Native frames, leaf first, searched for a CUDA wait.
+inline constexpr size_t kGpuWaitScanFrames = 32;
+
 class ProfileBuilder {
  public:
   // `processes`, `python_codes`, `native_names` and `kernel` must outlive the
@@ -80,6 +83,9 @@ class ProfileBuilder {
   static const std::string& KernelBuildId();
   const std::string& KernelName(uint64_t address);
   Frame NativeFrame(const ProcessImage& image, uint64_t address);
+  // A native frame of the stack, leaf first, above any interpreter frame, is
+  // one of CUDA's synchronisations or blocking copies (daemon/gpu/gpu_wait.h).
+  bool WaitsOnGpu(const ProcessImage& image, const RawStack& stack);
   std::string PythonName(const ProcessImage& image, const RawPythonFrame& frame) const;
   std::string PythonSymbolName(const ProcessImage& image, const PythonFrameSymbol& frame) const;
   // With --asyncio: the index of the outermost Python frame that is the own

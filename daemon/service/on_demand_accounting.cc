@@ -255,12 +255,13 @@ void OnDemandAccounting::AnswerStat(Stat& stat) {
   report.threads = stat.at_end.threads;
   report.exited = stat.at_end.exited || !ProcessIsAlive(request.pid);
   report.drops = reader_->Drops();
-  DecideStatVerdict(stat.tally.Of(request.pid), caps_.rate_hz, report);
 
   Profile oncpu;
   if (stat.oncpu && stat.oncpu->result().ok()) oncpu = *stat.oncpu->result();
   Profile offcpu;
   if (stat.offcpu && stat.offcpu->result().ok()) offcpu = OffCpuPart(*stat.offcpu->result());
+  MeasureGpuWait(oncpu, offcpu, report);
+  DecideStatVerdict(stat.tally.Of(request.pid), caps_.rate_hz, report);
   PickStatStacks(oncpu, offcpu,
                  stat.offcpu ? ""
                              : "off-CPU stacks need off_cpu: true in the daemon's configuration "

@@ -97,6 +97,14 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
       config.targets, &bpf, labels != nullptr ? labels->resolver() : nullptr);
   if (absl::Status s = session->targets_->Start(); !s.ok()) return s;
   session->accounting_ = std::make_unique<AccountingReader>(bpf.accounting_maps());
+  // GPUs, where NVML is; an NVML that is there but unusable is said once.
+  absl::StatusOr<std::unique_ptr<GpuSampler>> gpus = GpuSampler::Open();
+  if (!gpus.ok() && gpus.status().code() != absl::StatusCode::kNotFound) {
+    fprintf(stderr, "pystrobe daemon: no GPU figures: %s\n",
+            std::string(gpus.status().message()).c_str());
+  }
+  session->gpu_metrics_ = std::make_unique<GpuMetrics>(gpus.ok() ? std::move(*gpus) : nullptr,
+                                                       ReadProcessPlacement, config.labels);
   Recorder* recorder = &sampling_session.recorder();
   const KernelSymbolizer* kernel_symbols = sampling_session.kernel_symbols();
   KernelPythonDiscovery* python_discovery = sampling_session.python_discovery();
@@ -151,6 +159,7 @@ void ProfilingSession::Tick(absl::Time now) {
   }
   std::vector<ProcessCounters> processes = accounting_->Processes();
   process_metrics_.Update(processes, now);
+  gpu_metrics_->Update(now);
   on_demand_accounting_->OnProcesses(processes);
   // Their final figures are read: the kernel's map may let them go.
   for (const ProcessCounters& process : processes) {

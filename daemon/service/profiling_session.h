@@ -18,6 +18,7 @@
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/recording/sampling_session.h"
 #include "daemon/service/container_labels.h"
+#include "daemon/service/gpu_metrics.h"
 #include "daemon/service/on_demand_accounting.h"
 #include "daemon/service/on_demand_recordings.h"
 #include "daemon/service/process_metrics.h"
@@ -77,6 +78,7 @@ class ProfilingSession {
   // Fills in what this session counts.
   void FillHealth(DaemonHealth& health);
   const ProcessMetrics& process_metrics() const { return process_metrics_; }
+  const GpuMetrics& gpu_metrics() const { return *gpu_metrics_; }
   uint64_t next_sequence() const { return window_loop_->next_sequence(); }
   uint64_t windows() const { return window_loop_->windows(); }
 
@@ -90,6 +92,7 @@ class ProfilingSession {
   std::unique_ptr<TargetSelector> targets_;
   ContainerLabels* labels_;
   ProcessMetrics process_metrics_;
+  std::unique_ptr<GpuMetrics> gpu_metrics_;
   std::unique_ptr<WindowLoop> window_loop_;
   std::unique_ptr<OnDemandRecordings> on_demand_;
   std::unique_ptr<OnDemandAccounting> on_demand_accounting_;

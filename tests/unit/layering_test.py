@@ -20,18 +20,19 @@ ALLOWED = {
     "daemon/containers": set(),
     "daemon/python": {"bpf"},
     "daemon/symbolizer": set(),
+    "daemon/gpu": set(),
     "daemon/control": {"exporters"},
     "daemon/loader": {"bpf"},
     "daemon/recording": {"bpf", "exporters", "daemon/loader", "daemon/python",
-                         "daemon/symbolizer", "daemon/containers"},
-    "daemon/accounting": {"bpf", "exporters", "daemon/loader"},
+                         "daemon/symbolizer", "daemon/containers", "daemon/gpu"},
+    "daemon/accounting": {"bpf", "exporters", "daemon/loader", "daemon/gpu"},
     "daemon/service": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
                        "daemon/accounting", "daemon/control", "daemon/python",
-                       "daemon/symbolizer", "daemon/containers"},
+                       "daemon/symbolizer", "daemon/containers", "daemon/gpu"},
     "daemon/reports": {"exporters"},
     "daemon/cli": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
                    "daemon/accounting", "daemon/control", "daemon/python", "daemon/symbolizer",
-                   "daemon/containers", "daemon/service", "daemon/reports"},
+                   "daemon/containers", "daemon/service", "daemon/reports", "daemon/gpu"},
     "daemon": {"daemon/cli"},  # main.cc
 }
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/top_screen.h"
 #include "daemon/accounting/verdict.h"
@@ -150,6 +151,163 @@ TEST(Decide, OneBusyThreadIsNeverGilBound) {
   EXPECT_EQ(Decide(in).name, "cpu-bound");
 }
 
+// A training step: the CPU prepares a batch, then waits in CUDA's synchronize
+// (spinning on the CPU, so the kernel counts it as CPU time).
+VerdictInputs TrainingWindow(double gpu_busy, double spin, double work) {
+  VerdictInputs in = Window(spin + work, 0, 0.1, 0.2);
+  in.uses_gpu = true;
+  in.gpu_busy_share = gpu_busy;
+  in.gpu_wait_oncpu_seconds = spin;
+  return in;
+}
+
+TEST(Decide, BusyGpuWithTheCpuMostlySpinningInItsWaitsIsGpuBound) {
+  Verdict v = Decide(TrainingWindow(0.74, 8, 1.9));
+  EXPECT_EQ(v.name, "gpu-bound");
+  EXPECT_EQ(v.bound, Bound::kGpu);
+  EXPECT_THAT(v.evidence, HasSubstr("74%"));
+}
+
+TEST(Decide, BusyGpuAsleepInCudaWaitsIsGpuBound) {
+  VerdictInputs in = TrainingWindow(0.8, 0, 0.3);
+  in.gpu_wait_offcpu_seconds = 9;
+  in.figures.offcpu_sleep_seconds = 9.2;
+  EXPECT_EQ(Decide(in).name, "gpu-bound");
+}
+
+TEST(Decide, SaturatedGpuIsGpuBoundWhateverTheCpuDoes) {
+  EXPECT_EQ(Decide(TrainingWindow(0.95, 0, 9.5)).name, "gpu-bound");
+}
+
+TEST(Decide, IdleGpuWhileTheCpuPreparesBatchesIsGpuStarved) {
+  Verdict v = Decide(TrainingWindow(0.2, 1, 8));
+  EXPECT_EQ(v.name, "gpu-starved");
+  EXPECT_EQ(v.bound, Bound::kGpuStarved);
+}
+
+TEST(Decide, IdleGpuBehindTheDiskIsIoBoundNotGpuStarved) {
+  VerdictInputs in = TrainingWindow(0.1, 0, 2);
+  in.figures.offcpu_io_seconds = 7;
+  EXPECT_EQ(Decide(in).name, "io-bound");
+}
+
+TEST(Decide, IdleGpuBehindAStarvedCpuIsGpuStarved) {
+  // The feeder waits for a CPU more than it runs: its work still starves the GPU.
+  VerdictInputs in = TrainingWindow(0.1, 0.3, 4);
+  in.figures.runqueue_seconds = 5;
+  in.figures.preempted_seconds = 5;
+  EXPECT_EQ(Decide(in).name, "gpu-starved");
+}
+
+TEST(Decide, HalfBusyGpuWithLittleWaitIsNeitherGpuVerdict) {
+  EXPECT_EQ(Decide(TrainingWindow(0.6, 1, 8)).name, "cpu-bound");
+}
+
+TEST(Decide, IdleGpuWithAnIdleCpuIsNotGpuStarved) {
+  // Both idle: waiting on something else (here, sleeping).
+  VerdictInputs in = TrainingWindow(0.1, 0, 0.2);
+  in.figures.offcpu_sleep_seconds = 9.5;
+  EXPECT_EQ(Decide(in).name, "lock-or-sleep-bound");
+}
+
+TEST(Decide, WithoutNvmlTheGpuRulesNeverApplyButSpinningIsNotCpuWork) {
+  VerdictInputs in = TrainingWindow(0.95, 9, 0.5);
+  in.uses_gpu = false;
+  in.figures.offcpu_sleep_seconds = 0.3;
+  Verdict v = Decide(in);
+  // 9.5 s of CPU, 9 of them spinning in cuCtxSynchronize: not cpu-bound.
+  EXPECT_EQ(v.name, "lock-or-sleep-bound");
+  EXPECT_THAT(v.evidence, HasSubstr("spinning in CUDA waits left out"));
+}
+
+Profile GpuProfiles(Profile& offcpu) {
+  Profile oncpu;
+  oncpu.Add({{"train (42)", FrameKind::kProcess},
+             {"step (t.py:9)", FrameKind::kPython},
+             {"synchronize (torch/cuda/__init__.py:801)", FrameKind::kPython},
+             {"[gpu wait]", FrameKind::kMarker}},
+            700, 7'000'000'000);
+  oncpu.Add({{"train (42)", FrameKind::kProcess},
+             {"step (t.py:9)", FrameKind::kPython},
+             {"prepare_batch (t.py:3)", FrameKind::kPython}},
+            200, 2'000'000'000);
+  oncpu.Add({{"other (43)", FrameKind::kProcess}, {"[gpu wait]", FrameKind::kMarker}}, 50,
+            500'000'000);
+  offcpu.Add({{"train (42)", FrameKind::kProcess},
+              {"step (t.py:9)", FrameKind::kPython},
+              {"[gpu wait]", FrameKind::kMarker}},
+             250'000, 0);  // microseconds
+  return oncpu;
+}
+
+TEST(MeasureGpuWait, CountsTheProcesssStacksEndingInGpuWaitOnAndOffCpu) {
+  Profile offcpu;
+  Profile oncpu = GpuProfiles(offcpu);
+  StatReport report;
+  report.pid = 42;
+  MeasureGpuWait(oncpu, offcpu, report);
+  EXPECT_DOUBLE_EQ(report.gpu_wait_oncpu_seconds, 7.0);
+  EXPECT_DOUBLE_EQ(report.gpu_wait_offcpu_seconds, 0.25);
+}
+
+TEST(PickStatStacks, GpuBoundShowsTheWaitsGpuStarvedTheWorkOutsideThem) {
+  Profile offcpu;
+  Profile oncpu = GpuProfiles(offcpu);
+  StatReport bound;
+  bound.pid = 42;
+  bound.verdict = Verdict{.name = "gpu-bound", .evidence = "", .bound = Bound::kGpu};
+  PickStatStacks(oncpu, offcpu, "", bound);
+  ASSERT_EQ(bound.stacks.size(), 1u);
+  EXPECT_EQ(bound.stacks[0].frames.back(), "[gpu wait]");
+  EXPECT_EQ(bound.stacks_kind, "on-CPU samples ending in [gpu wait]");
+
+  StatReport starved;
+  starved.pid = 42;
+  starved.verdict = Verdict{.name = "gpu-starved", .evidence = "", .bound = Bound::kGpuStarved};
+  PickStatStacks(oncpu, offcpu, "", starved);
+  ASSERT_EQ(starved.stacks.size(), 1u);
+  EXPECT_EQ(starved.stacks[0].frames.back(), "prepare_batch (t.py:3)");
+  EXPECT_EQ(starved.stacks_kind, "on-CPU samples outside [gpu wait]");
+}
+
+TEST(StatReportJson, GpuFiguresOnlyWhereNvmlIsWithTheProcesssShareOfEachDevice) {
+  StatReport report;
+  report.pid = 42;
+  report.gpu_wait_oncpu_seconds = 1.5;
+  report.figures.cpu_user_seconds = 2;
+  std::string without = StatReportJson(report);
+  EXPECT_THAT(without, HasSubstr("\"gpu_wait_seconds\":1.500000"));
+  EXPECT_THAT(without, HasSubstr("\"cpu_work_seconds\":0.500000"));
+  EXPECT_THAT(without, Not(HasSubstr("gpu_utilization")));
+  EXPECT_THAT(StatReportText(report), Not(HasSubstr("GPU (this process)")));
+
+  report.gpu_measured = true;
+  report.gpu_devices = {GpuDeviceFigures{.index = 0,
+                                         .name = "NVIDIA H100",
+                                         .utilization = 0.75,
+                                         .memory_used_peak_bytes = 2000,
+                                         .memory_total_bytes = 8000},
+                        GpuDeviceFigures{.index = 1, .name = "NVIDIA H100"}};
+  report.gpu = GpuProcessFigures{
+      .utilization = 0.74,
+      .memory_bytes = 1000,
+      .memory_peak_bytes = 1400,
+      .devices = {GpuProcessDevice{.index = 0, .utilization = 0.74, .memory_peak_bytes = 1400}}};
+  std::string json = StatReportJson(report);
+  for (const char* field :
+       {"\"gpu_utilization\":0.7400", "\"gpu_memory_peak_bytes\":1400", "\"gpu_memory_bytes\":1000",
+        "{\"index\":0,\"name\":\"NVIDIA H100\",\"utilization\":0.7500,"
+        "\"memory_used_peak_bytes\":2000,\"memory_total_bytes\":8000,"
+        "\"process_utilization\":0.7400,\"process_memory_peak_bytes\":1400}",
+        "\"process_utilization\":null"}) {
+    EXPECT_THAT(json, HasSubstr(field));
+  }
+  std::string text = StatReportText(report);
+  EXPECT_THAT(text, HasSubstr("74.0% utilization"));
+  EXPECT_THAT(text, HasSubstr("GPU 0"));
+  EXPECT_THAT(text, HasSubstr("GPU wait"));
+}
+
 TEST(StatReportJson, HasTheIssuesFields) {
   StatReport report;
   report.pid = 42;
@@ -240,6 +398,33 @@ TEST(RenderTopScreen, ShowsBlockIoGilWaitAndGcPerRow) {
   EXPECT_THAT(text, HasSubstr("2.1M"));
   EXPECT_THAT(text, HasSubstr(" 50.0  12.5 "));
   EXPECT_THAT(text, HasSubstr("GIL wait 50.0%, GC 12.5%"));
+}
+
+TEST(RenderTopScreen, GpuColumnsOnlyWhereNvmlIsAndADashForProcessesItDidNotList) {
+  TopScreen screen;
+  TopRow trainer;
+  trainer.pid = 7;
+  trainer.comm = "train";
+  trainer.figures.cpu_user_seconds = 0.9;
+  trainer.gpu.emplace();
+  trainer.gpu->utilization = 0.74;
+  trainer.gpu->memory_bytes = 1'300'000'000;
+  TopRow shell;
+  shell.pid = 8;
+  shell.comm = "sh";
+  screen.rows = {trainer, shell};
+  EXPECT_THAT(RenderTopScreen(screen), Not(HasSubstr("GPU%")));
+  screen.gpu = true;
+  screen.gpu_devices = {GpuDeviceFigures{.index = 0,
+                                         .name = "NVIDIA H100",
+                                         .utilization = 0.8,
+                                         .memory_used_bytes = 2'000'000'000,
+                                         .memory_total_bytes = 80'000'000'000}};
+  std::string text = RenderTopScreen(screen);
+  EXPECT_THAT(text, HasSubstr("GPU%  GPUMEM"));
+  EXPECT_THAT(text, HasSubstr("   74.0    1.3G"));
+  EXPECT_THAT(text, HasSubstr("      -       -"));
+  EXPECT_THAT(text, HasSubstr("GPU 0 NVIDIA H100: 80.0% busy, memory 2.0GB of 80.0GB"));
 }
 
 }  // namespace

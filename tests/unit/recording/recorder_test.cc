@@ -411,5 +411,64 @@ TEST(RecorderTest, CodeCopiesAreKeptUntilTheirProcessEndsAndBadOnesCounted) {
   EXPECT_EQ(recorder.python_code_copies().size(), 0u) << "its samples are all in by its exit";
 }
 
+// Names code by range, as a CUDA program's symbols would read.
+class CudaSymbolizer : public NativeSymbolizer {
+ public:
+  class Symbols : public ProcessSymbols {
+   public:
+    std::string Symbolize(uint64_t addr) override {
+      switch (addr & ~0xfffull) {
+        case 0x1000:
+          return "cuCtxSynchronize";
+        case 0x2000:
+          return "main";
+        case 0x3000:
+          return "libcuda.so.1+0x3000";  // the driver's unnamed inside
+        case 0x4000:
+          return "cudaMemcpyAsync";
+        case 0x5000:
+          return "cudaDeviceSynchronize";
+      }
+      return "?";
+    }
+  };
+  absl::StatusOr<std::unique_ptr<ProcessSymbols>> ForProcess(uint32_t) override {
+    return std::make_unique<Symbols>();
+  }
+};
+
+TEST(RecorderTest, StacksInCudaWaitsEndInGpuWaitOnAndOffCpu) {
+  CudaSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  // Spinning inside the driver, under the runtime's and the driver's synchronize.
+  recorder.HandleRecord(SampleRecord(3, 3, "train", {}, {0x3010, 0x1010, 0x5010, 0x2010}));
+  // An asynchronous copy is the CPU's own work.
+  recorder.HandleRecord(SampleRecord(3, 3, "train", {}, {0x4010, 0x2010}));
+  EXPECT_THAT(Folded(recorder, nullptr),
+              UnorderedElementsAre(Pair("train (3);main;cudaDeviceSynchronize;cuCtxSynchronize;"
+                                        "libcuda.so.1+0x3000;[gpu wait]",
+                                        1),
+                                   Pair("train (3);main;cudaMemcpyAsync", 1)));
+
+  // Asleep in a synchronize is waiting on the GPU; preempted there, on a CPU.
+  recorder.HandleRecord(OffCpuRecord(3, 3, "train", {0x1010, 0x2010}, PYSTROBE_OFFCPU_SLEEP, 5000));
+  recorder.HandleRecord(
+      OffCpuRecord(3, 3, "train", {0x1010, 0x2010}, PYSTROBE_OFFCPU_RUNQUEUE, 1000));
+  recorder.HandleRecord(OffCpuRecord(3, 3, "train", {0x4010, 0x2010}, PYSTROBE_OFFCPU_SLEEP, 2000));
+  Profile offcpu;
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                         nullptr, {});
+  builder.AddTo(recorder.offcpu_stacks(), {.per_nanosecond = 1}, offcpu);
+  std::map<std::string, uint64_t> folded;
+  for (const ProfileStack& stack : offcpu.stacks()) {
+    std::vector<std::string> names;
+    for (const Frame& frame : stack.frames) names.push_back(frame.name);
+    folded[absl::StrJoin(names, ";")] += stack.count;
+  }
+  EXPECT_THAT(folded, UnorderedElementsAre(Pair("train (3);main;cuCtxSynchronize;[gpu wait]", 5000),
+                                           Pair("train (3);main;cuCtxSynchronize;[runqueue]", 1000),
+                                           Pair("train (3);main;cudaMemcpyAsync;[sleep]", 2000)));
+}
+
 }  // namespace
 }  // namespace pystrobe
