@@ -1,5 +1,5 @@
-// How `record` and `stat` run until they are done, and end the command they
-// started.
+// What the local commands (`record`, `stat`, `top`) share around their
+// sampling session: when it ends, the command they started, the GPUs.
 #ifndef PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_
 #define PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_
 
