@@ -2,8 +2,8 @@
 
 For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
 exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
-shares, threads, recursion, lines, --pid, subprocess, exited-process, embedding and
---gil tests), the
+shares, threads, recursion, lines, --pid, subprocess, late-start, exited-process,
+embedding and --gil tests), the
 workloads of tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
 must show, per the record CLI's contract:
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
@@ -458,7 +458,7 @@ class SubprocessesTest(PythonRecordTest):
             self.assertGreater(seen, 0.7 * total(theirs),
                                f"late_spin in {seen} of {total(theirs)}:\n{summarize(theirs)}")
             self.assertWellShaped(theirs, "late_spin")
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class EmbeddedTest(PythonRecordTest):
