@@ -3,9 +3,8 @@
 For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
 exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
 shares, threads, recursion, lines, --pid, subprocess, late-start, exited-process,
-embedding and --gil tests), the
-workloads of tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
-must show, per the record CLI's contract:
+embedding and --gil tests), the workloads of tests/workloads/python/e2e/ run under
+`pystrobe record` and the folded output must show, per the record CLI's contract:
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
   after the process frame (and the thread frame with --threads), file names
   shortened to the base name here; then kernel frames or one `[native]` leaf;
