@@ -321,8 +321,9 @@ struct pystrobe_python_offsets {
 	__u32 object_type;     /* ob_type */
 	__u32 var_object_size; /* ob_size */
 	__u32 bytes_data;      /* ob_sval */
-	/* struct _gil_runtime_state: cond, then mutex (88 bytes with glibc on
-	 * x86_64); a thread in a futex wait on them is waiting for the GIL. */
+	/* Where a thread waiting for the GIL sleeps, from gil: struct
+	 * _gil_runtime_state's cond, then mutex (3.7+); 3.6's gil_cond and
+	 * gil_mutex; 2.7's interpreter_lock (see gil_wait_*). NONE: unknown. */
 	__u32 gil_cond;
 	/* PyASCIIObject / PyCompactUnicodeObject (str) */
 	__u32 unicode_length;	    /* length, in code points */

@@ -2,10 +2,9 @@
 
 For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
 exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
-shares, threads, recursion, lines, --pid, subprocess, exited-process, embedding and
---gil tests), the
-workloads of tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
-must show, per the record CLI's contract:
+shares, threads, recursion, lines, --pid, subprocess, late-start, exited-process,
+embedding and --gil tests), the workloads of tests/workloads/python/e2e/ run under
+`pystrobe record` and the folded output must show, per the record CLI's contract:
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
   after the process frame (and the thread frame with --threads), file names
   shortened to the base name here; then kernel frames or one `[native]` leaf;
@@ -212,10 +211,13 @@ class DeepRecursionTest(PythonRecordTest):
         def check(python):
             recording = self.record_python(python, "deep_recursion.py", ["--seconds", "1.5"],
                                            name="deep-default")
-            pid = json_line(recording.stdout)["pid"]
-            mine = stacks_of_pid(recording.stacks, pid)
+            truth = json_line(recording.stdout)
+            mine = stacks_of_pid(recording.stacks, truth["pid"])
             leaves = {s: c for s, c in mine.items() if has_function(s, "hot_leaf")}
-            self.assertGreater(total(leaves), 300, f"hot_leaf barely seen:\n{summarize(mine)}")
+            # The workload spins for wall time: on a busy machine it gets less CPU.
+            self.assertGreaterEqual(total(leaves), sample_floor(truth["cpu_s"], int(RATE)),
+                                    f"hot_leaf barely seen in {truth['cpu_s']:.2f} s of CPU:\n"
+                                    f"{summarize(mine)}")
             self.assertWellShaped(leaves, "hot_leaf")
             for stack in leaves:
                 truncated, python_frames, _ = python_part(stack)
@@ -230,10 +232,13 @@ class DeepRecursionTest(PythonRecordTest):
         def check(python):
             recording = self.record_python(python, "deep_recursion.py", ["--seconds", "1.5"],
                                            flags=["--max-python-depth", "200"], name="deep-200")
-            pid = json_line(recording.stdout)["pid"]
-            mine = stacks_of_pid(recording.stacks, pid)
+            truth = json_line(recording.stdout)
+            mine = stacks_of_pid(recording.stacks, truth["pid"])
             leaves = {s: c for s, c in mine.items() if has_function(s, "hot_leaf")}
-            self.assertGreater(total(leaves), 300, f"hot_leaf barely seen:\n{summarize(mine)}")
+            # The workload spins for wall time: on a busy machine it gets less CPU.
+            self.assertGreaterEqual(total(leaves), sample_floor(truth["cpu_s"], int(RATE)),
+                                    f"hot_leaf barely seen in {truth['cpu_s']:.2f} s of CPU:\n"
+                                    f"{summarize(mine)}")
             self.assertWellShaped(leaves, "hot_leaf")
             for stack in leaves:
                 truncated, python_frames, _ = python_part(stack)
@@ -452,7 +457,7 @@ class SubprocessesTest(PythonRecordTest):
             self.assertGreater(seen, 0.7 * total(theirs),
                                f"late_spin in {seen} of {total(theirs)}:\n{summarize(theirs)}")
             self.assertWellShaped(theirs, "late_spin")
-        self.for_each_python(check)
+        self.for_each_python(check, installed_pythons(with_old=True))
 
 
 class EmbeddedTest(PythonRecordTest):

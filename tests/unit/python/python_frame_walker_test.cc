@@ -167,7 +167,15 @@ void CheckInterpreter(const InstalledPython& python) {
   RemoteProcessMemory memory(child.pid());
   PythonFrameWalker walker(memory, *interpreter);
   CodeObjectReader reader(memory, *interpreter);
-  const uint64_t spinner_ident = expected[3].ident;
+  // Threads report in the order they get going, which load may change: the
+  // spinner is the one whose innermost frame is spinner().
+  uint64_t spinner_ident = 0;
+  for (const ExpectedThread& thread : expected) {
+    if (!thread.frames.empty() && thread.frames.front().first == "spinner") {
+      spinner_ident = thread.ident;
+    }
+  }
+  ASSERT_NE(spinner_ident, 0u) << "the workload reported no spinner";
   bool spinner_held_gil = false;
   std::string mismatch = "never walked";
   std::vector<SymbolizedThread> last;

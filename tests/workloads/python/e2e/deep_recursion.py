@@ -1,7 +1,8 @@
 """A hot leaf under 150 levels of recursion, for tests/e2e/test_record_python.py.
 
 <module> -> main -> recurse x 150 -> hot_leaf, which spins for --seconds.
-Prints "ready" and, at the end, one JSON line with its pid. Runs on 2.7 and 3.6+."""
+Prints "ready" and, at the end, one JSON line with its pid and the CPU seconds
+it used. Runs on 2.7 and 3.6+."""
 import argparse
 import json
 import os
@@ -32,7 +33,8 @@ def main():
     args = parser.parse_args()
     portable.say("ready")
     recurse(DEPTH, args.seconds)
-    portable.say(json.dumps({"pid": os.getpid(), "depth": DEPTH}))
+    portable.say(json.dumps({"pid": os.getpid(), "depth": DEPTH,
+                             "cpu_s": portable.process_time()}))
 
 
 main()

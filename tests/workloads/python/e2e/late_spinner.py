@@ -1,16 +1,17 @@
 """Spins in late_spin for --seconds, for tests/e2e/test_record_python.py: a
 Python process started after a system-wide recording began. Prints "ready"
-and then one JSON line with its pid."""
+and then one JSON line with its pid. Runs on 2.7 and 3.6+."""
 import argparse
 import json
 import os
-import time
+
+import portable
 
 
 def late_spin(seconds):
-    end = time.monotonic() + seconds
+    end = portable.monotonic() + seconds
     x = 0
-    while time.monotonic() < end:
+    while portable.monotonic() < end:
         for i in range(200):
             x += i
     return x
@@ -19,6 +20,6 @@ def late_spin(seconds):
 parser = argparse.ArgumentParser()
 parser.add_argument("--seconds", type=float, default=2)
 args = parser.parse_args()
-print("ready", flush=True)
+portable.say("ready")
 late_spin(args.seconds)
-print(json.dumps({"pid": os.getpid()}), flush=True)
+portable.say(json.dumps({"pid": os.getpid()}))
