@@ -83,6 +83,13 @@ void OnDemandAccounting::BeginStat(std::shared_ptr<RecordJob> job, absl::Time no
     stat->start_ns = entry->start_ns;
     stat->before = entry->raw;
   }
+  if (caps_.gpus) {
+    absl::StatusOr<std::unique_ptr<GpuSampler>> gpus = GpuSampler::Open();
+    if (gpus.ok()) {
+      stat->gpus = std::move(*gpus);
+      stat->gpus->Start();
+    }
+  }
   RecordRequest oncpu;
   oncpu.pids = {pid};
   stat->oncpu = StartRecording(oncpu, now);
@@ -173,6 +180,11 @@ void OnDemandAccounting::StopStat(Stat& stat, absl::Time now) {
   }
   if (stat.oncpu) stat.oncpu->RequestStop();
   if (stat.offcpu) stat.offcpu->RequestStop();
+  if (stat.gpus) {
+    stat.gpus->PollNow();  // the end of the window
+    stat.gpu_window = stat.gpus->TakeWindow();
+    stat.gpus.reset();
+  }
 }
 
 void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
@@ -255,6 +267,11 @@ void OnDemandAccounting::AnswerStat(Stat& stat) {
   report.threads = stat.at_end.threads;
   report.exited = stat.at_end.exited || !ProcessIsAlive(request.pid);
   report.drops = reader_->Drops();
+  if (stat.gpu_window) {
+    report.gpu_measured = true;
+    report.gpu_devices = stat.gpu_window->devices;
+    if (const GpuProcessFigures* mine = stat.gpu_window->Of(request.pid)) report.gpu = *mine;
+  }
 
   Profile oncpu;
   if (stat.oncpu && stat.oncpu->result().ok()) oncpu = *stat.oncpu->result();

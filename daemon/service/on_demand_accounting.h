@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/sample_tally.h"
+#include "daemon/gpu/gpu_sampler.h"
 #include "daemon/service/on_demand_recordings.h"
 
 namespace pystrobe {
@@ -34,6 +35,9 @@ struct AccountingCapabilities {
   // Whether process `pid`'s GC time is counted (its interpreter has the GC
   // probes); null: nobody's is.
   std::function<bool(uint32_t pid)> gc_measured;
+  // NVML sees a GPU: a stat polls it over its own window (a sampler of its
+  // own, so its figures are the window's).
+  bool gpus = false;
 };
 
 class OnDemandAccounting {
@@ -75,6 +79,8 @@ class OnDemandAccounting {
     SampleTally tally;
     std::shared_ptr<RecordJob> oncpu;
     std::shared_ptr<RecordJob> offcpu;  // null without off_cpu in the config
+    std::unique_ptr<GpuSampler> gpus;   // null without NVML
+    std::optional<GpuWindow> gpu_window;
   };
   struct Top {
     std::shared_ptr<RecordJob> job;

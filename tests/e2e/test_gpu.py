@@ -201,10 +201,12 @@ class FakeGpuDaemonTest(BpfTestCase):
 
     def daemon(self, env):
         port = free_port()
+        self.socket = os.path.join(self.tmp, f"control-{port}.sock")
         log = open(os.path.join(self.tmp, f"daemon-{port}.log"), "w+")
         proc = subprocess.Popen(
             [PYSTROBE_BIN, "daemon", "--prometheus-listen", f"127.0.0.1:{port}",
-             "--profile-dir", os.path.join(self.tmp, f"profiles-{port}")],
+             "--profile-dir", os.path.join(self.tmp, f"profiles-{port}"),
+             "--socket", self.socket],
             stdout=log, stderr=subprocess.STDOUT, env=env)
         self.addCleanup(self.stop, proc, log)
         deadline = time.time() + 20
@@ -255,6 +257,24 @@ class FakeGpuDaemonTest(BpfTestCase):
             check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
                                    capture_output=True)
             self.assertNotIn("error", check.stdout + check.stderr)
+
+    def test_stat_answered_by_the_daemon_has_the_gpu_figures_and_verdict(self):
+        gpu = FakeGpu(self.tmp, 95, name="daemon-stat")
+        workload = subprocess.Popen(gpu.workload("bound", 12), env=gpu.env())
+        self.addCleanup(lambda: (workload.kill(), workload.wait()))
+        pid = gpu.listed_pid()
+        self.daemon(gpu.env())
+        deadline = time.time() + 10
+        while not os.path.exists(self.socket) and time.time() < deadline:
+            time.sleep(0.1)
+        rc, out, err = run(["stat", "--socket", self.socket, "--json", "--pid", str(pid),
+                            "-d", "3"], gpu.env())
+        self.assertEqual(rc, 0, err)
+        self.assertIn("using the running daemon", err)
+        report = json_report(self, out, err)
+        self.assertEqual(report["gpu_memory_peak_bytes"], GPU_MEMORY, report)
+        self.assertGreater(report["gpu_utilization"], 0.5)
+        self.assertEqual(report["verdict"], "gpu-bound", report["evidence"])
 
     def test_daemon_without_nvml_says_so_in_one_gauge(self):
         port = self.daemon(dict(os.environ, PYSTROBE_NVML_LIBRARY=NO_NVML))
