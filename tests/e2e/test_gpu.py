@@ -174,6 +174,40 @@ class FakeGpuStatTest(BpfTestCase):
             proc.wait()
 
 
+class FakeGpuRecordTest(BpfTestCase):
+    """The fake driver spins in code without a name, below cuCtxSynchronize."""
+
+    def record(self, env, options=()):
+        gpu_script = env["PYSTROBE_FAKE_NVML_SCRIPT"]
+        out = os.path.join(self.tmp, "profile.folded")
+        rc, _, err = run(["record", "-f", "folded", "-o", out, *options, "--", PYTHON, WORKLOAD,
+                          "bound", "2", FAKE_CUDA, gpu_script], env)
+        self.assertEqual(rc, 0, err)
+        waits = {}
+        with open(out) as f:
+            for line in f:
+                stack, count = line.rsplit(" ", 1)
+                if "synchronize (" in stack:
+                    waits[stack] = int(count)
+        self.assertTrue(waits, "no sample under synchronize")
+        return waits
+
+    def gpu_wait_share(self, waits):
+        return sum(c for s, c in waits.items() if s.endswith(";[gpu wait]")) / sum(waits.values())
+
+    def test_on_a_gpu_host_waits_deep_in_the_driver_end_in_gpu_wait(self):
+        gpu = FakeGpu(self.tmp, 95, name="record")
+        waits = self.record(gpu.env())
+        self.assertGreater(self.gpu_wait_share(waits), 0.9, waits)
+
+    def test_with_native_the_driver_frames_stay_above_gpu_wait(self):
+        gpu = FakeGpu(self.tmp, 95, name="record-native")
+        waits = self.record(gpu.env(NO_NVML), options=("--native",))
+        self.assertGreater(self.gpu_wait_share(waits), 0.9, waits)
+        heaviest = max(waits, key=waits.get)
+        self.assertRegex(heaviest, r";cuCtxSynchronize;libcuda\.so\+0x[0-9a-f]+;\[gpu wait\]$")
+
+
 class FakeGpuTopTest(BpfTestCase):
 
     def test_top_has_gpu_columns_where_nvml_is(self):
