@@ -83,13 +83,7 @@ void OnDemandAccounting::BeginStat(std::shared_ptr<RecordJob> job, absl::Time no
     stat->start_ns = entry->start_ns;
     stat->before = entry->raw;
   }
-  if (caps_.gpus) {
-    absl::StatusOr<std::unique_ptr<GpuSampler>> gpus = GpuSampler::Open();
-    if (gpus.ok()) {
-      stat->gpus = std::move(*gpus);
-      stat->gpus->Start();
-    }
-  }
+  stat->gpus = OpenGpus();
   RecordRequest oncpu;
   oncpu.pids = {pid};
   stat->oncpu = StartRecording(oncpu, now);
@@ -111,6 +105,7 @@ void OnDemandAccounting::BeginTop(std::shared_ptr<RecordJob> job, absl::Time now
   auto top = std::make_unique<Top>();
   top->job = std::move(job);
   top->start = now;
+  top->gpus = OpenGpus();
   if (request.pid) {
     for (const ThreadCounters& thread : reader_->Threads(*request.pid)) {
       top->before[{thread.tid, 0}] = thread.raw;
@@ -231,6 +226,31 @@ void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
   top.before.clear();
   top.exited.clear();
   if (top.stacks) top.stacks->RequestStop();
+  if (top.gpus) {
+    top.gpus->PollNow();  // the end of the interval
+    GpuWindow window = top.gpus->TakeWindow();
+    top.gpus.reset();
+    s.gpu = true;
+    for (const GpuDeviceFigures& d : window.devices) {
+      s.gpu_devices.push_back({.index = d.index,
+                               .name = d.name,
+                               .utilization = d.utilization,
+                               .memory_used_bytes = d.memory_used_bytes,
+                               .memory_total_bytes = d.memory_total_bytes});
+    }
+    for (const auto& [pid, figures] : window.processes) {
+      s.gpu_processes.push_back(
+          {.pid = pid, .utilization = figures.utilization, .memory_bytes = figures.memory_bytes});
+    }
+  }
+}
+
+std::unique_ptr<GpuSampler> OnDemandAccounting::OpenGpus() const {
+  if (!caps_.gpus) return nullptr;
+  absl::StatusOr<std::unique_ptr<GpuSampler>> gpus = GpuSampler::Open();
+  if (!gpus.ok()) return nullptr;
+  (*gpus)->Start();
+  return std::move(*gpus);
 }
 
 void OnDemandAccounting::StopDue(absl::Time now) {

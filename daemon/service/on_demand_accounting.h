@@ -35,8 +35,8 @@ struct AccountingCapabilities {
   // Whether process `pid`'s GC time is counted (its interpreter has the GC
   // probes); null: nobody's is.
   std::function<bool(uint32_t pid)> gc_measured;
-  // NVML sees a GPU: a stat polls it over its own window (a sampler of its
-  // own, so its figures are the window's).
+  // NVML sees a GPU: a stat or top polls it over its own window (a sampler
+  // of its own, so its figures are the window's).
   bool gpus = false;
 };
 
@@ -91,6 +91,7 @@ class OnDemandAccounting {
     absl::flat_hash_map<ProcessKey, ProcessCounters> exited;  // final figures
     TopSnapshot snapshot;
     std::shared_ptr<RecordJob> stacks;
+    std::unique_ptr<GpuSampler> gpus;  // null without NVML
   };
 
   void BeginStat(std::shared_ptr<RecordJob> job, absl::Time now);
@@ -100,6 +101,8 @@ class OnDemandAccounting {
   void AnswerStat(Stat& stat);
   void AnswerTop(Top& top);
   std::shared_ptr<RecordJob> StartRecording(RecordRequest request, absl::Time now);
+  // A GPU sampler of a stat's or top's own, polling from now; null without NVML.
+  std::unique_ptr<GpuSampler> OpenGpus() const;
 
   AccountingReader* reader_;
   OnDemandRecordings* recordings_;

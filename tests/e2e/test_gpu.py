@@ -310,6 +310,27 @@ class FakeGpuDaemonTest(BpfTestCase):
         self.assertGreater(report["gpu_utilization"], 0.5)
         self.assertEqual(report["verdict"], "gpu-bound", report["evidence"])
 
+    def test_top_answered_by_the_daemon_has_the_gpu_columns(self):
+        gpu = FakeGpu(self.tmp, 95, name="daemon-top")
+        workload = subprocess.Popen(gpu.workload("bound", 12), env=gpu.env())
+        self.addCleanup(lambda: (workload.kill(), workload.wait()))
+        pid = gpu.listed_pid()
+        self.daemon(gpu.env())
+        deadline = time.time() + 10
+        while not os.path.exists(self.socket) and time.time() < deadline:
+            time.sleep(0.1)
+        rc, out, err = run(["top", "--socket", self.socket, "--once", "-n", "100"], gpu.env())
+        self.assertEqual(rc, 0, err)
+        self.assertIn("(from the daemon)", out)
+        self.assertIn("GPU 0 Fake H100: 95.0% busy", out)
+        row = next((line for line in out.splitlines() if re.match(rf"\s*{pid}\s", line)), None)
+        self.assertIsNotNone(row, out)
+        self.assertRegex(row, r"\d+\.\d\s+1\.4G\s*$")
+        rc, out, err = run(["top", "--socket", self.socket, "--once", "--pid", str(pid)],
+                           gpu.env())
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"GPU \d+\.\d%, GPU memory 1335 MiB")
+
     def test_daemon_without_nvml_says_so_in_one_gauge(self):
         port = self.daemon(dict(os.environ, PYSTROBE_NVML_LIBRARY=NO_NVML))
         deadline = time.time() + 20
