@@ -38,7 +38,7 @@ ProcessMetricsOptions ProcessMetricsOptionsFrom(const DaemonConfig& config) {
 
 bool NeedsNewSession(const DaemonConfig& a, const DaemonConfig& b) {
   return a.rate_hz != b.rate_hz || a.targets != b.targets || a.python != b.python ||
-         a.off_cpu != b.off_cpu;
+         a.off_cpu != b.off_cpu || a.gpu != b.gpu;
 }
 
 MemoryBudget BudgetFor(uint64_t memory_bytes) {
@@ -72,7 +72,8 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
   // GPUs, where NVML is; an NVML that is there but unusable is said once.
   // With a GPU, CPython's whole native stacks are read: a CUDA wait is found
   // by its symbol below the driver's own frames.
-  absl::StatusOr<std::unique_ptr<GpuSampler>> gpus = GpuSampler::Open();
+  absl::StatusOr<std::unique_ptr<GpuSampler>> gpus =
+      config.gpu ? GpuSampler::Open() : absl::NotFoundError("gpu: false");
   if (!gpus.ok() && gpus.status().code() != absl::StatusCode::kNotFound) {
     fprintf(stderr, "pystrobe daemon: no GPU figures: %s\n",
             std::string(gpus.status().message()).c_str());

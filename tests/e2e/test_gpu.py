@@ -233,15 +233,19 @@ class FakeGpuTopTest(BpfTestCase):
 
 class FakeGpuDaemonTest(BpfTestCase):
 
-    def daemon(self, env):
+    def daemon(self, env, config=None):
         port = free_port()
         self.socket = os.path.join(self.tmp, f"control-{port}.sock")
         log = open(os.path.join(self.tmp, f"daemon-{port}.log"), "w+")
-        proc = subprocess.Popen(
-            [PYSTROBE_BIN, "daemon", "--prometheus-listen", f"127.0.0.1:{port}",
-             "--profile-dir", os.path.join(self.tmp, f"profiles-{port}"),
-             "--socket", self.socket],
-            stdout=log, stderr=subprocess.STDOUT, env=env)
+        args = [PYSTROBE_BIN, "daemon", "--prometheus-listen", f"127.0.0.1:{port}",
+                "--profile-dir", os.path.join(self.tmp, f"profiles-{port}"),
+                "--socket", self.socket]
+        if config is not None:
+            path = os.path.join(self.tmp, f"config-{port}.yaml")
+            with open(path, "w") as f:
+                f.write(config)
+            args += ["--config", path]
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
         self.addCleanup(self.stop, proc, log)
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -333,6 +337,13 @@ class FakeGpuDaemonTest(BpfTestCase):
 
     def test_daemon_without_nvml_says_so_in_one_gauge(self):
         port = self.daemon(dict(os.environ, PYSTROBE_NVML_LIBRARY=NO_NVML))
+        self.assert_no_gpu_series(port)
+
+    def test_gpu_false_in_the_configuration_never_opens_nvml(self):
+        gpu = FakeGpu(self.tmp, 95, name="gpu-off")
+        self.assert_no_gpu_series(self.daemon(gpu.env(), config="gpu: false\n"))
+
+    def assert_no_gpu_series(self, port):
         deadline = time.time() + 20
         text = scrape(port)
         while series(text, "pystrobe_gpu_nvml_available") is None and time.time() < deadline:
