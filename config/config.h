@@ -116,6 +116,8 @@ struct DaemonConfig {
   TargetsConfig targets;
   PythonConfig python;
   bool off_cpu = false;
+  // Poll NVIDIA GPUs through NVML where it is (GPU series, figures, verdicts).
+  bool gpu = true;
   absl::Duration window = absl::Seconds(60);
   ExportersConfig exporters;
   LimitsConfig limits;

@@ -24,6 +24,7 @@
 #include "daemon/cli/record_summary.h"
 #include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
+#include "daemon/gpu/nvml_library.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
@@ -72,15 +73,17 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const Recorder& recorde
   return absl::OkStatus();
 }
 
-// The session `options` ask for, with `targets` in its filter.
+// The session `options` ask for, with `targets` in its filter. On a GPU host
+// CPython's whole native stacks are read even without --native: a CUDA wait
+// is found by its symbol below the driver's own frames, for [gpu wait].
 SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
-                                       const std::vector<uint32_t>& targets) {
+                                       const std::vector<uint32_t>& targets, bool gpu_host) {
   return SamplingSessionConfig{
       .sampler = {.filter_pids = !options.all,
                   .follow_children = options.subprocesses,
                   .python_max_frames = options.max_python_depth,
                   .offcpu = options.offcpu || options.idle,
-                  .python_native_stacks = options.native},
+                  .python_native_stacks = options.native || gpu_host},
       .target_pids = targets,
       .rate_hz = options.rate_hz,
       .recorder = {.threads = options.threads,
@@ -171,7 +174,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   std::vector<uint32_t> targets = options.pids;
   if (command) targets.push_back(static_cast<uint32_t>(command->pid()));
   absl::StatusOr<std::unique_ptr<SamplingSession>> session =
-      SamplingSession::Open(SessionConfigFor(options, targets));
+      SamplingSession::Open(SessionConfigFor(options, targets, NvmlLibrary::SeesAGpu()));
   if (!session.ok()) return Fail("record", session.status());
   if (!(*session)->kernel_symbols_status().ok()) {
     fprintf(stderr, "pystrobe record: warning: kernel frames stay unnamed: %s\n",

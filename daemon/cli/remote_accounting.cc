@@ -9,7 +9,9 @@
 #include <cstring>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/cli/exit_status.h"
@@ -24,6 +26,35 @@ constexpr size_t kCounterFields = sizeof(pystrobe_task_counters) / sizeof(uint64
 void PrintInfo(const std::string& line) { fprintf(stderr, "pystrobe: %s\n", line.c_str()); }
 
 }  // namespace
+
+void AddGpuFigures(const TopSnapshot& snapshot, TopScreen& screen) {
+  if (!snapshot.gpu) return;
+  screen.gpu = true;
+  for (const TopSnapshotGpuDevice& d : snapshot.gpu_devices) {
+    screen.gpu_devices.push_back({.index = d.index,
+                                  .name = d.name,
+                                  .utilization = d.utilization,
+                                  .memory_used_bytes = d.memory_used_bytes,
+                                  .memory_used_peak_bytes = d.memory_used_bytes,
+                                  .memory_total_bytes = d.memory_total_bytes});
+  }
+  absl::flat_hash_map<uint32_t, const TopSnapshotGpuProcess*> by_pid;
+  for (const TopSnapshotGpuProcess& p : snapshot.gpu_processes) by_pid[p.pid] = &p;
+  // Thread rows (top --pid): the process's figures go in the title, as locally.
+  bool per_thread = !screen.rows.empty() && screen.rows.front().tid != 0;
+  if (auto it = by_pid.find(per_thread ? screen.rows.front().pid : 0); it != by_pid.end()) {
+    absl::StrAppend(&screen.title,
+                    absl::StrFormat(", GPU %.1f%%, GPU memory %d MiB",
+                                    100 * it->second->utilization, it->second->memory_bytes >> 20));
+  }
+  for (TopRow& row : screen.rows) {
+    auto it = by_pid.find(row.pid);
+    if (row.tid != 0 || it == by_pid.end()) continue;
+    row.gpu.emplace();
+    row.gpu->utilization = it->second->utilization;
+    row.gpu->memory_bytes = it->second->memory_bytes;
+  }
+}
 
 std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot) {
   std::vector<TopRow> rows;
@@ -128,6 +159,7 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonCl
     screen.max_rows = options.rows;
     screen.clear = tty && !options.once;
     screen.rows = TopRowsFrom(*snapshot);
+    AddGpuFigures(*snapshot, screen);
     for (const TopSnapshotFunction& fn : snapshot->functions) {
       screen.functions.push_back({fn.name, fn.samples});
     }

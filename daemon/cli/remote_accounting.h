@@ -26,6 +26,9 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& options, const Daemon
 
 // The rows of a snapshot as the local top has them.
 std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot);
+// The snapshot's GPU section, where there is one: the screen's GPU lines and
+// its process rows' GPU columns.
+void AddGpuFigures(const TopSnapshot& snapshot, TopScreen& screen);
 
 }  // namespace pystrobe
 

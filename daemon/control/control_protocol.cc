@@ -363,6 +363,26 @@ std::string EncodeTopSnapshot(const TopSnapshot& s) {
     PutString(out, fn.name);
     PutU64(out, fn.samples);
   }
+  if (!s.gpu) return out;
+  auto put_double = [&out](double value) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(bits));
+    PutU64(out, bits);
+  };
+  PutU32(out, static_cast<uint32_t>(s.gpu_devices.size()));
+  for (const TopSnapshotGpuDevice& d : s.gpu_devices) {
+    PutU32(out, d.index);
+    PutString(out, d.name);
+    put_double(d.utilization);
+    PutU64(out, d.memory_used_bytes);
+    PutU64(out, d.memory_total_bytes);
+  }
+  PutU32(out, static_cast<uint32_t>(s.gpu_processes.size()));
+  for (const TopSnapshotGpuProcess& p : s.gpu_processes) {
+    PutU32(out, p.pid);
+    put_double(p.utilization);
+    PutU64(out, p.memory_bytes);
+  }
   return out;
 }
 
@@ -402,6 +422,30 @@ absl::StatusOr<TopSnapshot> DecodeTopSnapshot(std::string_view bytes, size_t cou
     TopSnapshotFunction fn;
     if (!in.String(fn.name) || !in.U64(fn.samples)) return bad();
     s.functions.push_back(std::move(fn));
+  }
+  if (in.empty()) return s;
+  // The GPU section: utilizations are shares, at most a GPU each.
+  auto get_share = [&in](double& value, double most) {
+    uint64_t bits = 0;
+    if (!in.U64(bits)) return false;
+    std::memcpy(&value, &bits, sizeof(value));
+    return value >= 0 && value <= most;
+  };
+  s.gpu = true;
+  if (!in.Count(n, 32)) return bad();
+  for (uint32_t i = 0; i < n; ++i) {
+    TopSnapshotGpuDevice d;
+    if (!in.U32(d.index) || !in.String(d.name) || !get_share(d.utilization, 1) ||
+        !in.U64(d.memory_used_bytes) || !in.U64(d.memory_total_bytes)) {
+      return bad();
+    }
+    s.gpu_devices.push_back(std::move(d));
+  }
+  if (!in.Count(n, 20)) return bad();
+  for (uint32_t i = 0; i < n; ++i) {
+    TopSnapshotGpuProcess p;
+    if (!in.U32(p.pid) || !get_share(p.utilization, 64) || !in.U64(p.memory_bytes)) return bad();
+    s.gpu_processes.push_back(p);
   }
   if (!in.empty()) return bad();
   return s;

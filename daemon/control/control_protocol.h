@@ -150,6 +150,25 @@ struct TopSnapshotFunction {
 
   friend bool operator==(const TopSnapshotFunction&, const TopSnapshotFunction&) = default;
 };
+// NVML's figures over the interval, where the daemon has them: a section
+// after the functions that is on the wire only then (a snapshot without it
+// reads as before).
+struct TopSnapshotGpuDevice {
+  uint32_t index = 0;
+  std::string name;
+  double utilization = 0;  // 0..1
+  uint64_t memory_used_bytes = 0;
+  uint64_t memory_total_bytes = 0;
+
+  friend bool operator==(const TopSnapshotGpuDevice&, const TopSnapshotGpuDevice&) = default;
+};
+struct TopSnapshotGpuProcess {
+  uint32_t pid = 0;        // host pid
+  double utilization = 0;  // GPUs, summed over its devices
+  uint64_t memory_bytes = 0;
+
+  friend bool operator==(const TopSnapshotGpuProcess&, const TopSnapshotGpuProcess&) = default;
+};
 struct TopSnapshot {
   std::string title;
   double interval_seconds = 0;
@@ -157,6 +176,9 @@ struct TopSnapshot {
   uint64_t function_samples = 0;
   std::vector<TopSnapshotRow> rows;
   std::vector<TopSnapshotFunction> functions;
+  bool gpu = false;  // the GPU section is there
+  std::vector<TopSnapshotGpuDevice> gpu_devices;
+  std::vector<TopSnapshotGpuProcess> gpu_processes;
 
   friend bool operator==(const TopSnapshot&, const TopSnapshot&) = default;
 };

@@ -37,6 +37,13 @@ std::string NvmlLibrary::DefaultPath() {
   return override_path != nullptr && *override_path != '\0' ? override_path : "libnvidia-ml.so.1";
 }
 
+bool NvmlLibrary::SeesAGpu() {
+  absl::StatusOr<std::unique_ptr<NvmlLibrary>> nvml = Load(DefaultPath());
+  if (!nvml.ok()) return false;
+  absl::StatusOr<unsigned> count = (*nvml)->DeviceCount();
+  return count.ok() && *count > 0;
+}
+
 absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

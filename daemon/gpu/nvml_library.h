@@ -33,6 +33,8 @@ class NvmlLibrary {
   // The library pystrobe opens: $PYSTROBE_NVML_LIBRARY when set (tests point
   // it at a fake NVML), else "libnvidia-ml.so.1" through the loader's path.
   static std::string DefaultPath();
+  // NVML (DefaultPath()) opens and sees at least one GPU: a GPU host.
+  static bool SeesAGpu();
   // Opens `path`, resolves the entry points and calls nvmlInit_v2.
   static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Load(const std::string& path);
   ~NvmlLibrary();  // nvmlShutdown, dlclose

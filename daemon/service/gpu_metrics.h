@@ -31,6 +31,7 @@ class GpuMetrics {
   // Takes the sampler's window when kGpuMetricsWindow has passed since the last.
   void Update(absl::Time now);
   std::vector<prometheus::MetricFamily> Families() const;
+  bool available() const { return sampler_ != nullptr; }
 
  private:
   struct Process {

@@ -83,6 +83,7 @@ void OnDemandAccounting::BeginStat(std::shared_ptr<RecordJob> job, absl::Time no
     stat->start_ns = entry->start_ns;
     stat->before = entry->raw;
   }
+  stat->gpus = OpenGpus();
   RecordRequest oncpu;
   oncpu.pids = {pid};
   stat->oncpu = StartRecording(oncpu, now);
@@ -104,6 +105,7 @@ void OnDemandAccounting::BeginTop(std::shared_ptr<RecordJob> job, absl::Time now
   auto top = std::make_unique<Top>();
   top->job = std::move(job);
   top->start = now;
+  top->gpus = OpenGpus();
   if (request.pid) {
     for (const ThreadCounters& thread : reader_->Threads(*request.pid)) {
       top->before[{thread.tid, 0}] = thread.raw;
@@ -173,6 +175,11 @@ void OnDemandAccounting::StopStat(Stat& stat, absl::Time now) {
   }
   if (stat.oncpu) stat.oncpu->RequestStop();
   if (stat.offcpu) stat.offcpu->RequestStop();
+  if (stat.gpus) {
+    stat.gpus->PollNow();  // the end of the window
+    stat.gpu_window = stat.gpus->TakeWindow();
+    stat.gpus.reset();
+  }
 }
 
 void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
@@ -219,6 +226,31 @@ void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
   top.before.clear();
   top.exited.clear();
   if (top.stacks) top.stacks->RequestStop();
+  if (top.gpus) {
+    top.gpus->PollNow();  // the end of the interval
+    GpuWindow window = top.gpus->TakeWindow();
+    top.gpus.reset();
+    s.gpu = true;
+    for (const GpuDeviceFigures& d : window.devices) {
+      s.gpu_devices.push_back({.index = d.index,
+                               .name = d.name,
+                               .utilization = d.utilization,
+                               .memory_used_bytes = d.memory_used_bytes,
+                               .memory_total_bytes = d.memory_total_bytes});
+    }
+    for (const auto& [pid, figures] : window.processes) {
+      s.gpu_processes.push_back(
+          {.pid = pid, .utilization = figures.utilization, .memory_bytes = figures.memory_bytes});
+    }
+  }
+}
+
+std::unique_ptr<GpuSampler> OnDemandAccounting::OpenGpus() const {
+  if (!caps_.gpus) return nullptr;
+  absl::StatusOr<std::unique_ptr<GpuSampler>> gpus = GpuSampler::Open();
+  if (!gpus.ok()) return nullptr;
+  (*gpus)->Start();
+  return std::move(*gpus);
 }
 
 void OnDemandAccounting::StopDue(absl::Time now) {
@@ -255,6 +287,11 @@ void OnDemandAccounting::AnswerStat(Stat& stat) {
   report.threads = stat.at_end.threads;
   report.exited = stat.at_end.exited || !ProcessIsAlive(request.pid);
   report.drops = reader_->Drops();
+  if (stat.gpu_window) {
+    report.gpu_measured = true;
+    report.gpu_devices = stat.gpu_window->devices;
+    if (const GpuProcessFigures* mine = stat.gpu_window->Of(request.pid)) report.gpu = *mine;
+  }
 
   Profile oncpu;
   if (stat.oncpu && stat.oncpu->result().ok()) oncpu = *stat.oncpu->result();

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/sample_tally.h"
+#include "daemon/gpu/gpu_sampler.h"
 #include "daemon/service/on_demand_recordings.h"
 
 namespace pystrobe {
@@ -34,6 +35,9 @@ struct AccountingCapabilities {
   // Whether process `pid`'s GC time is counted (its interpreter has the GC
   // probes); null: nobody's is.
   std::function<bool(uint32_t pid)> gc_measured;
+  // NVML sees a GPU: a stat or top polls it over its own window (a sampler
+  // of its own, so its figures are the window's).
+  bool gpus = false;
 };
 
 class OnDemandAccounting {
@@ -75,6 +79,8 @@ class OnDemandAccounting {
     SampleTally tally;
     std::shared_ptr<RecordJob> oncpu;
     std::shared_ptr<RecordJob> offcpu;  // null without off_cpu in the config
+    std::unique_ptr<GpuSampler> gpus;   // null without NVML
+    std::optional<GpuWindow> gpu_window;
   };
   struct Top {
     std::shared_ptr<RecordJob> job;
@@ -85,6 +91,7 @@ class OnDemandAccounting {
     absl::flat_hash_map<ProcessKey, ProcessCounters> exited;  // final figures
     TopSnapshot snapshot;
     std::shared_ptr<RecordJob> stacks;
+    std::unique_ptr<GpuSampler> gpus;  // null without NVML
   };
 
   void BeginStat(std::shared_ptr<RecordJob> job, absl::Time now);
@@ -94,6 +101,8 @@ class OnDemandAccounting {
   void AnswerStat(Stat& stat);
   void AnswerTop(Top& top);
   std::shared_ptr<RecordJob> StartRecording(RecordRequest request, absl::Time now);
+  // A GPU sampler of a stat's or top's own, polling from now; null without NVML.
+  std::unique_ptr<GpuSampler> OpenGpus() const;
 
   AccountingReader* reader_;
   OnDemandRecordings* recordings_;

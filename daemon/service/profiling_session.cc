@@ -38,7 +38,7 @@ ProcessMetricsOptions ProcessMetricsOptionsFrom(const DaemonConfig& config) {
 
 bool NeedsNewSession(const DaemonConfig& a, const DaemonConfig& b) {
   return a.rate_hz != b.rate_hz || a.targets != b.targets || a.python != b.python ||
-         a.off_cpu != b.off_cpu;
+         a.off_cpu != b.off_cpu || a.gpu != b.gpu;
 }
 
 MemoryBudget BudgetFor(uint64_t memory_bytes) {
@@ -69,12 +69,22 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
     uint64_t next_sequence) {
   std::unique_ptr<ProfilingSession> session(new ProfilingSession(config, labels));
   MemoryBudget budget = BudgetFor(config.limits.memory_bytes);
+  // GPUs, where NVML is; an NVML that is there but unusable is said once.
+  // With a GPU, CPython's whole native stacks are read: a CUDA wait is found
+  // by its symbol below the driver's own frames.
+  absl::StatusOr<std::unique_ptr<GpuSampler>> gpus =
+      config.gpu ? GpuSampler::Open() : absl::NotFoundError("gpu: false");
+  if (!gpus.ok() && gpus.status().code() != absl::StatusCode::kNotFound) {
+    fprintf(stderr, "pystrobe daemon: no GPU figures: %s\n",
+            std::string(gpus.status().message()).c_str());
+  }
   absl::StatusOr<std::unique_ptr<SamplingSession>> sampling = SamplingSession::Open({
       .sampler = {.filter_pids = FiltersProcesses(config.targets),
                   .filter_cgroups = FiltersCgroups(config.targets),
                   // Without the walk, no process is handed to the kernel as CPython.
                   .python_max_frames = config.python.max_depth,
-                  .offcpu = config.off_cpu},
+                  .offcpu = config.off_cpu,
+                  .python_native_stacks = gpus.ok()},
       .target_pids = {},  // the target selector adds them
       .rate_hz = config.rate_hz,
       .recorder = {.threads = true,
@@ -97,12 +107,6 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
       config.targets, &bpf, labels != nullptr ? labels->resolver() : nullptr);
   if (absl::Status s = session->targets_->Start(); !s.ok()) return s;
   session->accounting_ = std::make_unique<AccountingReader>(bpf.accounting_maps());
-  // GPUs, where NVML is; an NVML that is there but unusable is said once.
-  absl::StatusOr<std::unique_ptr<GpuSampler>> gpus = GpuSampler::Open();
-  if (!gpus.ok() && gpus.status().code() != absl::StatusCode::kNotFound) {
-    fprintf(stderr, "pystrobe daemon: no GPU figures: %s\n",
-            std::string(gpus.status().message()).c_str());
-  }
   session->gpu_metrics_ = std::make_unique<GpuMetrics>(gpus.ok() ? std::move(*gpus) : nullptr,
                                                        ReadProcessPlacement, config.labels);
   Recorder* recorder = &sampling_session.recorder();
@@ -129,7 +133,8 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                              .gc_measured =
                                  [discovery = python_discovery](uint32_t pid) {
                                    return discovery != nullptr && discovery->GcMeasured(pid);
-                                 }});
+                                 },
+                             .gpus = session->gpu_metrics_->available()});
   OnDemandRecordings* on_demand = session->on_demand_.get();
   session->window_loop_->set_window_observer(
       [on_demand](const WindowStacks& stacks) { on_demand->OnWindowTaken(stacks); });

@@ -174,6 +174,40 @@ class FakeGpuStatTest(BpfTestCase):
             proc.wait()
 
 
+class FakeGpuRecordTest(BpfTestCase):
+    """The fake driver spins in code without a name, below cuCtxSynchronize."""
+
+    def record(self, env, options=()):
+        gpu_script = env["PYSTROBE_FAKE_NVML_SCRIPT"]
+        out = os.path.join(self.tmp, "profile.folded")
+        rc, _, err = run(["record", "-f", "folded", "-o", out, *options, "--", PYTHON, WORKLOAD,
+                          "bound", "2", FAKE_CUDA, gpu_script], env)
+        self.assertEqual(rc, 0, err)
+        waits = {}
+        with open(out) as f:
+            for line in f:
+                stack, count = line.rsplit(" ", 1)
+                if "synchronize (" in stack:
+                    waits[stack] = int(count)
+        self.assertTrue(waits, "no sample under synchronize")
+        return waits
+
+    def gpu_wait_share(self, waits):
+        return sum(c for s, c in waits.items() if s.endswith(";[gpu wait]")) / sum(waits.values())
+
+    def test_on_a_gpu_host_waits_deep_in_the_driver_end_in_gpu_wait(self):
+        gpu = FakeGpu(self.tmp, 95, name="record")
+        waits = self.record(gpu.env())
+        self.assertGreater(self.gpu_wait_share(waits), 0.9, waits)
+
+    def test_with_native_the_driver_frames_stay_above_gpu_wait(self):
+        gpu = FakeGpu(self.tmp, 95, name="record-native")
+        waits = self.record(gpu.env(NO_NVML), options=("--native",))
+        self.assertGreater(self.gpu_wait_share(waits), 0.9, waits)
+        heaviest = max(waits, key=waits.get)
+        self.assertRegex(heaviest, r";cuCtxSynchronize;libcuda\.so\+0x[0-9a-f]+;\[gpu wait\]$")
+
+
 class FakeGpuTopTest(BpfTestCase):
 
     def test_top_has_gpu_columns_where_nvml_is(self):
@@ -199,13 +233,19 @@ class FakeGpuTopTest(BpfTestCase):
 
 class FakeGpuDaemonTest(BpfTestCase):
 
-    def daemon(self, env):
+    def daemon(self, env, config=None):
         port = free_port()
+        self.socket = os.path.join(self.tmp, f"control-{port}.sock")
         log = open(os.path.join(self.tmp, f"daemon-{port}.log"), "w+")
-        proc = subprocess.Popen(
-            [PYSTROBE_BIN, "daemon", "--prometheus-listen", f"127.0.0.1:{port}",
-             "--profile-dir", os.path.join(self.tmp, f"profiles-{port}")],
-            stdout=log, stderr=subprocess.STDOUT, env=env)
+        args = [PYSTROBE_BIN, "daemon", "--prometheus-listen", f"127.0.0.1:{port}",
+                "--profile-dir", os.path.join(self.tmp, f"profiles-{port}"),
+                "--socket", self.socket]
+        if config is not None:
+            path = os.path.join(self.tmp, f"config-{port}.yaml")
+            with open(path, "w") as f:
+                f.write(config)
+            args += ["--config", path]
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
         self.addCleanup(self.stop, proc, log)
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -256,8 +296,54 @@ class FakeGpuDaemonTest(BpfTestCase):
                                    capture_output=True)
             self.assertNotIn("error", check.stdout + check.stderr)
 
+    def test_stat_answered_by_the_daemon_has_the_gpu_figures_and_verdict(self):
+        gpu = FakeGpu(self.tmp, 95, name="daemon-stat")
+        workload = subprocess.Popen(gpu.workload("bound", 12), env=gpu.env())
+        self.addCleanup(lambda: (workload.kill(), workload.wait()))
+        pid = gpu.listed_pid()
+        self.daemon(gpu.env())
+        deadline = time.time() + 10
+        while not os.path.exists(self.socket) and time.time() < deadline:
+            time.sleep(0.1)
+        rc, out, err = run(["stat", "--socket", self.socket, "--json", "--pid", str(pid),
+                            "-d", "3"], gpu.env())
+        self.assertEqual(rc, 0, err)
+        self.assertIn("using the running daemon", err)
+        report = json_report(self, out, err)
+        self.assertEqual(report["gpu_memory_peak_bytes"], GPU_MEMORY, report)
+        self.assertGreater(report["gpu_utilization"], 0.5)
+        self.assertEqual(report["verdict"], "gpu-bound", report["evidence"])
+
+    def test_top_answered_by_the_daemon_has_the_gpu_columns(self):
+        gpu = FakeGpu(self.tmp, 95, name="daemon-top")
+        workload = subprocess.Popen(gpu.workload("bound", 12), env=gpu.env())
+        self.addCleanup(lambda: (workload.kill(), workload.wait()))
+        pid = gpu.listed_pid()
+        self.daemon(gpu.env())
+        deadline = time.time() + 10
+        while not os.path.exists(self.socket) and time.time() < deadline:
+            time.sleep(0.1)
+        rc, out, err = run(["top", "--socket", self.socket, "--once", "-n", "100"], gpu.env())
+        self.assertEqual(rc, 0, err)
+        self.assertIn("(from the daemon)", out)
+        self.assertIn("GPU 0 Fake H100: 95.0% busy", out)
+        row = next((line for line in out.splitlines() if re.match(rf"\s*{pid}\s", line)), None)
+        self.assertIsNotNone(row, out)
+        self.assertRegex(row, r"\d+\.\d\s+1\.4G\s*$")
+        rc, out, err = run(["top", "--socket", self.socket, "--once", "--pid", str(pid)],
+                           gpu.env())
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"GPU \d+\.\d%, GPU memory 1335 MiB")
+
     def test_daemon_without_nvml_says_so_in_one_gauge(self):
         port = self.daemon(dict(os.environ, PYSTROBE_NVML_LIBRARY=NO_NVML))
+        self.assert_no_gpu_series(port)
+
+    def test_gpu_false_in_the_configuration_never_opens_nvml(self):
+        gpu = FakeGpu(self.tmp, 95, name="gpu-off")
+        self.assert_no_gpu_series(self.daemon(gpu.env(), config="gpu: false\n"))
+
+    def assert_no_gpu_series(self, port):
         deadline = time.time() + 20
         text = scrape(port)
         while series(text, "pystrobe_gpu_nvml_available") is None and time.time() < deadline:

@@ -39,6 +39,7 @@ TEST(ConfigDefaultsTest, MatchTheDocumentedValues) {
   EXPECT_TRUE(c.python.walk);
   EXPECT_EQ(c.python.max_depth, 128);
   EXPECT_FALSE(c.off_cpu);
+  EXPECT_TRUE(c.gpu);
   EXPECT_EQ(c.window, absl::Seconds(60));
   EXPECT_EQ(c.exporters.profile_dir, "/var/lib/pystrobe/profiles");
   EXPECT_EQ(c.exporters.retention.max_age, absl::Hours(24 * 7));
@@ -72,6 +73,7 @@ python:
   walk: false
   max_depth: 384
 off_cpu: true
+gpu: false
 window: 5m
 exporters:
   profile_dir: /srv/profiles
@@ -106,6 +108,7 @@ labels:
   EXPECT_FALSE(c.python.walk);
   EXPECT_EQ(c.python.max_depth, 384);
   EXPECT_TRUE(c.off_cpu);
+  EXPECT_FALSE(c.gpu);
   EXPECT_EQ(c.window, absl::Minutes(5));
   EXPECT_EQ(c.exporters.profile_dir, "/srv/profiles");
   EXPECT_EQ(c.exporters.retention.max_age, absl::Hours(24));

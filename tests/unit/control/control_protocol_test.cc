@@ -279,6 +279,41 @@ TEST(ControlProtocolTest, TopSnapshotRoundTripsAndMutationsAreErrorsNotCrashes) 
   }
 }
 
+TEST(ControlProtocolTest, TopSnapshotGpuSectionRoundTripsOnlyWhereThereIsOne) {
+  TopSnapshot snapshot;
+  snapshot.title = "all processes";
+  snapshot.rows.push_back(
+      {.pid = 7, .tid = 0, .comm = "train", .exited = false, .counters = {1, 2, 3, 4}});
+  std::string without = EncodeTopSnapshot(snapshot);
+  snapshot.gpu = true;
+  snapshot.gpu_devices.push_back({.index = 0,
+                                  .name = "NVIDIA H100",
+                                  .utilization = 0.75,
+                                  .memory_used_bytes = 2000,
+                                  .memory_total_bytes = 8000});
+  snapshot.gpu_processes.push_back({.pid = 7, .utilization = 0.74, .memory_bytes = 1400});
+  std::string with = EncodeTopSnapshot(snapshot);
+  // A host without NVML sends what it always sent.
+  EXPECT_EQ(with.substr(0, without.size()), without);
+  absl::StatusOr<TopSnapshot> back = DecodeTopSnapshot(with, 4);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, snapshot);
+  absl::StatusOr<TopSnapshot> old = DecodeTopSnapshot(without, 4);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->gpu);
+  EXPECT_FALSE(DecodeTopSnapshot(with.substr(0, with.size() - 1), 4).ok());
+  // A utilization that is not a share is refused.
+  snapshot.gpu_devices[0].utilization = 2;
+  EXPECT_FALSE(DecodeTopSnapshot(EncodeTopSnapshot(snapshot), 4).ok());
+  std::mt19937_64 random(13);
+  for (int i = 0; i < 5000; ++i) {
+    std::string buffer = with;
+    buffer[random() % buffer.size()] = static_cast<char>(random());
+    buffer.resize(random() % (buffer.size() + 1));
+    (void)DecodeTopSnapshot(buffer, 4);
+  }
+}
+
 TEST(ControlProtocolTest, MutatedProfilesAreErrorsNotCrashes) {
   Profile profile;
   auto module = std::make_shared<NativeModule>();

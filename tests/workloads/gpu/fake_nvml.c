@@ -32,8 +32,12 @@ enum {
   ERROR_DRIVER_NOT_LOADED = 9,
 };
 typedef struct fake_device* nvmlDevice_t;
-typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
-typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct {
+  unsigned int gpu, memory;
+} nvmlUtilization_t;
+typedef struct {
+  unsigned long long total, free, used;
+} nvmlMemory_t;
 typedef struct {
   unsigned int pid;
   unsigned long long usedGpuMemory;
