@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -33,7 +35,8 @@ namespace {
 // The process runs on while we read it: a thread state or frame freed between
 // two reads makes a walk fail or a frame unreadable. Such a walk is retried;
 // after the last attempt unreadable frames are shown as such.
-constexpr int kWalkAttempts = 5;
+constexpr int kWalkAttempts = 20;
+constexpr std::chrono::microseconds kWalkRetryPause{500};
 
 struct DumpOptions {
   pid_t pid = 0;
@@ -155,6 +158,11 @@ absl::StatusOr<std::vector<DumpThread>> ReadThreads(const ProcessMemory& memory,
     std::vector<DumpThread> out;
     bool complete = true;
     for (const PythonThread& thread : *threads) {
+      if (!thread.frames_status.ok()) {
+        if (!IsTransient(thread.frames_status)) return thread.frames_status;
+        complete = false;
+        last_error = thread.frames_status;
+      }
       DumpThread dumped;
       if (thread.native_thread_id) dumped.tid = static_cast<pid_t>(*thread.native_thread_id);
       dumped.pthread_id = thread.thread_id;
@@ -172,12 +180,20 @@ absl::StatusOr<std::vector<DumpThread>> ReadThreads(const ProcessMemory& memory,
         last_error = symbol.status();
         dumped.frames.push_back({"<unreadable>", std::string(symbol.status().message()), -1});
       }
+      if (!thread.frames_status.ok()) {
+        // The callers below the break are not known; say so once.
+        dumped.frames.push_back({"<unreadable>", std::string(thread.frames_status.message()), -1});
+      }
       out.push_back(std::move(dumped));
     }
     if (complete || last_attempt) {
       walked = std::move(*threads);
       return out;
     }
+    // A busy thread (an event loop switching tasks thousands of times a
+    // second) reuses its frames as they are read; a moment later it is
+    // elsewhere in its cycle.
+    std::this_thread::sleep_for(kWalkRetryPause);
   }
   return absl::Status(last_error.code(),
                       absl::StrCat("the Python threads changed under every one of ", kWalkAttempts,

@@ -130,7 +130,8 @@ absl::StatusOr<std::vector<PythonThread>> PythonFrameWalker::WalkAllThreads() co
         thread.native_thread_id = *native;
       }
       thread.holds_gil = *gil_holder == *tstate;
-      if (absl::Status status = WalkFrames(*tstate, thread); !status.ok()) return status;
+      // The thread state list held; only this thread's frames moved under us.
+      thread.frames_status = WalkFrames(*tstate, thread);
       threads.push_back(std::move(thread));
       tstate = ReadPointer(*tstate + o.tstate_next);
       if (!tstate.ok()) return tstate.status();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/python/interpreter_finder.h"
 #include "daemon/python/process_memory.h"
@@ -29,6 +30,9 @@ struct PythonThread {
   bool holds_gil = false;
   std::vector<PythonFrame> frames;  // innermost first
   bool truncated = false;           // deeper than max_frames
+  // OK, or why the frame chain broke off before its end (the thread ran on
+  // and reused a frame as it was read); `frames` holds what was read first.
+  absl::Status frames_status;
 };
 
 class PythonFrameWalker {
@@ -44,7 +48,8 @@ class PythonFrameWalker {
 
   // Every thread of every interpreter, in the interpreter's list order. The
   // process keeps running: a thread that exits mid-walk may end the walk with
-  // an error; loops in corrupt lists end at the limits above.
+  // an error, a frame chain that changes mid-read ends that thread's frames
+  // (PythonThread::frames_status); loops in corrupt lists end at the limits above.
   absl::StatusOr<std::vector<PythonThread>> WalkAllThreads() const;
 
   // The frames of one thread state.
