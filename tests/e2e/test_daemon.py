@@ -106,17 +106,26 @@ class Daemon:
             self.write_config(config)
             cmd += ["--config", self.config_path]
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
+        # Up means what systemd is told: READY=1 comes once sampling runs and
+        # the control socket has its final permissions. /metrics answers
+        # earlier, before either.
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify_path = os.path.join(tmp, f"notify-{self.port}.sock")
+        self.notify.bind(notify_path)
+        self.notify.settimeout(0.2)
+        env = dict(os.environ, NOTIFY_SOCKET=notify_path)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.output()}")
             try:
-                scrape(self.port)
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError(f"daemon never served /metrics:\n{self.output()}")
+                if "READY=1" in self.notify.recv(4096).decode().splitlines():
+                    scrape(self.port)
+                    return
+            except socket.timeout:
+                pass
+        raise AssertionError(f"daemon never said READY=1:\n{self.output()}")
 
     def write_config(self, text):
         with open(self.config_path, "w") as f:
@@ -142,6 +151,7 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        self.notify.close()
 
 
 class DaemonTest(BpfTestCase):
