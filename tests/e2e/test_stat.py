@@ -215,6 +215,15 @@ class StatTest(BpfTestCase):
         self.assertEqual(rc, 0, err)
 
 
+    def test_a_process_without_an_executable_is_an_error_not_a_crash(self):
+        # kthreadd has no /proc/2/exe: stat says what it found, as for any
+        # process it cannot measure, and exits 1.
+        rc, out, err, _ = run_pystrobe(["stat", "--pid", "2", "-d", "0.5"], timeout=60)
+        self.assertEqual(rc, 1, err)
+        self.assertNotIn("terminate called", err)
+        self.assertRegex(err, r"^pystrobe stat: .*process 2", err)
+
+
 class TopTest(BpfTestCase):
 
     def test_once_shows_a_busy_process_and_its_python_function(self):
