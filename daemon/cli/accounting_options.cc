@@ -151,12 +151,12 @@ const char* TopUsage() {
 
 A live view, refreshed every second, of every process (or, with --pid, every
 thread of one process): CPU% user/system, read/write rates, page faults per
-second, off-CPU time by reason, GIL wait, GPU% and GPU memory where NVML is,
-and the hottest Python functions.
+second, off-CPU time by reason, GIL wait, resident memory (RSS) and how fast
+it grows, GPU% and GPU memory where NVML is, and the hottest Python functions.
 
 Options:
   -p, --pid PID        one process, per thread
-  -s, --sort KEY       cpu (default), io, faults or offcpu
+  -s, --sort KEY       cpu (default), io, faults, offcpu or memory (RSS)
   --once               print one screen after one interval and exit
   -i, --interval SECS  refresh interval (default 1)
   -n, --rows N         rows shown (default 20)
@@ -167,8 +167,8 @@ Options:
   -v, --verbose        show libbpf's messages, and why there are no GPU figures
   -h, --help           this help
 
-Keys (when stdin is a terminal): c, i, f, o sort by cpu, io, faults, off-CPU;
-q quits.
+Keys (when stdin is a terminal): c, i, f, o, m sort by cpu, io, faults,
+off-CPU, resident memory; q quits.
 )";
 }
 
@@ -195,9 +195,11 @@ absl::StatusOr<TopOptions> ParseTopOptions(const std::vector<std::string>& args)
         options.sort = TopSort::kFaults;
       } else if (*v == "offcpu") {
         options.sort = TopSort::kOffCpu;
+      } else if (*v == "memory") {
+        options.sort = TopSort::kMemory;
       } else {
         return absl::InvalidArgumentError(
-            absl::StrCat("--sort wants cpu, io, faults or offcpu, not '", *v, "'"));
+            absl::StrCat("--sort wants cpu, io, faults, offcpu or memory, not '", *v, "'"));
       }
     } else if (arg == "-i" || arg == "--interval") {
       absl::StatusOr<std::string> v = flags.Value(arg);
