@@ -17,6 +17,12 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
   for (uint32_t pid : c.target_pids) {
     if (absl::Status s = bpf.AddTargetPid(pid); !s.ok()) return s;
   }
+  if (c.sampler.native_unwind_bytes > 0) {
+    // Targets known now are walked with tables from their first sample.
+    session->unwind_maps_ = std::make_unique<UnwindMaps>(bpf.unwind_maps());
+    session->native_unwind_ = std::make_unique<NativeUnwindTracker>(session->unwind_maps_.get());
+    for (uint32_t pid : c.target_pids) session->native_unwind_->Track(pid).IgnoreError();
+  }
 
   absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromFile();
   if (kernel.ok()) {
@@ -45,6 +51,7 @@ absl::Status SamplingSession::Start(RecordObserver observe) {
   absl::Status attached =
       sampler_->Attach(config_.rate_hz, [this](std::span<const uint8_t> record) {
         if (observe_) observe_(record);
+        if (native_unwind_) native_unwind_->OnRecord(record);
         recorder_->HandleRecord(record);
       });
   attached_ = attached.ok();

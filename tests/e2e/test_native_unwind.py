@@ -1,0 +1,107 @@
+"""Native stacks without frame pointers, walked in the kernel with unwind tables.
+
+unwind_chain is built -O2 -fomit-frame-pointer, as distributions build, so a
+frame-pointer walk sees its leaf and nothing else. With --native every sample
+must read the whole chain the program is known to run, down to _start: a
+recursion of known depth, a callback from libc's qsort, and a signal handler
+on top of the loop it interrupted.
+"""
+
+import unittest
+
+from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, process_pid, record, summarize,
+                              total, workload)
+
+RATE = 499
+# Samples that must read whole: the first sample or two of a process come
+# before its mappings are read, and are walked with frame pointers.
+WHOLE_SHARE = 0.95
+PROGRAM_START = ("_start", "__libc_start_main", "__libc_start_call_main", "main")
+
+
+def user_frames(stack):
+    """The stack's native frames of the program, root first: no process frame,
+    no kernel frames."""
+    return tuple(f for f in stack[1:] if not f.endswith(KERNEL_SUFFIX))
+
+
+def base_name(frame):
+    """GCC's clones read as their function: SortOuter.constprop.0 -> SortOuter."""
+    return frame.split(".")[0]
+
+
+class NativeUnwindTest(BpfTestCase):
+
+    def run_chain(self, mode, seconds=3):
+        recording = record(["--native", "-r", str(RATE), "--", workload("unwind_chain"), "--mode",
+                            mode, "--seconds", str(seconds)], self.tmp, name=mode)
+        self.assertRecorded(recording)
+        mine = {s: c for s, c in recording.stacks.items() if s and s[0].startswith("unwind_chain")}
+        self.assertGreater(total(mine), seconds * RATE * 0.5, summarize(recording.stacks))
+        return recording, mine
+
+    def assertMostlyWhole(self, stacks, is_whole, what):
+        whole = sum(c for s, c in stacks.items() if is_whole(tuple(map(base_name,
+                                                                        user_frames(s)))))
+        self.assertGreaterEqual(
+            whole, WHOLE_SHARE * total(stacks),
+            f"{what}: {whole} of {total(stacks)} samples whole; heaviest stacks:\n"
+            f"{summarize(stacks)}")
+
+    def test_recursion_of_known_depth_reads_whole(self):
+        _, mine = self.run_chain("recursion")
+        chain = PROGRAM_START + ("RunRecursion",) + ("Recurse",) * 12 + ("SpinLeaf",)
+        # The leaf, or any frame of the recursion when the sample came
+        # between calls: always a prefix of the chain from _start.
+        self.assertMostlyWhole(mine, lambda user: len(user) >= 6 and user == chain[:len(user)],
+                               "recursion")
+        deepest = sum(c for s, c in mine.items()
+                      if tuple(map(base_name, user_frames(s))) == chain)
+        self.assertGreater(deepest, 0.5 * total(mine), summarize(mine))
+
+    def test_callback_from_libc_qsort_reads_whole(self):
+        _, mine = self.run_chain("qsort")
+        callers = PROGRAM_START + ("RunSort", "SortOuter", "SortInner")
+
+        def whole(user):
+            if user[:len(callers)] != callers:
+                return False
+            # Under qsort: libc's sort frames (named from libc's symbols), then
+            # the comparison, or qsort's own work.
+            rest = user[len(callers):]
+            return not rest or rest[0].startswith("qsort") or rest[0] == "SortInner"
+
+        self.assertMostlyWhole(mine, whole, "qsort")
+        in_callback = {s: c for s, c in mine.items() if "CompareSlowly" in s}
+        self.assertGreater(total(in_callback), 0.5 * total(mine), summarize(mine))
+        for stack in in_callback:
+            user = tuple(map(base_name, user_frames(stack)))
+            if user[:len(callers)] == callers:
+                self.assertTrue(any(f.startswith("msort") for f in user), stack)
+
+    def test_signal_handler_reads_through_the_signal_frame(self):
+        _, mine = self.run_chain("signal")
+        loop = PROGRAM_START + ("RunSignal", "SignalLoop")
+        in_handler = {s: c for s, c in mine.items() if "SpinInHandler" in s}
+        self.assertGreater(total(in_handler), 0.3 * total(mine), summarize(mine))
+
+        def whole(user):
+            # The loop, the signal trampoline (libc's __restore_rt, named by
+            # its address), the handler.
+            if user[:len(loop)] != loop:
+                return False
+            rest = user[len(loop):]
+            handler = rest[rest.index("OnSignal"):] if "OnSignal" in rest else ()
+            return handler[:2] == ("OnSignal", "SpinInHandler")
+
+        self.assertMostlyWhole(in_handler, whole, "signal handler")
+
+    def test_unwinder_counts_whole_walks(self):
+        recording, mine = self.run_chain("recursion", seconds=2)
+        native = recording.summary.get("native_unwind", {})
+        self.assertGreater(native.get("complete", 0), 0.9 * total(mine), recording.summary)
+        self.assertGreater(native.get("tables", 0), 0, recording.summary)
+
+
+if __name__ == "__main__":
+    unittest.main()
