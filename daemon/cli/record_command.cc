@@ -69,7 +69,7 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const SamplingSession& 
                      .tables_built = cache.built,
                      .tables_shared = cache.shared,
                      .table_failures = native->stats().table_failures,
-                     .kernel_bytes = session.unwind_maps()->bytes_used(),
+                     .kernel_bytes = session.unwind_maps()->peak_bytes_used(),
                      .build_time = cache.build_time};
   }
   fputs(RecordSummary(kernel, totals, elapsed, options.rate_hz, native_totals).c_str(), stderr);

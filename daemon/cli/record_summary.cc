@@ -54,7 +54,7 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
                     " truncated, ", Dropped(kernel, PYSTROBE_DROP_NATIVE_UNWIND), " (of them ",
                     Dropped(kernel, PYSTROBE_DROP_NATIVE_STALE_MAPPINGS), "); ",
                     native.tables_built, " unwind tables built in ",
-                    absl::StrFormat("%.1f ms (%.1f MiB in the kernel)",
+                    absl::StrFormat("%.1f ms (%.1f MiB in the kernel at most)",
                                     absl::ToDoubleMilliseconds(native.build_time),
                                     native.kernel_bytes / 1048576.0),
                     ", ", native.tables_shared, " shared, ", native.table_failures,

@@ -120,6 +120,7 @@ absl::Status UnwindMaps::LoadTable(uint32_t id, const UnwindTable& table) {
     return status;
   }
   placed_[id] = placed;
+  peak_bytes_used_ = std::max(peak_bytes_used_, bytes_used());
   return absl::OkStatus();
 }
 

@@ -45,8 +45,10 @@ class UnwindMaps : public UnwindTableStore {
                                   absl::Span<const pystrobe_unwind_mapping> mappings) override;
   void RemoveProcess(uint32_t pid) override;
 
-  // Bytes of the kernel's rows and page entries in use, and in all.
+  // Bytes of the kernel's rows and page entries in use, at most so far,
+  // and in all.
   uint64_t bytes_used() const;
+  uint64_t peak_bytes_used() const { return peak_bytes_used_; }
   uint64_t bytes_total() const;
 
  private:
@@ -60,6 +62,7 @@ class UnwindMaps : public UnwindTableStore {
   uint32_t block_capacity_;
   uint32_t page_capacity_;
   absl::flat_hash_map<uint32_t, Placement> placed_;
+  uint64_t peak_bytes_used_ = 0;
 };
 
 }  // namespace pystrobe

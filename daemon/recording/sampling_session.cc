@@ -1,6 +1,10 @@
 #include "daemon/recording/sampling_session.h"
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace pystrobe {
 
@@ -21,7 +25,15 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
     // Targets known now are walked with tables from their first sample.
     session->unwind_maps_ = std::make_unique<UnwindMaps>(bpf.unwind_maps());
     session->native_unwind_ = std::make_unique<NativeUnwindTracker>(session->unwind_maps_.get());
-    for (uint32_t pid : c.target_pids) session->native_unwind_->Track(pid).IgnoreError();
+    // A command pystrobe launched is still pystrobe until it execs: its
+    // exec reads its mappings.
+    std::error_code error;
+    std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+    for (uint32_t pid : c.target_pids) {
+      std::filesystem::path exe =
+          std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), error);
+      if (exe != self) session->native_unwind_->Track(pid).IgnoreError();
+    }
   }
 
   absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromFile();

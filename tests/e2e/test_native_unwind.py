@@ -7,6 +7,9 @@ recursion of known depth, a callback from libc's qsort, and a signal handler
 on top of the loop it interrupted.
 """
 
+import os
+import subprocess
+import textwrap
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, process_pid, record, summarize,
@@ -101,6 +104,56 @@ class NativeUnwindTest(BpfTestCase):
         native = recording.summary.get("native_unwind", {})
         self.assertGreater(native.get("complete", 0), 0.9 * total(mine), recording.summary)
         self.assertGreater(native.get("tables", 0), 0, recording.summary)
+
+
+DEBIAN_PYTHON = "/usr/bin/python3.11"
+MATMUL = textwrap.dedent("""
+    import time
+    import numpy as np
+
+    a = np.random.rand(300, 300)
+
+    def multiply_for(seconds):
+        end = time.time() + seconds
+        while time.time() < end:
+            a @ a
+
+    multiply_for(3)
+""")
+
+
+def debian_numpy_missing():
+    if not os.access(DEBIAN_PYTHON, os.X_OK):
+        return f"{DEBIAN_PYTHON} is not installed"
+    if subprocess.run([DEBIAN_PYTHON, "-c", "import numpy"], capture_output=True).returncode:
+        return "Debian's python3-numpy is not installed"
+    return None
+
+
+class NativeUnwindPythonTest(BpfTestCase):
+
+    @unittest.skipIf(debian_numpy_missing(), debian_numpy_missing())
+    def test_numpy_matmul_shows_python_caller_and_blas_together(self):
+        # Debian's python3.11, numpy and BLAS: no frame pointers anywhere.
+        script = os.path.join(self.tmp, "matmul.py")
+        with open(script, "w") as f:
+            f.write(MATMUL)
+        recording = record(["--native", "-r", str(RATE), "--", DEBIAN_PYTHON, script], self.tmp,
+                           name="matmul")
+        self.assertRecorded(recording)
+        mine = {s: c for s, c in recording.stacks.items() if s and s[0].startswith("python3")}
+        # Once numpy is imported, nearly every sample is in the product.
+        in_product = {s: c for s, c in mine.items() if "multiply_for (matmul.py:10)" in s}
+        self.assertGreater(total(in_product), 0.6 * total(mine), summarize(mine))
+        together = sum(c for s, c in in_product.items() if any("gemm" in f for f in s))
+        self.assertGreaterEqual(together, 0.8 * total(in_product),
+                                f"{together} of {total(in_product)} samples name BLAS's gemm "
+                                f"under the Python caller:\n{summarize(in_product)}")
+        # BLAS is called from numpy's C under the Python frame, never above it.
+        for stack in in_product:
+            gemm = [i for i, f in enumerate(stack) if "gemm" in f]
+            if gemm:
+                self.assertLess(stack.index("multiply_for (matmul.py:10)"), gemm[0], stack)
 
 
 if __name__ == "__main__":
