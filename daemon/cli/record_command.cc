@@ -50,8 +50,9 @@ std::string TargetDescription(const RecordOptions& options) {
 // Prints the summary to stderr and, with --summary-json, writes its JSON.
 // A summary that cannot be written does not cost the profile: the caller
 // writes that first and fails afterwards.
-absl::Status PrintSummary(const SamplerCounters& kernel, const Recorder& recorder,
+absl::Status PrintSummary(const SamplerCounters& kernel, const SamplingSession& session,
                           absl::Duration elapsed, const RecordOptions& options) {
+  const Recorder& recorder = session.recorder();
   RecordTotals totals = {
       .samples = recorder.samples(),
       .processes = recorder.processes().process_count(),
@@ -62,10 +63,20 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const Recorder& recorde
       .python_code_copy_bytes = recorder.python_code_copy_bytes(),
       .samples_without_gil = recorder.samples_without_gil(),
   };
-  fputs(RecordSummary(kernel, totals, elapsed, options.rate_hz).c_str(), stderr);
+  NativeUnwindTotals native_totals;
+  if (const NativeUnwindTracker* native = session.native_unwind()) {
+    const UnwindTableCache::Stats& cache = native->cache().stats();
+    native_totals = {.enabled = true,
+                     .tables_built = cache.built,
+                     .tables_shared = cache.shared,
+                     .table_failures = native->stats().table_failures,
+                     .kernel_bytes = session.unwind_maps()->peak_bytes_used(),
+                     .build_time = cache.build_time};
+  }
+  fputs(RecordSummary(kernel, totals, elapsed, options.rate_hz, native_totals).c_str(), stderr);
   if (options.summary_json.empty()) return absl::OkStatus();
   std::ofstream json(options.summary_json, std::ios::trunc);
-  json << RecordSummaryJson(kernel, totals, elapsed, options.rate_hz);
+  json << RecordSummaryJson(kernel, totals, elapsed, options.rate_hz, native_totals);
   json.close();
   if (!json) {
     return absl::PermissionDeniedError(
@@ -84,7 +95,8 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                   .follow_children = options.subprocesses,
                   .python_max_frames = options.max_python_depth,
                   .offcpu = options.offcpu || options.idle,
-                  .python_native_stacks = options.native || gpu_host},
+                  .python_native_stacks = options.native || gpu_host,
+                  .native_unwind_bytes = options.native ? kDefaultNativeUnwindBytes : 0},
       .target_pids = targets,
       .rate_hz = options.rate_hz,
       .recorder = {.threads = options.threads,
@@ -225,7 +237,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   PrintOomKills((*session)->sampler());
 
   if (options.imports) {
-    absl::Status summary = PrintSummary(counters, recorder, elapsed, options);
+    absl::Status summary = PrintSummary(counters, **session, elapsed, options);
     int status = WriteImportTree(options, recorder, output, out);
     return summary.ok() ? status : Fail("record", summary);
   }
@@ -241,7 +253,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
                        {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz},
                        builder, profile);
   AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()}, profile);
-  absl::Status summary = PrintSummary(counters, recorder, elapsed, options);
+  absl::Status summary = PrintSummary(counters, **session, elapsed, options);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail("record", s);
   out.close();
   if (!out) return Fail("record", absl::DataLossError(absl::StrCat("writing ", output, " failed")));
