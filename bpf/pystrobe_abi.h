@@ -205,7 +205,14 @@ enum pystrobe_sample_counter {
 	/* Nanoseconds spent copying and sending code objects (bpf_ktime_get_ns
 	 * around each copy): what the copies cost in the kernel. */
 	PYSTROBE_COUNT_PYTHON_CODE_COPY_NS = 10,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 11,
+	/* Resident-growth samples sent (PYSTROBE_EVENT_MEMORY). */
+	PYSTROBE_COUNT_MEMORY_SENT = 11,
+	/* Resident-growth samples whose stack a cpu-clock sample overwrote
+	 * while they were being taken (both share the per-CPU scratch), taken
+	 * again, and those lost when that happened twice. */
+	PYSTROBE_COUNT_MEMORY_RETAKEN = 12,
+	PYSTROBE_COUNT_MEMORY_LOST = 13,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 14,
 };
 
 /* ==== CPython frame walking ===========================================

@@ -61,6 +61,7 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const Recorder& recorde
       .python_codes_from_copies = recorder.python_codes().read_from_copies(),
       .python_code_copy_bytes = recorder.python_code_copy_bytes(),
       .samples_without_gil = recorder.samples_without_gil(),
+      .memory_bytes = recorder.memory_stacks().total_nanoseconds(),  // bytes, for memory
   };
   fputs(RecordSummary(kernel, totals, elapsed, options.rate_hz).c_str(), stderr);
   if (options.summary_json.empty()) return absl::OkStatus();
@@ -84,7 +85,8 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                   .follow_children = options.subprocesses,
                   .python_max_frames = options.max_python_depth,
                   .offcpu = options.offcpu || options.idle,
-                  .python_native_stacks = options.native || gpu_host},
+                  .python_native_stacks = options.native || gpu_host,
+                  .memory_growth = options.memory},
       .target_pids = targets,
       .rate_hz = options.rate_hz,
       .recorder = {.threads = options.threads,
@@ -237,10 +239,24 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
                          (*session)->kernel_symbols(), build_options);
-  AddOnAndOffCpuStacks(recorder.stacks(), recorder.offcpu_stacks(),
-                       {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz},
-                       builder, profile);
-  AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()}, profile);
+  if (options.memory) {
+    // Resident growth: each stack weighs the bytes its samples stand for.
+    profile.title = absl::StrCat("pystrobe record --memory: ", TargetDescription(options),
+                                 " (resident growth, bytes)");
+    profile.count_unit = "bytes";
+    profile.sample_rate_hz = 0;
+    profile.sampling_interval_bytes = SamplerConfig{}.memory_sample_bytes;
+    builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true},
+                  profile);
+    AddProcessLabels(recorder.processes(), {&recorder.memory_stacks()}, profile);
+  } else {
+    AddOnAndOffCpuStacks(
+        recorder.stacks(), recorder.offcpu_stacks(),
+        {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz}, builder,
+        profile);
+    AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()},
+                     profile);
+  }
   absl::Status summary = PrintSummary(counters, recorder, elapsed, options);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail("record", s);
   out.close();

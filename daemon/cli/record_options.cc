@@ -69,6 +69,7 @@ bool* SwitchFlag(RecordOptions& options, absl::string_view flag) {
   if (flag == "--full-filenames") return &options.full_filenames;
   if (flag == "--imports") return &options.imports;
   if (flag == "--asyncio") return &options.asyncio;
+  if (flag == "--memory") return &options.memory;
   return nullptr;
 }
 
@@ -105,6 +106,16 @@ Off CPU (where threads wait, and why: [sleep], [io wait], [runqueue]):
                        time off CPU under [off-cpu], both in microseconds
       --idle           include threads that are not running, as py-spy does:
                        their time off CPU counts as samples at the rate
+
+Memory:
+      --memory         instead of CPU time, where resident memory grows: the
+                       moments pages become resident (first touches), sampled
+                       in the kernel every 512 KiB of growth on average, each
+                       stack weighed in bytes (Python, native and kernel
+                       frames; pprof sample type resident_growth/bytes). It
+                       traces kmem:rss_stat while it runs: about 80 ns per
+                       page fault (2% of a core at 1 GB/s of first touch,
+                       docs/benchmarks.md)
 
 Python (any CPython 2.7 or 3.6 to 3.13, found automatically):
       --native         keep native frames: extensions above the Python frame
@@ -228,6 +239,10 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
   }
   if (options.offcpu && options.idle) {
     return absl::InvalidArgumentError("--off-cpu and --idle exclude each other");
+  }
+  if (options.memory && (options.offcpu || options.idle || options.imports)) {
+    return absl::InvalidArgumentError(
+        "--memory weighs stacks in bytes: it excludes --off-cpu, --idle and --imports");
   }
   if (options.format != "svg" && options.format != "folded" && options.format != "pprof" &&
       options.format != "speedscope") {

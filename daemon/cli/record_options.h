@@ -35,6 +35,7 @@ struct RecordOptions {
   bool no_line_numbers = false;
   bool full_filenames = false;
   bool asyncio = false;  // label samples of asyncio tasks by task (--asyncio)
+  bool memory = false;   // resident growth by stack, in bytes (--memory)
   int max_python_depth = 128;
   bool subprocesses = false;  // follow children of the targets
   // The import time of each module, as a tree, instead of a profile: to

@@ -47,6 +47,13 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
     absl::StrAppend(&text, "pystrobe: off CPU: ", kernel.offcpu_sent, " intervals, ",
                     Dropped(kernel, PYSTROBE_DROP_OFFCPU_STORAGE), "\n");
   }
+  if (kernel.memory_sent + kernel.memory_lost > 0) {
+    absl::StrAppend(&text, "pystrobe: memory: ", kernel.memory_sent,
+                    absl::StrFormat(" samples of resident growth (%.1f MiB), ",
+                                    totals.memory_bytes / 1048576.0),
+                    kernel.memory_retaken, " taken twice, ", kernel.memory_lost,
+                    " lost to a tick that overwrote them twice\n");
+  }
   if (kernel.period_redraws_failed > 0) {
     absl::StrAppend(&text, "pystrobe: the kernel refused ", kernel.period_redraws_failed, " of ",
                     kernel.period_redraws + kernel.period_redraws_failed,
@@ -79,7 +86,9 @@ std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals&
       ",\"codes_deferred\":", kernel.python_codes_deferred,
       ",\"code_copy_bytes\":", totals.python_code_copy_bytes,
       ",\"known_from_exec\":", kernel.python_at_exec, "}",
-      ",\"offcpu_intervals\":", kernel.offcpu_sent, ",\"period_redraws\":", kernel.period_redraws,
+      ",\"offcpu_intervals\":", kernel.offcpu_sent, ",\"memory_samples\":", kernel.memory_sent,
+      ",\"memory_bytes\":", totals.memory_bytes, ",\"memory_samples_lost\":", kernel.memory_lost,
+      ",\"period_redraws\":", kernel.period_redraws,
       ",\"period_redraws_failed\":", kernel.period_redraws_failed,
       ",\"samples_without_gil\":", totals.samples_without_gil, "}\n");
 }

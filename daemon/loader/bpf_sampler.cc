@@ -116,6 +116,12 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->python_max_frames = static_cast<uint32_t>(config.python_max_frames);
   skeleton_->rodata->offcpu_enabled = config.offcpu ? 1 : 0;
   skeleton_->rodata->python_native_stacks = config.python_native_stacks ? 1 : 0;
+  if (config.memory_growth && config.memory_sample_bytes == 0) {
+    return absl::InvalidArgumentError("a memory sampling interval of 0 bytes");
+  }
+  skeleton_->rodata->memory_growth_enabled = config.memory_growth ? 1 : 0;
+  skeleton_->rodata->memory_sample_bytes = config.memory_sample_bytes;
+  memory_growth_ = config.memory_growth;
   skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
   skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
   offcpu_ = config.offcpu;
@@ -226,6 +232,11 @@ absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
     if (link == nullptr) return LibbpfError(-errno, "attach the off-CPU program to sched_switch");
     links_.push_back(link);
   }
+  if (memory_growth_) {
+    bpf_link* link = bpf_program__attach(skeleton_->progs.sample_memory_growth);
+    if (link == nullptr) return LibbpfError(-errno, "attach the memory program to kmem:rss_stat");
+    links_.push_back(link);
+  }
 
   absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
   if (!cpus.ok()) return cpus.status();
@@ -333,6 +344,9 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
   counters.python_codes_deferred = samples[PYSTROBE_COUNT_PYTHON_CODES_DEFERRED];
   counters.python_code_copy_ns = samples[PYSTROBE_COUNT_PYTHON_CODE_COPY_NS];
+  counters.memory_sent = samples[PYSTROBE_COUNT_MEMORY_SENT];
+  counters.memory_retaken = samples[PYSTROBE_COUNT_MEMORY_RETAKEN];
+  counters.memory_lost = samples[PYSTROBE_COUNT_MEMORY_LOST];
   counters.period_redraws = detached_redraws_.set;
   counters.period_redraws_failed = detached_redraws_.failed;
   if (sampling_clock_ != nullptr) {

@@ -44,6 +44,10 @@ struct SamplerConfig {
   // Whole native stacks of CPython processes too (record --native); else
   // only their native leaf, which is all a stack without --native shows.
   bool python_native_stacks = false;
+  // Sample the moments memory becomes resident (kmem:rss_stat): a MEMORY
+  // record every memory_sample_bytes of growth on average, weighted in bytes.
+  bool memory_growth = false;
+  uint32_t memory_sample_bytes = 512 * 1024;
 };
 
 // What happened to samples in the kernel, summed over CPUs.
@@ -59,6 +63,9 @@ struct SamplerCounters {
   uint64_t python_codes_deferred = 0;  // copies the per-CPU copy budget put off
   uint64_t python_code_copy_ns = 0;    // in-kernel time spent making and sending copies
   uint64_t offcpu_sent = 0;            // off-CPU intervals sent
+  uint64_t memory_sent = 0;            // resident-growth samples sent
+  uint64_t memory_retaken = 0;         // ... taken twice (a tick overwrote the first)
+  uint64_t memory_lost = 0;            // ... lost (overwritten twice)
   // Per kernel drop reason (see kDropReasons in drop_reasons.h).
   std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
   // The sampling clock's redraws of a CPU's period, and those the kernel
@@ -174,6 +181,7 @@ class BpfSampler {
   // AttachPythonGcProbes' result per file (device, inode).
   std::map<std::pair<uint64_t, uint64_t>, absl::Status> gc_probes_;
   bool offcpu_ = false;
+  bool memory_growth_ = false;
   ring_buffer* ring_buffer_ = nullptr;
   RecordHandler handler_;
   // When the handler stops the poll in progress.

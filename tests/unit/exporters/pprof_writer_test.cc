@@ -514,5 +514,20 @@ TEST(PprofWriterTest, RegisteredForFormatPprofWithPbGzExtension) {
   EXPECT_EQ((*writer)->extension(), "pb.gz");
 }
 
+TEST(PprofWriterTest, ResidentGrowthIsOneSampleTypeInBytesWithItsSamplingInterval) {
+  Profile profile = PythonProfile();
+  profile.count_unit = "bytes";
+  profile.sample_rate_hz = 0;
+  profile.sampling_interval_bytes = 512 * 1024;
+  pb::Profile p = WriteAndRead(profile);
+  Decoded d{p};
+  EXPECT_THAT(d.SampleTypes(), ElementsAre(Pair("resident_growth", "bytes")));
+  EXPECT_EQ(d.S(p.period_type().type()), "space");
+  EXPECT_EQ(d.S(p.period_type().unit()), "bytes");
+  EXPECT_EQ(p.period(), 512 * 1024);
+  EXPECT_EQ(d.S(p.default_sample_type()), "resident_growth");
+  EXPECT_THAT(p.sample(0).value(), ElementsAre(30));
+}
+
 }  // namespace
 }  // namespace pystrobe

@@ -470,5 +470,41 @@ TEST(RecorderTest, StacksInCudaWaitsEndInGpuWaitOnAndOffCpu) {
                                            Pair("train (3);main;cudaMemcpyAsync;[sleep]", 2000)));
 }
 
+std::vector<uint8_t> MemoryRecord(uint32_t pid, const char* comm, std::vector<uint64_t> kernel,
+                                  std::vector<uint64_t> user, uint64_t bytes) {
+  std::vector<uint8_t> record = SampleRecord(pid, pid, comm, std::move(kernel), std::move(user));
+  auto* sample = reinterpret_cast<pystrobe_sample*>(record.data());
+  sample->kind = PYSTROBE_EVENT_MEMORY;
+  sample->weight_ns = bytes;
+  return record;
+}
+
+TEST(RecorderTest, ResidentGrowthIsWeighedInBytesApartFromCpuSamples) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x10}, 7'000'000));
+  recorder.HandleRecord(MemoryRecord(4, "svc", {}, {0x20}, 512 * 1024));
+  recorder.HandleRecord(MemoryRecord(4, "svc", {}, {0x20}, 1024 * 1024));
+  recorder.HandleRecord(MemoryRecord(4, "svc", {}, {0x30}, 512 * 1024));
+  EXPECT_EQ(recorder.samples(), 1u);
+  EXPECT_EQ(recorder.memory_stacks().total(), 3u);
+  EXPECT_EQ(recorder.memory_stacks().total_nanoseconds(), 2u * 1024 * 1024);  // bytes
+
+  Profile profile;
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                         nullptr, {});
+  builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true}, profile);
+  std::map<std::string, uint64_t> folded;
+  for (const ProfileStack& stack : profile.stacks()) {
+    std::vector<std::string> names;
+    for (const Frame& frame : stack.frames) names.push_back(frame.name);
+    folded[absl::StrJoin(names, ";")] += stack.count;
+  }
+  EXPECT_THAT(folded, UnorderedElementsAre(Pair("svc (4);fn_20_in_4#1", 1536 * 1024),
+                                           Pair("svc (4);fn_30_in_4#1", 512 * 1024)));
+  // Bytes, not time: the profile is not weighed by nanoseconds.
+  EXPECT_EQ(profile.total_nanoseconds(), 0u);
+}
+
 }  // namespace
 }  // namespace pystrobe
