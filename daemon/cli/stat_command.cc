@@ -127,9 +127,13 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
       !s.ok()) {
     return Fail("stat", s);
   }
+  // A kernel thread has no executable, and a process may have exited or be
+  // out of reach: then there is no GC to measure, and the rest goes on.
+  std::error_code unreadable;
   std::string binary =
       command ? ResolveExecutable(options.command[0])
-              : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe")).string();
+              : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable)
+                    .string();
   bool gc_measured = false;
   if (!binary.empty()) {
     absl::Status gc = (*session)->sampler().AttachPythonGcProbes(binary);
