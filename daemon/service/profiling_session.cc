@@ -23,6 +23,7 @@ WindowOptions WindowOptionsFrom(const DaemonConfig& config) {
   return WindowOptions{.window = config.window,
                        .rate_hz = config.rate_hz,
                        .offcpu = config.off_cpu,
+                       .memory = config.memory,
                        .static_labels = config.labels,
                        .max_native_names = budget.max_native_names,
                        .max_python_codes = budget.max_python_codes};
@@ -39,7 +40,7 @@ ProcessMetricsOptions ProcessMetricsOptionsFrom(const DaemonConfig& config) {
 
 bool NeedsNewSession(const DaemonConfig& a, const DaemonConfig& b) {
   return a.rate_hz != b.rate_hz || a.targets != b.targets || a.python != b.python ||
-         a.off_cpu != b.off_cpu || a.gpu != b.gpu;
+         a.off_cpu != b.off_cpu || a.gpu != b.gpu || a.memory != b.memory;
 }
 
 MemoryBudget BudgetFor(uint64_t memory_bytes) {
@@ -85,7 +86,8 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                   // Without the walk, no process is handed to the kernel as CPython.
                   .python_max_frames = config.python.max_depth,
                   .offcpu = config.off_cpu,
-                  .python_native_stacks = gpus.ok()},
+                  .python_native_stacks = gpus.ok(),
+                  .memory_growth = config.memory},
       .target_pids = {},  // the target selector adds them
       .rate_hz = config.rate_hz,
       .recorder = {.threads = true,

@@ -309,6 +309,45 @@ class MemoryDaemonTest(BpfTestCase):
         self.assertEqual(checked, 3, f"no resident series for pid {child.pid}")
 
 
+class DaemonMemoryWindowsTest(BpfTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        speedscope_render.ensure_node_modules()
+
+    def test_memory_true_writes_a_resident_growth_profile_beside_each_window(self):
+        tmp = tempfile.mkdtemp(dir=self.tmp)
+        daemon = Daemon(tmp, config="window: 2\nmemory: true\n")
+        self.addCleanup(daemon.stop)
+        truth_path = os.path.join(tmp, "truth.json")
+        # A first run makes the daemon find CPython in the executable: the
+        # second is walked from its exec on (the growth takes a fraction of a
+        # second, less than the daemon may take to discover a new one).
+        subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "8", "4", "1"], check=True,
+                       timeout=60)
+        subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "240", "80", "0.2"], check=True,
+                       timeout=60)
+        with open(truth_path) as f:
+            pid = json.load(f)["pid"]
+        time.sleep(3)  # the window that saw it is cut
+        memory_files = sorted(p for p in os.listdir(daemon.profile_dir)
+                              if p.endswith("-memory.pb.gz"))
+        self.assertTrue(memory_files, os.listdir(daemon.profile_dir))
+        weights = []
+        for name in memory_files:
+            profile = decode_pprof(os.path.join(daemon.profile_dir, name))
+            self.assertEqual(profile["sampleTypes"], [["resident_growth", "bytes"]])
+            self.assertEqual(profile["errors"], [])
+            for sample in profile["samples"]:
+                if str(sample["labels"].get("pid")) == str(pid):
+                    weights.append(([f["name"] for f in reversed(sample["stack"])],
+                                    int(sample["values"][0])))
+        shares, both = growth_shares(weights)
+        self.assertGreater(both, 250 * MIB, f"{len(weights)} samples of pid {pid}")
+        self.assertLessEqual(abs(shares["grow_big"] - 0.75), SHARE_TOLERANCE, shares)
+
+
 class MemoryTopTest(BpfTestCase):
 
     def test_top_shows_rss_and_its_growth(self):
