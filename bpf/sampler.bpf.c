@@ -380,7 +380,13 @@ int sample_memory_growth(struct bpf_raw_tracepoint_args *ctx)
 		sample->kind = PYSTROBE_EVENT_MEMORY;
 		sample->weight_ns = weight;
 		if (*taken_now == taken) {
-			if (bpf_ringbuf_output(&events, sample, size, sample_output_flags()))
+			/* A process not known as CPython may be fresh: wake the
+			 * reader for it, as sample_cpu does. */
+			__u64 flags = sample->python_status == PYSTROBE_PY_NOT_PYTHON
+					  ? first_sample_flags(tgid)
+					  : sample_output_flags();
+
+			if (bpf_ringbuf_output(&events, sample, size, flags))
 				count_drop(PYSTROBE_DROP_RINGBUF_FULL);
 			else
 				count_sample(PYSTROBE_COUNT_MEMORY_SENT);

@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/accounting/stat_analysis.h"
 #include "daemon/loader/cpu_clock_events.h"
+#include "daemon/recording/profile_builder.h"
 #include "daemon/service/oom_report.h"
 
 namespace pystrobe {
@@ -170,7 +172,22 @@ void ProfilingSession::Tick(absl::Time now) {
   for (const OomVictim& victim : process_metrics_.TakeOomVictims()) {
     fprintf(stderr, "pystrobe daemon: the OOM killer chose %s (%u), resident %.1f MiB\n",
             victim.comm.c_str(), victim.pid, victim.memory.resident_bytes() / 1048576.0);
-    if (absl::Status s = WriteOomReport(config_.exporters.profile_dir, victim); !s.ok()) {
+    // With memory: true, what grew the victim's memory in this window.
+    StatReport growth;
+    growth.pid = victim.pid;
+    if (config_.memory) {
+      Recorder& recorder = sampling_->recorder();
+      ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(),
+                             &recorder.native_names(), sampling_->kernel_symbols(),
+                             ProfileBuilderOptions{});
+      Profile profile;
+      builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true},
+                    profile);
+      PickMemoryGrowthStacks(profile, growth);
+    }
+    if (absl::Status s =
+            WriteOomReport(config_.exporters.profile_dir, victim, growth.memory_growth_stacks);
+        !s.ok()) {
       fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
     }
   }

@@ -349,6 +349,9 @@ TEST(ProcessMetricsTest, OomKillIsCountedAndReportedOnceAndTheCountStays) {
   EXPECT_THAT(OomReportJson(victims[0]),
               testing::HasSubstr("\"pid\":9,\"comm\":\"proc9\",\"cgroup\":\"\""));
   EXPECT_THAT(OomReportJson(victims[0]), testing::HasSubstr("\"rss_anon_bytes\":157286400"));
+  EXPECT_THAT(OomReportJson(victims[0], {{.frames = {"main", "grow"}, .bytes = 7, .share = 1}}),
+              testing::HasSubstr("\"memory_growth_stacks\":[{\"stack\":[\"main\",\"grow\"],"
+                                 "\"bytes\":7,\"share\":1.0000}]}"));
 }
 
 TEST(ProfileDirectoryTest, AWindowsResidentGrowthIsAMemoryFileBesideIt) {
