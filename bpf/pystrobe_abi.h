@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 10
+#define PYSTROBE_ABI_VERSION 11
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -43,6 +43,12 @@ enum pystrobe_event_kind {
 	 * the thread that made it resident, weight_ns holding the bytes the
 	 * sample stands for. */
 	PYSTROBE_EVENT_MEMORY = 6,
+	/* A sampled allocation (record --allocations): a pystrobe_sample of the
+	 * allocating thread, weight_ns holding the bytes it stands for and
+	 * address the block's address. */
+	PYSTROBE_EVENT_ALLOC = 7,
+	/* A sampled block was freed: struct pystrobe_free_event. */
+	PYSTROBE_EVENT_FREE = 8,
 };
 
 /* Why a thread left the CPU, from prev_state at sched_switch (and, for
@@ -123,13 +129,23 @@ struct pystrobe_sample {
 	/* What this record stands for: for a SAMPLE, the interval since the
 	 * previous cpu-clock tick on its CPU (intervals are random, so samples
 	 * weigh differently); for an OFFCPU record, the time off CPU; for a
-	 * MEMORY record, bytes of resident growth (not nanoseconds). */
+	 * MEMORY or ALLOC record, bytes (not nanoseconds). */
 	__u64 weight_ns;
+	__u64 address; /* ALLOC: the block's address; else 0 */
 	__u64 data[PYSTROBE_SAMPLE_DATA_WORDS];
 };
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_frame) == 16, "pystrobe_python_frame layout");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 72 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 80 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
 		    "pystrobe_sample layout changed: bump PYSTROBE_ABI_VERSION");
+
+/* A sampled block freed (PYSTROBE_EVENT_FREE). */
+struct pystrobe_free_event {
+	__u32 kind; /* PYSTROBE_EVENT_FREE */
+	__u32 pid;
+	__u64 address;
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_free_event) == 16,
+		    "pystrobe_free_event layout changed: bump PYSTROBE_ABI_VERSION");
 
 /* An exec or exit of a process; `comm` is the name after the event. */
 struct pystrobe_process_event {
@@ -212,7 +228,10 @@ enum pystrobe_sample_counter {
 	 * again, and those lost when that happened twice. */
 	PYSTROBE_COUNT_MEMORY_RETAKEN = 12,
 	PYSTROBE_COUNT_MEMORY_LOST = 13,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 14,
+	/* Sampled allocations sent (PYSTROBE_EVENT_ALLOC), and frees of them. */
+	PYSTROBE_COUNT_ALLOC_SENT = 14,
+	PYSTROBE_COUNT_FREE_SENT = 15,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 16,
 };
 
 /* ==== CPython frame walking ===========================================

@@ -106,8 +106,9 @@ class Profile {
   // Samples per second the profile was recorded at (0 when unknown).
   int sample_rate_hz = 0;
   // What a stack's count counts: "samples", "microseconds" when off-CPU
-  // time is weighed in with on-CPU time, or "bytes" of resident growth
-  // (record --memory; sampling_interval_bytes is then the mean interval).
+  // time is weighed in with on-CPU time, "bytes" of resident growth (record
+  // --memory), "inuse_bytes" or "alloc_bytes" of sampled allocations (record
+  // --allocations); for bytes, sampling_interval_bytes is the mean interval.
   std::string count_unit = "samples";
   uint64_t sampling_interval_bytes = 0;
 

@@ -188,7 +188,7 @@ std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
   // growth are made here. The summary's counters are a local sampler's; a
   // daemon's are its metrics.
   if (flags.no_daemon || !options.command.empty() || options.subprocesses || options.imports ||
-      options.memory || !options.summary_json.empty()) {
+      options.memory || options.allocations || !options.summary_json.empty()) {
     return std::nullopt;
   }
   absl::StatusOr<int> fd = ConnectToDaemon(flags.socket);

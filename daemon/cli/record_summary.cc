@@ -54,6 +54,13 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
                     kernel.memory_retaken, " taken twice, ", kernel.memory_lost,
                     " lost to a tick that overwrote them twice\n");
   }
+  if (kernel.allocations_sent > 0) {
+    absl::StrAppend(&text, "pystrobe: allocations: ", kernel.allocations_sent,
+                    absl::StrFormat(" sampled (%.1f MiB allocated), %d freed; %.1f MiB still held",
+                                    totals.allocation_bytes / 1048576.0, kernel.frees_sent,
+                                    totals.in_use_bytes / 1048576.0),
+                    "\n");
+  }
   if (kernel.period_redraws_failed > 0) {
     absl::StrAppend(&text, "pystrobe: the kernel refused ", kernel.period_redraws_failed, " of ",
                     kernel.period_redraws + kernel.period_redraws_failed,

@@ -131,9 +131,9 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // out of reach: then there is no GC to measure, and the rest goes on.
   std::error_code unreadable;
   std::string binary =
-      command ? ResolveExecutable(options.command[0])
-              : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable)
-                    .string();
+      command
+          ? ResolveExecutable(options.command[0])
+          : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable).string();
   bool gc_measured = false;
   if (!binary.empty()) {
     absl::Status gc = (*session)->sampler().AttachPythonGcProbes(binary);

@@ -122,6 +122,11 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->memory_growth_enabled = config.memory_growth ? 1 : 0;
   skeleton_->rodata->memory_sample_bytes = config.memory_sample_bytes;
   memory_growth_ = config.memory_growth;
+  if (config.allocations && config.alloc_sample_bytes == 0) {
+    return absl::InvalidArgumentError("an allocation sampling interval of 0 bytes");
+  }
+  skeleton_->rodata->allocations_enabled = config.allocations ? 1 : 0;
+  skeleton_->rodata->alloc_sample_bytes = config.alloc_sample_bytes;
   skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
   skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
   offcpu_ = config.offcpu;
@@ -347,6 +352,8 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.memory_sent = samples[PYSTROBE_COUNT_MEMORY_SENT];
   counters.memory_retaken = samples[PYSTROBE_COUNT_MEMORY_RETAKEN];
   counters.memory_lost = samples[PYSTROBE_COUNT_MEMORY_LOST];
+  counters.allocations_sent = samples[PYSTROBE_COUNT_ALLOC_SENT];
+  counters.frees_sent = samples[PYSTROBE_COUNT_FREE_SENT];
   counters.period_redraws = detached_redraws_.set;
   counters.period_redraws_failed = detached_redraws_.failed;
   if (sampling_clock_ != nullptr) {
@@ -377,6 +384,33 @@ absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
     bpf_link* link = bpf_program__attach(program);
     if (link == nullptr) {
       return LibbpfError(-errno, absl::StrCat("attach ", bpf_program__name(program)));
+    }
+    links_.push_back(link);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachAllocationProbes(const std::string& libc, int pid) {
+  struct Probe {
+    bpf_program* program;
+    const char* function;
+    bool retprobe;
+  };
+  const Probe probes[] = {
+      {skeleton_->progs.alloc_malloc_entry, "malloc", false},
+      {skeleton_->progs.alloc_return, "malloc", true},
+      {skeleton_->progs.alloc_calloc_entry, "calloc", false},
+      {skeleton_->progs.alloc_return, "calloc", true},
+      {skeleton_->progs.alloc_realloc_entry, "realloc", false},
+      {skeleton_->progs.alloc_return, "realloc", true},
+      {skeleton_->progs.alloc_free, "free", false},
+  };
+  for (const Probe& probe : probes) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.retprobe, .func_name = probe.function);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.program, pid, libc.c_str(), 0, &opts);
+    if (link == nullptr) {
+      return LibbpfError(-errno, absl::StrCat("attach a ", probe.retprobe ? "uretprobe" : "uprobe",
+                                              " on ", probe.function, " in ", libc));
     }
     links_.push_back(link);
   }

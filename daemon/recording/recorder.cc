@@ -49,6 +49,16 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
     case PYSTROBE_EVENT_MEMORY:
       HandleSample(record, SampleKind::kMemory);
       return;
+    case PYSTROBE_EVENT_ALLOC:
+      HandleSample(record, SampleKind::kAllocation);
+      return;
+    case PYSTROBE_EVENT_FREE: {
+      pystrobe_free_event event;
+      if (record.size() < sizeof(event)) break;
+      std::memcpy(&event, record.data(), sizeof(event));
+      live_blocks_.erase({event.pid, event.address});
+      return;
+    }
     case PYSTROBE_EVENT_EXEC:
     case PYSTROBE_EVENT_EXIT: {
       pystrobe_process_event event;
@@ -139,13 +149,19 @@ void Recorder::HandleSample(std::span<const uint8_t> record, SampleKind kind) {
     stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(header.offcpu_reason, 127));
   StackAggregator& stacks = kind == SampleKind::kOnCpu    ? stacks_
                             : kind == SampleKind::kOffCpu ? offcpu_stacks_
-                                                          : memory_stacks_;
-  if (stacks_.size() + offcpu_stacks_.size() + memory_stacks_.size() >= options_.max_stacks &&
+                            : kind == SampleKind::kMemory ? memory_stacks_
+                                                          : allocation_stacks_;
+  if (stacks_.size() + offcpu_stacks_.size() + memory_stacks_.size() + allocation_stacks_.size() >=
+          options_.max_stacks &&
       !stacks.Contains(stack)) {
     ++samples_over_stack_limit_;
     return;
   }
-  // Off CPU: the time away; memory: the bytes of growth.
+  // A sampled block is in use until its FREE record comes.
+  if (kind == SampleKind::kAllocation) {
+    live_blocks_[{header.pid, header.address}] = {stack, header.weight_ns};
+  }
+  // Off CPU: the time away; memory and allocations: bytes.
   stacks.Add(std::move(stack),
              {1, kind == SampleKind::kOnCpu
                      ? OnCpuSampleWeightNs(header.weight_ns, options_.mean_period_ns)
@@ -172,6 +188,12 @@ void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& pytho
     }
     offcpu_stacks_.Add(std::move(stack), {1, charge});
   }
+}
+
+StackAggregator Recorder::InUseStacks() const {
+  StackAggregator in_use;
+  for (const auto& [block, held] : live_blocks_) in_use.Add(held.first, {1, held.second});
+  return in_use;
 }
 
 WindowStacks Recorder::TakeStacks() {

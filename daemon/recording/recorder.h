@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/python/code_copies.h"
 #include "daemon/recording/native_name_cache.h"
 #include "daemon/recording/process_table.h"
@@ -64,6 +66,12 @@ class Recorder {
   // Resident-growth samples per stack; StackWeight::nanoseconds holds the
   // bytes they stand for (record --memory, stat).
   const StackAggregator& memory_stacks() const { return memory_stacks_; }
+  // Sampled allocations per stack, every one (alloc_space); nanoseconds
+  // holds their bytes (record --allocations).
+  const StackAggregator& allocation_stacks() const { return allocation_stacks_; }
+  // The sampled blocks not freed yet, per stack (inuse_space), bytes in
+  // nanoseconds.
+  StackAggregator InUseStacks() const;
   const PythonCodeTable& python_codes() const { return python_codes_; }
   // Code objects the kernel copied out of sampled processes, not yet used.
   const PythonCodeCopies& python_code_copies() const { return python_code_copies_; }
@@ -93,13 +101,16 @@ class Recorder {
   // suspended task's chain, as off-CPU time ending in [await].
   void ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python);
   // A cpu-clock sample, an interval off CPU with its stack, or resident growth.
-  enum class SampleKind { kOnCpu, kOffCpu, kMemory };
+  enum class SampleKind { kOnCpu, kOffCpu, kMemory, kAllocation };
   void HandleSample(std::span<const uint8_t> record, SampleKind kind);
 
   ProcessTable processes_;
   StackAggregator stacks_;
   StackAggregator offcpu_stacks_;
   StackAggregator memory_stacks_;
+  StackAggregator allocation_stacks_;
+  // Sampled blocks not yet freed, by (pid, address): their stack and bytes.
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, std::pair<RawStack, uint64_t>> live_blocks_;
   PythonCodeTable python_codes_;
   PythonCodeCopies python_code_copies_;
   NativeNameCache native_names_;

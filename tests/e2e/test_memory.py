@@ -155,6 +155,49 @@ class RecordMemoryTest(BpfTestCase):
         self.assertIn("--memory", err)
 
 
+class RecordAllocationsTest(BpfTestCase):
+    """A program leaks 200 MiB in leak_into() and allocates and frees as much
+    in churn(), in 1 MiB blocks, then exits without freeing (os._exit)."""
+
+    def record(self, *flags, fmt="folded"):
+        output = os.path.join(self.tmp, f"alloc{'-'.join(flags)}.{fmt}")
+        truth_path = os.path.join(self.tmp, "leak-truth.json")
+        rc, out, err, _ = run_pystrobe(
+            ["record", "--allocations", *flags, "-f", fmt, "-o", output, "--", PYTHON, WORKLOAD,
+             "leak", truth_path, "200"], timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("--allocations traps every malloc", err)
+        self.assertRegex(err, r"allocations: \d+ sampled \([\d.]+ MiB allocated\), \d+ freed")
+        return output
+
+    def shares(self, path):
+        totals = {"leak_into": 0, "churn": 0}
+        with open(path) as f:
+            for line in f:
+                stack, _, count = line.rstrip("\n").rpartition(" ")
+                for name in totals:
+                    if f";{name} (" in stack:
+                        totals[name] += int(count)
+        return totals
+
+    def test_inuse_space_shows_the_leak_and_alloc_space_both(self):
+        for run in range(2):
+            inuse = self.shares(self.record())
+            self.assertGreater(inuse["leak_into"], 150 * MIB, inuse)
+            self.assertLess(inuse["churn"], 0.1 * inuse["leak_into"], inuse)
+            allocated = self.shares(self.record("--alloc-space"))
+            both = allocated["leak_into"] + allocated["churn"]
+            self.assertGreater(both, 300 * MIB, allocated)
+            self.assertLessEqual(abs(allocated["leak_into"] / both - 0.5), SHARE_TOLERANCE,
+                                 allocated)
+
+    def test_pprof_has_inuse_space_in_bytes(self):
+        profile = decode_pprof(self.record(fmt="pprof"))
+        self.assertEqual(profile["sampleTypes"], [["inuse_space", "bytes"]])
+        self.assertEqual(profile["periodType"], ["space", "bytes"])
+        self.assertEqual(profile["errors"], [])
+
+
 class MemoryStatTest(BpfTestCase):
 
     def stat(self, *workload_args, options=()):

@@ -529,5 +529,18 @@ TEST(PprofWriterTest, ResidentGrowthIsOneSampleTypeInBytesWithItsSamplingInterva
   EXPECT_THAT(p.sample(0).value(), ElementsAre(30));
 }
 
+TEST(PprofWriterTest, AllocationsAreInuseOrAllocSpaceInBytes) {
+  Profile profile = PythonProfile();
+  profile.sample_rate_hz = 0;
+  profile.sampling_interval_bytes = 512 * 1024;
+  profile.count_unit = "inuse_bytes";
+  pb::Profile inuse = WriteAndRead(profile);
+  EXPECT_THAT(Decoded{inuse}.SampleTypes(), ElementsAre(Pair("inuse_space", "bytes")));
+  profile.count_unit = "alloc_bytes";
+  pb::Profile alloc = WriteAndRead(profile);
+  EXPECT_THAT(Decoded{alloc}.SampleTypes(), ElementsAre(Pair("alloc_space", "bytes")));
+  EXPECT_EQ(Decoded{alloc}.S(alloc.period_type().type()), "space");
+}
+
 }  // namespace
 }  // namespace pystrobe

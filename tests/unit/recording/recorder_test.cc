@@ -506,5 +506,34 @@ TEST(RecorderTest, ResidentGrowthIsWeighedInBytesApartFromCpuSamples) {
   EXPECT_EQ(profile.total_nanoseconds(), 0u);
 }
 
+std::vector<uint8_t> AllocRecord(uint32_t pid, std::vector<uint64_t> user, uint64_t bytes,
+                                 uint64_t address) {
+  std::vector<uint8_t> record = MemoryRecord(pid, "svc", {}, std::move(user), bytes);
+  auto* sample = reinterpret_cast<pystrobe_sample*>(record.data());
+  sample->kind = PYSTROBE_EVENT_ALLOC;
+  sample->address = address;
+  return record;
+}
+
+std::vector<uint8_t> FreeRecord(uint32_t pid, uint64_t address) {
+  pystrobe_free_event event = {.kind = PYSTROBE_EVENT_FREE, .pid = pid, .address = address};
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&event);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(event));
+}
+
+TEST(RecorderTest, SampledBlocksStayInUseUntilFreedAndAllCountAsAllocated) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(AllocRecord(4, {0x20}, 1000, 0xa000));  // leaks
+  recorder.HandleRecord(AllocRecord(4, {0x30}, 3000, 0xb000));  // freed
+  recorder.HandleRecord(FreeRecord(4, 0xb000));
+  recorder.HandleRecord(FreeRecord(5, 0xa000));  // another process's block: not ours
+  EXPECT_EQ(recorder.allocation_stacks().total_nanoseconds(), 4000u);
+  StackAggregator in_use = recorder.InUseStacks();
+  EXPECT_EQ(in_use.total(), 1u);
+  EXPECT_EQ(in_use.total_nanoseconds(), 1000u);
+  EXPECT_EQ(recorder.malformed_records(), 0u);
+}
+
 }  // namespace
 }  // namespace pystrobe
