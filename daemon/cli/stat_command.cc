@@ -106,7 +106,8 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   absl::StatusOr<std::unique_ptr<SamplingSession>> session = SamplingSession::Open({
       .sampler = {.filter_pids = true,
                   .offcpu = options.offcpu_stacks,
-                  .python_native_stacks = gpus != nullptr},
+                  .python_native_stacks = gpus != nullptr,
+                  .memory_growth = true},
       .target_pids = {pid},
       .rate_hz = options.rate_hz,
       .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
@@ -130,9 +131,9 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // out of reach: then there is no GC to measure, and the rest goes on.
   std::error_code unreadable;
   std::string binary =
-      command ? ResolveExecutable(options.command[0])
-              : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable)
-                    .string();
+      command
+          ? ResolveExecutable(options.command[0])
+          : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable).string();
   bool gc_measured = false;
   if (!binary.empty()) {
     absl::Status gc = (*session)->sampler().AttachPythonGcProbes(binary);
@@ -145,13 +146,22 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // Resident memory over the run, from the counters the kernel keeps.
   AccountingReader reader((*session)->sampler().accounting_maps());
   MemoryTimeline timeline(MonotonicNowNs());
-  auto observe_memory = [&reader, &timeline, pid](bool force) {
+  // The growth stacks as they were when the peak was last raised: what grew
+  // memory up to the peak.
+  StackAggregator growth_to_peak;
+  uint64_t peak_ns_seen = 0;
+  auto observe_memory = [&reader, &timeline, &recorder, &growth_to_peak, &peak_ns_seen,
+                         pid](bool force) {
     std::vector<ProcessCounters> seen = reader.Processes(pid);
     if (seen.empty()) return;
     const ProcessCounters& oldest = *std::min_element(
         seen.begin(), seen.end(),
         [](const ProcessCounters& a, const ProcessCounters& b) { return a.start_ns < b.start_ns; });
     timeline.Observe(oldest.memory, MonotonicNowNs(), force);
+    if (oldest.memory.peak_ns != peak_ns_seen) {
+      peak_ns_seen = oldest.memory.peak_ns;
+      growth_to_peak = recorder.memory_stacks();
+    }
   };
   if (gpus != nullptr) gpus->Start();
   if (command) {
@@ -220,10 +230,17 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // Off-CPU stacks weigh their time: kept as microseconds.
   builder.AddTo(recorder.offcpu_stacks(), {.per_nanosecond = 1e-3}, offcpu);
   MeasureGpuWait(oncpu, offcpu, report);
+
   DecideStatVerdict(tally.Of(pid), options.rate_hz, report);
   PickStatStacks(
       oncpu, offcpu,
       options.offcpu_stacks ? "" : "off-CPU stacks were not followed (--no-offcpu-stacks)", report);
+  // What grew memory up to the peak, in bytes (after the verdict: a
+  // memory-bound one names it).
+  Profile growth;
+  builder.AddTo(growth_to_peak, {.per_nanosecond = 1, .resident_growth = true}, growth);
+  report.memory_growth_sampled = true;
+  PickMemoryGrowthStacks(growth, report);
 
   std::string text = options.json ? StatReportJson(report) : StatReportText(report);
   fputs(text.c_str(), stdout);
