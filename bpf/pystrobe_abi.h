@@ -24,6 +24,9 @@
 
 /* Longest native stack the kernel hands us (kernel.perf_event_max_stack is 127). */
 #define PYSTROBE_MAX_NATIVE_FRAMES 127
+/* Longest user stack the table walker (bpf/native_unwind.bpf.h) writes;
+ * the Python walk then gets the words left (see walk_python_stack). */
+#define PYSTROBE_MAX_USER_FRAMES 256
 #define PYSTROBE_COMM_LEN 16
 
 /* Kinds of record in the ring buffer; every record starts with this tag. */
@@ -85,9 +88,18 @@ enum pystrobe_python_status {
 	PYSTROBE_PY_READ_FAILED = 3,
 };
 
+/*
+ * Bit 0 of pystrobe_python_frame.code (code objects are 8-byte aligned):
+ * the frame is the first its _PyEval_EvalFrameDefault call ran, so that
+ * userspace can put each eval loop's Python frames where that C frame is in
+ * the native stack. Every frame before 3.11 (one eval call per frame); the
+ * frame with is_entry on 3.11; on 3.12+ the frame just above a C-stack shim.
+ */
+#define PYSTROBE_PY_FRAME_ENTRY 1ull
+
 /* One Python frame as the kernel saw it; userspace names it. */
 struct pystrobe_python_frame {
-	__u64 code;	    /* PyCodeObject address */
+	__u64 code;	    /* PyCodeObject address, | PYSTROBE_PY_FRAME_ENTRY */
 	__u32 stamp;	    /* pystrobe_python_code_stamp32() of the code object */
 	__s32 instr_offset; /* byte offset of the instruction; < 0: not started */
 };
@@ -216,7 +228,9 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_NATIVE_JIT = 12,
 	/* ... that were deeper than the frames a sample holds. */
 	PYSTROBE_COUNT_NATIVE_TRUNCATED = 13,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 14,
+	/* ... that went on past JIT code through its frame pointers. */
+	PYSTROBE_COUNT_NATIVE_THROUGH_JIT = 14,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 15,
 };
 
 /* ==== CPython frame walking ===========================================
@@ -358,7 +372,11 @@ struct pystrobe_python_offsets {
 	/* 1 on 2.7: gil + gil_cond holds a pointer to the GIL's lock (a
 	 * malloc'd sem_t), and the waiting range starts where it points. */
 	__u8 gil_wait_indirect;
-	__u8 _pad[2];
+	/* _PyInterpreterFrame.is_entry (bool, 3.11 only: 3.12+ marks an eval
+	 * loop's entry with a C-stack shim frame instead); else
+	 * PYSTROBE_PY_OWNER_NONE. */
+	__u8 frame_is_entry;
+	__u8 _pad;
 };
 
 /*

@@ -322,6 +322,7 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.native_complete = samples[PYSTROBE_COUNT_NATIVE_COMPLETE];
   counters.native_jit = samples[PYSTROBE_COUNT_NATIVE_JIT];
   counters.native_truncated = samples[PYSTROBE_COUNT_NATIVE_TRUNCATED];
+  counters.native_through_jit = samples[PYSTROBE_COUNT_NATIVE_THROUGH_JIT];
   counters.period_redraws = detached_redraws_.set;
   counters.period_redraws_failed = detached_redraws_.failed;
   if (sampling_clock_ != nullptr) {

@@ -71,6 +71,7 @@ struct SamplerCounters {
   uint64_t native_complete = 0;        // native walks with tables to the outermost frame
   uint64_t native_jit = 0;             // ... that ended in JIT code
   uint64_t native_truncated = 0;       // ... deeper than a sample holds
+  uint64_t native_through_jit = 0;     // ... that went on past JIT code
   // Per kernel drop reason (see kDropReasons in drop_reasons.h).
   std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
   // The sampling clock's redraws of a CPU's period, and those the kernel

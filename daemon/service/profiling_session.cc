@@ -24,7 +24,8 @@ WindowOptions WindowOptionsFrom(const DaemonConfig& config) {
                        .offcpu = config.off_cpu,
                        .static_labels = config.labels,
                        .max_native_names = budget.max_native_names,
-                       .max_python_codes = budget.max_python_codes};
+                       .max_python_codes = budget.max_python_codes,
+                       .native_stacks = config.python.walk && config.python.native_stacks};
 }
 
 ProcessMetricsOptions ProcessMetricsOptionsFrom(const DaemonConfig& config) {
@@ -84,7 +85,12 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                   // Without the walk, no process is handed to the kernel as CPython.
                   .python_max_frames = config.python.max_depth,
                   .offcpu = config.off_cpu,
-                  .python_native_stacks = gpus.ok()},
+                  .python_native_stacks = gpus.ok() || config.python.native_stacks,
+                  // Tables for CPython processes only: the rest of the host
+                  // keeps its frame-pointer stacks.
+                  .native_unwind_bytes = config.python.walk && config.python.native_stacks
+                                             ? kDefaultNativeUnwindBytes
+                                             : 0},
       .target_pids = {},  // the target selector adds them
       .rate_hz = config.rate_hz,
       .recorder = {.threads = true,
@@ -94,6 +100,7 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
       // GC time of every CPython process found: its interpreter gets the probes.
       .python = config.python.walk ? SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes
                                    : SamplingSessionConfig::PythonDiscovery::kOff,
+      .native_unwind_python_only = true,
   });
   if (!sampling.ok()) return sampling.status();
   session->sampling_ = std::move(*sampling);

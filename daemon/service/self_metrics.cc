@@ -88,6 +88,18 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   counter("pystrobe_offcpu_intervals_total", "Off-CPU intervals sent with their stacks.",
           static_cast<double>(s.offcpu_sent));
   families.push_back(CounterFamily(
+      "pystrobe_native_walks_total",
+      "Native stacks walked in the kernel with unwind tables, by how they ended: complete (the "
+      "outermost frame), jit (in JIT code without a way on), truncated (too deep); through_jit "
+      "counts walks that went on past JIT code. Failed walks are in pystrobe_dropped_total."));
+  AddSample(families.back(), static_cast<double>(s.native_complete),
+            with({{"outcome", "complete"}}));
+  AddSample(families.back(), static_cast<double>(s.native_jit), with({{"outcome", "jit"}}));
+  AddSample(families.back(), static_cast<double>(s.native_truncated),
+            with({{"outcome", "truncated"}}));
+  AddSample(families.back(), static_cast<double>(s.native_through_jit),
+            with({{"outcome", "through_jit"}}));
+  families.push_back(CounterFamily(
       "pystrobe_sampling_period_redraws_total",
       "Random redraws of a CPU's sampling period, by outcome; a failed one leaves that CPU at "
       "its previous period until the next."));

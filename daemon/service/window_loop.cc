@@ -33,7 +33,7 @@ Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now) {
   // window keeps that cache bounded too.
   ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
                          &recorder_->native_names(), kernel_,
-                         ProfileBuilderOptions{.threads = true});
+                         ProfileBuilderOptions{.threads = true, .native = options_.native_stacks});
   AddOnAndOffCpuStacks(stacks.on_cpu, stacks.off_cpu,
                        {.offcpu = options_.offcpu, .rate_hz = options_.rate_hz}, builder, profile);
 
