@@ -62,6 +62,9 @@ struct acct_thread_state {
 	/* enum syscall_family the thread was in when it left the CPU asleep. */
 	__u32 offcpu_syscall;
 	__u32 _pad;
+	/* last_min_flt + last_maj_flt when this thread last read its process's
+	 * memory: faults since then mean the memory may have grown. */
+	__u64 memory_faults;
 };
 
 /* Value of thread_counters: the ABI part first, so userspace reads a prefix. */
@@ -279,6 +282,71 @@ static __always_inline void take_task_deltas(struct task_struct *task, struct ac
 	TAKE_DELTA(refs, s, write_calls, last_syscw, BPF_CORE_READ(task, ioac.syscw));
 }
 
+/* When take_memory() reads the mm's counters. */
+enum memory_read {
+	/* At most every PYSTROBE_MEMORY_READ_NS (each tick and switch). */
+	MEMORY_READ_THROTTLED,
+	/* When the thread faulted since its last read (it leaves the CPU). */
+	MEMORY_READ_IF_FAULTED,
+	MEMORY_READ_ALWAYS,
+};
+
+/*
+ * Reads the process's resident memory from its mm (see struct
+ * pystrobe_process_memory). Costs nothing per page fault: a few loads on the
+ * scheduler events accounting already handles, at most every
+ * PYSTROBE_MEMORY_READ_NS per process while it runs, and once more when a
+ * thread that faulted since its last read leaves the CPU, so a process that
+ * grows and then sleeps is read as it is. Memory that changes while no thread
+ * of the process runs (reclaim, another process's faults) is seen at its
+ * next run. Call after take_task_deltas().
+ */
+static __always_inline void take_memory(struct task_struct *task, struct acct_refs *refs,
+					enum memory_read when)
+{
+	struct acct_thread_state *s = refs->thread ? &refs->thread->state : NULL;
+	struct pystrobe_process_memory *m;
+	__u64 now, rss, peak, faults = 0;
+	struct mm_struct *mm;
+	long pages[4];
+
+	if (!refs->process)
+		return;
+	m = &refs->process->memory;
+	if (s)
+		faults = s->last_min_flt + s->last_maj_flt;
+	if (when == MEMORY_READ_IF_FAULTED && (!s || faults == s->memory_faults))
+		return;
+	now = bpf_ktime_get_ns();
+	if (when == MEMORY_READ_THROTTLED && now - m->read_ns < PYSTROBE_MEMORY_READ_NS)
+		return;
+	mm = BPF_CORE_READ(task, mm);
+	if (!mm)
+		return;
+	if (s)
+		s->memory_faults = faults;
+	m->read_ns = now;
+	compat_mm_rss_pages(mm, pages);
+	m->file_bytes = (__u64)pages[MM_FILEPAGES] << COMPAT_PAGE_SHIFT;
+	m->anon_bytes = (__u64)pages[MM_ANONPAGES] << COMPAT_PAGE_SHIFT;
+	m->swap_bytes = (__u64)pages[MM_SWAPENTS] << COMPAT_PAGE_SHIFT;
+	m->shmem_bytes = (__u64)pages[MM_SHMEMPAGES] << COMPAT_PAGE_SHIFT;
+	rss = m->file_bytes + m->anon_bytes + m->shmem_bytes;
+	/* hiwater_rss is raised lazily, just before memory is unmapped: with
+	 * the resident size now it is the peak, as VmHWM reads it. */
+	peak = (__u64)BPF_CORE_READ(mm, hiwater_rss) << COMPAT_PAGE_SHIFT;
+	if (rss > peak)
+		peak = rss;
+	/* The time is when the resident size first came within 1% of the
+	 * peak: the folded counters and hiwater_rss (raised when memory is
+	 * freed) add a few pages to a peak already passed. */
+	if (peak > m->peak_bytes) {
+		if (peak - m->peak_bytes > m->peak_bytes / 100)
+			m->peak_ns = now;
+		m->peak_bytes = peak;
+	}
+}
+
 /* Every tick of a running task and every switch: keeps CPU time current. */
 SEC("raw_tp/sched_stat_runtime")
 int acct_runtime(struct bpf_raw_tracepoint_args *ctx)
@@ -286,8 +354,10 @@ int acct_runtime(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *task = (struct task_struct *)ctx->args[0];
 	struct acct_refs refs;
 
-	if (acct_lookup(task, true, &refs))
+	if (acct_lookup(task, true, &refs)) {
 		take_task_deltas(task, &refs);
+		take_memory(task, &refs, MEMORY_READ_THROTTLED);
+	}
 	return 0;
 }
 
@@ -363,6 +433,7 @@ int acct_switch(struct bpf_raw_tracepoint_args *ctx)
 	 * this tracepoint. */
 	if (acct_lookup(prev, true, &refs)) {
 		take_task_deltas(prev, &refs);
+		take_memory(prev, &refs, MEMORY_READ_IF_FAULTED);
 		if (refs.thread) {
 			s = &refs.thread->state;
 			offcpu_switch_out(&s->offcpu, reason, now);
@@ -453,11 +524,43 @@ int acct_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!acct_lookup(task, false, &refs))
 		return 0;
 	take_task_deltas(task, &refs);
+	take_memory(task, &refs, MEMORY_READ_ALWAYS);
 	tid = BPF_CORE_READ(task, pid);
 	bpf_map_delete_elem(&thread_counters, &tid);
 	/* The last thread out (not always the leader) ends the process. */
-	if (refs.process && BPF_CORE_READ(task, signal, live.counter) == 0)
+	if (refs.process && BPF_CORE_READ(task, signal, live.counter) == 0) {
+		struct pystrobe_process_memory *m = &refs.process->memory;
+		/* Each thread's exit raised maxrss to the mm's hiwater mark. */
+		__u64 maxrss = (__u64)BPF_CORE_READ(task, signal, maxrss) << COMPAT_PAGE_SHIFT;
+
+		if (maxrss > m->peak_bytes) {
+			if (maxrss - m->peak_bytes > m->peak_bytes / 100)
+				m->peak_ns = bpf_ktime_get_ns();
+			m->peak_bytes = maxrss;
+		}
 		refs.process->exit_ns = bpf_ktime_get_ns();
+	}
+	return 0;
+}
+
+/* --- OOM kills ---------------------------------------------------------------- */
+
+/*
+ * The kernel's OOM killer chose a victim: its process is marked, and its
+ * memory read as it was (the victim's mm is still whole here). Args: (struct
+ * task_struct *task, uid_t uid) since 6.8; see compat_mark_victim_task().
+ */
+SEC("raw_tp/mark_victim")
+int acct_oom_victim(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = compat_mark_victim_task(ctx);
+	struct acct_refs refs;
+
+	if (!task || !acct_lookup(task, true, &refs))
+		return 0;
+	take_memory(task, &refs, MEMORY_READ_ALWAYS);
+	if (refs.process)
+		refs.process->oom_killed = 1;
 	return 0;
 }
 

@@ -90,4 +90,63 @@ static __always_inline bool compat_regs_from_syscall(struct pt_regs *regs)
 /* x86-64's futex syscall number (arch/x86/entry/syscalls/syscall_64.tbl). */
 #define COMPAT_NR_FUTEX 202
 
+/*
+ * A process's RSS counters (enum MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS,
+ * MM_SHMEMPAGES), in pages. Since Linux 6.2 (commit f1a7941243c1, "mm:
+ * convert mm's rss stats into percpu_counter") each is a percpu_counter whose
+ * `count` lags the truth by each CPU's not yet folded delta (less than the
+ * batch: 32 pages, or 2 per CPU on larger machines). `count` is what the
+ * kernel's own readers took (get_mm_counter: /proc/PID/status until 6.16,
+ * the OOM killer's badness): the per-CPU rest would need the per-CPU offsets,
+ * which a kernel without CONFIG_KALLSYMS_ALL does not let BPF resolve. Before
+ * 6.2 they are atomic_long_t in struct mm_rss_stat, read as they are.
+ */
+struct mm_rss_stat___pre62 {
+	atomic_long_t count[4];
+};
+struct mm_struct___pre62 {
+	struct mm_rss_stat___pre62 rss_stat;
+};
+
+/* The four counters, in pages, each at least zero as the kernel reports them. */
+static __always_inline void compat_mm_rss_pages(struct mm_struct *mm, long pages[4])
+{
+	if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
+		struct mm_struct___pre62 *old = (void *)mm;
+
+		pages[0] = BPF_CORE_READ(old, rss_stat.count[0].counter);
+		pages[1] = BPF_CORE_READ(old, rss_stat.count[1].counter);
+		pages[2] = BPF_CORE_READ(old, rss_stat.count[2].counter);
+		pages[3] = BPF_CORE_READ(old, rss_stat.count[3].counter);
+	} else {
+		pages[0] = BPF_CORE_READ(mm, rss_stat[0].count);
+		pages[1] = BPF_CORE_READ(mm, rss_stat[1].count);
+		pages[2] = BPF_CORE_READ(mm, rss_stat[2].count);
+		pages[3] = BPF_CORE_READ(mm, rss_stat[3].count);
+	}
+	for (int i = 0; i < 4; i++) {
+		if (pages[i] < 0)
+			pages[i] = 0;
+	}
+}
+
+/*
+ * oom:mark_victim's victim. Recent kernels (6.18 here) pass (struct
+ * task_struct *task, uid_t uid) to the raw tracepoint; older ones (int pid)
+ * only, and a task cannot be found by pid from BPF: there no victim is
+ * marked. The loader sets this from btf_trace_mark_victim's first parameter.
+ */
+const volatile __u8 mark_victim_has_task __weak = 1;
+
+static __always_inline struct task_struct *
+compat_mark_victim_task(struct bpf_raw_tracepoint_args *ctx)
+{
+	if (!mark_victim_has_task)
+		return NULL;
+	return (struct task_struct *)ctx->args[0];
+}
+
+/* x86-64 pages are 4 KiB. */
+#define COMPAT_PAGE_SHIFT 12
+
 #endif /* PYSTROBE_BPF_COMPAT_BPF_H_ */

@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 10
+#define PYSTROBE_ABI_VERSION 12
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -42,6 +42,10 @@ enum pystrobe_event_kind {
 	/* Copies of a code object's memory, sent before the first sample that
 	 * meets it: struct pystrobe_python_code_event. */
 	PYSTROBE_EVENT_PYTHON_CODE = 5,
+	/* Resident memory grew (record --memory, stat): a pystrobe_sample of
+	 * the thread that made it resident, weight_ns holding the bytes the
+	 * sample stands for. */
+	PYSTROBE_EVENT_MEMORY = 6,
 };
 
 /* Why a thread left the CPU, from prev_state at sched_switch (and, for
@@ -133,9 +137,10 @@ struct pystrobe_sample {
 	__u16 python_frames;
 	__u16 python_status; /* enum pystrobe_python_status */
 	__u32 offcpu_reason; /* enum pystrobe_offcpu_reason (OFFCPU records) */
-	/* The time this record stands for: for a SAMPLE, the interval since the
+	/* What this record stands for: for a SAMPLE, the interval since the
 	 * previous cpu-clock tick on its CPU (intervals are random, so samples
-	 * weigh differently); for an OFFCPU record, the time off CPU. */
+	 * weigh differently); for an OFFCPU record, the time off CPU; for a
+	 * MEMORY record, bytes of resident growth (not nanoseconds). */
 	__u64 weight_ns;
 	__u64 data[PYSTROBE_SAMPLE_DATA_WORDS];
 };
@@ -566,12 +571,34 @@ struct pystrobe_process_key {
 	__u64 start_ns;
 };
 
+/*
+ * A process's resident memory: gauges, not counters. Read from its mm's own
+ * RSS counters (their folded part, see compat_mm_rss_pages) while its threads
+ * run, at most every PYSTROBE_MEMORY_READ_NS, when a thread that faulted
+ * since leaves the CPU, and when a thread exits; nothing is done per fault.
+ */
+struct pystrobe_process_memory {
+	__u64 anon_bytes;  /* MM_ANONPAGES: RssAnon */
+	__u64 file_bytes;  /* MM_FILEPAGES: RssFile */
+	__u64 shmem_bytes; /* MM_SHMEMPAGES: RssShmem */
+	__u64 swap_bytes;  /* MM_SWAPENTS: VmSwap */
+	/* The highest resident size seen: max(mm->hiwater_rss, anon + file +
+	 * shmem) at each read (VmHWM), and signal->maxrss at exit. */
+	__u64 peak_bytes;
+	/* bpf_ktime_get_ns() of the first read within 1% of peak_bytes */
+	__u64 peak_ns;
+	__u64 read_ns; /* bpf_ktime_get_ns() of the last read; 0: never read */
+};
+#define PYSTROBE_MEMORY_READ_NS 4000000ull
+
 struct pystrobe_process_counters {
 	struct pystrobe_task_counters counters; /* all threads, dead ones too */
 	__u64 exit_ns; /* bpf_ktime_get_ns() when the last thread exited; 0: alive */
 	__u32 threads; /* threads seen in the window */
-	__u32 _pad;
+	/* The kernel's OOM killer chose this process (oom:mark_victim). */
+	__u32 oom_killed;
 	char comm[PYSTROBE_COMM_LEN]; /* of the thread that made the entry, or at exec/exit */
+	struct pystrobe_process_memory memory;
 };
 
 /* Indices of the per-CPU drop counters (map `accounting_drops`). */
@@ -591,8 +618,9 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_thread_counters) ==
 			32 + PYSTROBE_TASK_COUNTER_FIELDS * 8,
 		    "ABI: pystrobe_thread_counters");
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_key) == 16, "ABI: pystrobe_process_key");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_memory) == 56, "ABI: pystrobe_process_memory");
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_counters) ==
-			PYSTROBE_TASK_COUNTER_FIELDS * 8 + 16 + 16,
+			PYSTROBE_TASK_COUNTER_FIELDS * 8 + 16 + 16 + 56,
 		    "ABI: pystrobe_process_counters");
 /* ==== end of accounting ================================================== */
 

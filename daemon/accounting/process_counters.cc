@@ -60,6 +60,16 @@ TaskFigures FiguresFrom(const pystrobe_task_counters& raw) {
   return f;
 }
 
+ResidentMemory MemoryFrom(const pystrobe_process_memory& raw) {
+  return ResidentMemory{.anon_bytes = raw.anon_bytes,
+                        .file_bytes = raw.file_bytes,
+                        .shmem_bytes = raw.shmem_bytes,
+                        .swap_bytes = raw.swap_bytes,
+                        .peak_bytes = raw.peak_bytes,
+                        .peak_ns = raw.peak_ns,
+                        .read_ns = raw.read_ns};
+}
+
 pystrobe_task_counters CountersSince(const pystrobe_task_counters& now,
                                      const pystrobe_task_counters& before) {
   uint64_t a[kFields], b[kFields], out[kFields];
@@ -89,6 +99,8 @@ std::vector<ProcessCounters> AccountingReader::Processes(std::optional<uint32_t>
     p.raw = value.counters;
     p.threads = value.threads;
     p.exited = value.exit_ns != 0;
+    p.oom_killed = value.oom_killed != 0;
+    p.memory = MemoryFrom(value.memory);
     out.push_back(std::move(p));
   }
   return out;

@@ -59,6 +59,21 @@ TaskFigures FiguresFrom(const pystrobe_task_counters& raw);
 pystrobe_task_counters CountersSince(const pystrobe_task_counters& now,
                                      const pystrobe_task_counters& before);
 
+// A process's resident memory as the kernel counts it (pystrobe_process_memory).
+struct ResidentMemory {
+  uint64_t anon_bytes = 0;
+  uint64_t file_bytes = 0;
+  uint64_t shmem_bytes = 0;
+  uint64_t swap_bytes = 0;
+  uint64_t peak_bytes = 0;  // VmHWM
+  uint64_t peak_ns = 0;     // CLOCK_MONOTONIC ns when the peak was first seen
+  uint64_t read_ns = 0;     // CLOCK_MONOTONIC ns of the kernel's last read; 0: never
+
+  bool known() const { return read_ns != 0; }
+  uint64_t resident_bytes() const { return anon_bytes + file_bytes + shmem_bytes; }
+};
+ResidentMemory MemoryFrom(const pystrobe_process_memory& raw);
+
 struct ProcessCounters {
   uint32_t pid = 0;
   uint64_t start_ns = 0;  // leader's start_boottime: with pid, the process's identity
@@ -66,6 +81,8 @@ struct ProcessCounters {
   pystrobe_task_counters raw = {};
   uint32_t threads = 0;  // threads seen in the window
   bool exited = false;
+  bool oom_killed = false;  // the kernel's OOM killer chose it
+  ResidentMemory memory;
 };
 
 struct ThreadCounters {

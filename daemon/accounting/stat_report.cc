@@ -49,6 +49,78 @@ void AppendGpuJson(const StatReport& r, std::vector<std::string>& fields) {
   fields.push_back(absl::StrCat("\"gpu_devices\":[", absl::StrJoin(devices, ","), "]"));
 }
 
+void AppendMemoryJson(const StatReport& r, std::vector<std::string>& fields) {
+  const ResidentMemory& m = r.memory;
+  auto known = [&m](uint64_t value) { return m.known() ? absl::StrCat(value) : "null"; };
+  fields.push_back(absl::StrCat("\"rss_bytes\":", known(m.resident_bytes())));
+  fields.push_back(absl::StrCat("\"rss_anon_bytes\":", known(m.anon_bytes)));
+  fields.push_back(absl::StrCat("\"rss_file_bytes\":", known(m.file_bytes)));
+  fields.push_back(absl::StrCat("\"rss_shmem_bytes\":", known(m.shmem_bytes)));
+  fields.push_back(absl::StrCat("\"swap_bytes\":", known(m.swap_bytes)));
+  fields.push_back(absl::StrCat("\"peak_rss_bytes\":", known(m.peak_bytes)));
+  fields.push_back(absl::StrCat("\"peak_rss_seconds\":",
+                                m.known() ? absl::StrFormat("%.3f", r.peak_seconds) : "null"));
+  std::vector<std::string> points;
+  for (const MemoryPoint& p : r.memory_timeline) {
+    points.push_back(
+        absl::StrFormat("{\"seconds\":%.3f,\"rss_bytes\":%d,\"anon_bytes\":%d,\"swap_bytes\":%d}",
+                        p.seconds, p.resident_bytes, p.anon_bytes, p.swap_bytes));
+  }
+  fields.push_back(absl::StrCat("\"memory_timeline\":[", absl::StrJoin(points, ","), "]"));
+  fields.push_back(absl::StrCat("\"oom_killed\":", r.oom_killed ? "true" : "false"));
+  fields.push_back(
+      absl::StrCat("\"memory_growth_sampled\":", r.memory_growth_sampled ? "true" : "false"));
+  fields.push_back(absl::StrCat("\"memory_growth_bytes\":", r.memory_growth_bytes));
+  std::vector<std::string> stacks;
+  for (const MemoryGrowthStack& stack : r.memory_growth_stacks) {
+    std::vector<std::string> frames;
+    for (const std::string& frame : stack.frames) frames.push_back(JsonString(frame));
+    stacks.push_back(absl::StrFormat("{\"stack\":[%s],\"bytes\":%d,\"share\":%.4f}",
+                                     absl::StrJoin(frames, ","), stack.bytes, stack.share));
+  }
+  fields.push_back(absl::StrCat("\"memory_growth_stacks\":[", absl::StrJoin(stacks, ","), "]"));
+}
+
+// The memory lines of the text report: figures, a few points of the
+// timeline, the growth stacks.
+void AppendMemoryText(const StatReport& r, std::string& out) {
+  const ResidentMemory& m = r.memory;
+  if (!m.known()) {
+    absl::StrAppend(&out, "\nmemory: not read (no thread of the process ran while counted)\n");
+    return;
+  }
+  absl::StrAppend(
+      &out, absl::StrFormat("\nmemory: resident %s (anon %s, file %s, shmem %s), swap %s\n",
+                            Bytes(m.resident_bytes()), Bytes(m.anon_bytes), Bytes(m.file_bytes),
+                            Bytes(m.shmem_bytes), Bytes(m.swap_bytes)));
+  std::string when = r.peak_seconds < 0 ? std::string("before the window")
+                                        : absl::StrFormat("first seen at %.2f s", r.peak_seconds);
+  absl::StrAppend(&out, absl::StrFormat("  peak resident %s, %s\n", Bytes(m.peak_bytes), when));
+  if (r.oom_killed) {
+    absl::StrAppend(&out, "  KILLED by the kernel's OOM killer\n");
+  }
+  // At most 12 points of the timeline, evenly spread, the last one always.
+  const std::vector<MemoryPoint>& points = r.memory_timeline;
+  if (points.size() > 1) {
+    absl::StrAppend(&out, "  timeline (resident):");
+    size_t shown = std::min<size_t>(points.size(), 12);
+    for (size_t i = 0; i < shown; ++i) {
+      const MemoryPoint& p = points[i * (points.size() - 1) / (shown - 1)];
+      absl::StrAppend(&out, absl::StrFormat("%s%.1fs %s", i == 0 ? " " : ", ", p.seconds,
+                                            Bytes(p.resident_bytes)));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  if (!r.memory_growth_stacks.empty()) {
+    absl::StrAppend(&out, absl::StrFormat("memory growth up to the peak (%s sampled):\n",
+                                          Bytes(r.memory_growth_bytes)));
+    for (const MemoryGrowthStack& stack : r.memory_growth_stacks) {
+      absl::StrAppend(&out, absl::StrFormat("  %5.1f%% %10s  %s\n", 100 * stack.share,
+                                            Bytes(stack.bytes), absl::StrJoin(stack.frames, ";")));
+    }
+  }
+}
+
 }  // namespace
 
 std::string StatReportJson(const StatReport& r) {
@@ -105,6 +177,7 @@ std::string StatReportJson(const StatReport& r) {
                         f.sys_write_calls, f.sys_write_bytes, Seconds(f.sys_write_seconds)));
   }
   if (r.gpu_measured) AppendGpuJson(r, fields);
+  AppendMemoryJson(r, fields);
   std::vector<std::string> stacks;
   for (const ReportStack& stack : r.stacks) {
     std::vector<std::string> frames;
@@ -187,6 +260,7 @@ std::string StatReportText(const StatReport& r) {
                            Bytes(d.memory_used_peak_bytes), Bytes(d.memory_total_bytes), d.name));
     }
   }
+  AppendMemoryText(r, out);
   absl::StrAppend(&out, "\nverdict: ", r.verdict.name, "\n  ", r.verdict.evidence, "\n\n");
   if (r.stacks.empty()) {
     absl::StrAppend(&out, "stacks: ", r.stacks_note.empty() ? "none sampled" : r.stacks_note, "\n");

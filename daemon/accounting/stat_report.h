@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/verdict.h"
 #include "daemon/gpu/gpu_figures.h"
@@ -19,6 +20,13 @@ struct ReportStack {
   uint64_t samples = 0;             // on-CPU stacks: samples
   double seconds = 0;               // on CPU: the time the samples stand for; off: time off CPU
   double share = 0;  // of the process's on-CPU time, or of its off-CPU time for this reason
+};
+
+// A stack that made memory resident, and how much (sampled first touches).
+struct MemoryGrowthStack {
+  std::vector<std::string> frames;  // root first, without the process frame
+  uint64_t bytes = 0;
+  double share = 0;  // of the growth sampled up to the peak
 };
 
 struct StatReport {
@@ -49,6 +57,19 @@ struct StatReport {
   std::string stacks_note;
   std::vector<ReportStack> stacks;
   AccountingDrops drops;
+  // Resident memory (memory.known(): the kernel read it): at the end, the
+  // peak and when it was first seen (seconds since the window began,
+  // negative: before it), and the timeline.
+  ResidentMemory memory;
+  double peak_seconds = 0;
+  std::vector<MemoryPoint> memory_timeline;
+  // The kernel's OOM killer chose the process.
+  bool oom_killed = false;
+  // The stacks that made memory resident up to the peak, heaviest first
+  // (memory_growth_sampled: growth was sampled at all).
+  bool memory_growth_sampled = false;
+  uint64_t memory_growth_bytes = 0;
+  std::vector<MemoryGrowthStack> memory_growth_stacks;
 };
 
 // One JSON object, one line.

@@ -25,6 +25,8 @@ double SortKey(TopSort sort, const TopRow& row) {
       return static_cast<double>(f.minor_faults + f.major_faults);
     case TopSort::kOffCpu:
       return f.offcpu_io_seconds + f.offcpu_sleep_seconds + f.runqueue_seconds;
+    case TopSort::kMemory:
+      return static_cast<double>(row.rss_bytes);
   }
   return 0;
 }
@@ -39,6 +41,8 @@ const char* SortName(TopSort sort) {
       return "faults";
     case TopSort::kOffCpu:
       return "offcpu";
+    case TopSort::kMemory:
+      return "memory";
   }
   return "?";
 }
@@ -57,6 +61,17 @@ std::string GpuColumns(const TopScreen& screen, const TopRow& row) {
   if (!row.gpu) return absl::StrFormat(" %6s %7s", "-", "-");
   return absl::StrFormat(" %6.1f %7s", 100 * row.gpu->utilization,
                          Rate(static_cast<double>(row.gpu->memory_bytes)));
+}
+
+// RSS and its growth per second (signed); "-" where the kernel has not read it.
+std::string MemoryColumns(const TopRow& row) {
+  if (!row.rss_known) return absl::StrFormat(" %7s %8s", "-", "-");
+  if (!row.rss_growth_known) {
+    return absl::StrFormat(" %7s %8s", Rate(static_cast<double>(row.rss_bytes)), "-");
+  }
+  double growth = row.rss_growth_per_second;
+  return absl::StrFormat(" %7s %8s", Rate(static_cast<double>(row.rss_bytes)),
+                         absl::StrCat(growth < 0 ? "-" : "+", Rate(growth < 0 ? -growth : growth)));
 }
 
 }  // namespace
@@ -93,8 +108,9 @@ std::string RenderTopScreen(TopScreen screen) {
   SortTopRows(screen.sort, screen.rows);
   double dt = screen.interval_seconds > 0 ? screen.interval_seconds : 1;
   double cpu_total = 0, read_total = 0, write_total = 0, block_total = 0, faults_total = 0;
-  double gil_total = 0, gc_total = 0;
+  double gil_total = 0, gc_total = 0, rss_total = 0;
   for (const TopRow& row : screen.rows) {
+    rss_total += row.rss_bytes;
     cpu_total += row.figures.cpu_seconds();
     read_total += row.figures.read_bytes;
     write_total += row.figures.write_bytes;
@@ -109,10 +125,10 @@ std::string RenderTopScreen(TopScreen screen) {
                                   SortName(screen.sort)));
   absl::StrAppend(
       &out, absl::StrFormat("CPU %.1f%% of one CPU, read %sB/s, write %sB/s, block IO %sB/s, "
-                            "faults %s/s, GIL wait %.1f%%, GC %.1f%%\n\n",
+                            "faults %s/s, GIL wait %.1f%%, GC %.1f%%, resident %sB\n\n",
                             100 * cpu_total / dt, Rate(read_total / dt), Rate(write_total / dt),
                             Rate(block_total / dt), Rate(faults_total / dt), 100 * gil_total / dt,
-                            100 * gc_total / dt));
+                            100 * gc_total / dt, Rate(rss_total)));
   for (const GpuDeviceFigures& d : screen.gpu_devices) {
     absl::StrAppend(
         &out, absl::StrFormat("GPU %d %s: %.1f%% busy, memory %sB of %sB\n", d.index, d.name,
@@ -126,22 +142,23 @@ std::string RenderTopScreen(TopScreen screen) {
       absl::StrFormat("%8s %-16s %6s %6s %8s %8s %8s %8s %6s %6s %6s %5s %5s %7s",
                       threads ? "TID" : "PID", "COMM", "USR%", "SYS%", "READ/s", "WRITE/s", "BIO/s",
                       "FLT/s", "RUNQ%", "IOW%", "SLEEP%", "GIL%", "GC%", "CSW/s"),
+      threads ? "" : absl::StrFormat(" %7s %8s", "RSS", "RSS/s"),
       screen.gpu ? absl::StrFormat(" %6s %7s", "GPU%", "GPUMEM") : "", kReset, "\n");
   int shown = 0;
   for (const TopRow& row : screen.rows) {
     if (shown++ >= screen.max_rows) break;
     const TaskFigures& f = row.figures;
     absl::StrAppend(
-        &out,
-        absl::StrFormat(
-            "%8d %-16s %6.1f %6.1f %8s %8s %8s %8s %6.1f %6.1f %6.1f %5.1f %5.1f %7s%s%s\n",
-            threads ? row.tid : row.pid, row.comm.substr(0, 16), 100 * f.cpu_user_seconds / dt,
-            100 * f.cpu_system_seconds / dt, Rate(f.read_bytes / dt), Rate(f.write_bytes / dt),
-            Rate(f.block_io_bytes / dt), Rate((f.minor_faults + f.major_faults) / dt),
-            100 * f.runqueue_seconds / dt, 100 * f.offcpu_io_seconds / dt,
-            100 * f.offcpu_sleep_seconds / dt, 100 * f.gil_wait_seconds / dt,
-            100 * f.gc_seconds / dt, Rate(f.context_switches() / dt), GpuColumns(screen, row),
-            row.exited ? " (exited)" : ""));
+        &out, absl::StrFormat(
+                  "%8d %-16s %6.1f %6.1f %8s %8s %8s %8s %6.1f %6.1f %6.1f %5.1f %5.1f %7s%s%s%s\n",
+                  threads ? row.tid : row.pid, row.comm.substr(0, 16),
+                  100 * f.cpu_user_seconds / dt, 100 * f.cpu_system_seconds / dt,
+                  Rate(f.read_bytes / dt), Rate(f.write_bytes / dt), Rate(f.block_io_bytes / dt),
+                  Rate((f.minor_faults + f.major_faults) / dt), 100 * f.runqueue_seconds / dt,
+                  100 * f.offcpu_io_seconds / dt, 100 * f.offcpu_sleep_seconds / dt,
+                  100 * f.gil_wait_seconds / dt, 100 * f.gc_seconds / dt,
+                  Rate(f.context_switches() / dt), threads ? "" : MemoryColumns(row),
+                  GpuColumns(screen, row), row.exited ? " (exited)" : ""));
   }
   absl::StrAppend(&out, "\n", kBold, "Hottest Python functions", kReset,
                   absl::StrFormat(" (%d samples this interval)\n", screen.function_samples));

@@ -14,9 +14,9 @@
 
 namespace pystrobe {
 
-enum class TopSort { kCpu, kIo, kFaults, kOffCpu };
+enum class TopSort { kCpu, kIo, kFaults, kOffCpu, kMemory };
 
-// The sort a key typed in top selects (c, i, f, o), or none.
+// The sort a key typed in top selects (c, i, f, o, m), or none.
 inline std::optional<TopSort> TopSortForKey(char key) {
   switch (key) {
     case 'c':
@@ -27,6 +27,8 @@ inline std::optional<TopSort> TopSortForKey(char key) {
       return TopSort::kFaults;
     case 'o':
       return TopSort::kOffCpu;
+    case 'm':
+      return TopSort::kMemory;
   }
   return std::nullopt;
 }
@@ -37,6 +39,13 @@ struct TopRow {
   std::string comm;
   TaskFigures figures;  // over the interval (block IO and GC included)
   bool exited = false;
+  // Resident memory at the end of the interval and how fast it grew over it
+  // (process rows; rss_known: the kernel has read it; rss_growth_known: it
+  // had at the last screen too).
+  bool rss_known = false;
+  uint64_t rss_bytes = 0;
+  bool rss_growth_known = false;
+  double rss_growth_per_second = 0;
   // NVML's figures for the process over the interval (process rows), none
   // when NVML did not list it.
   std::optional<GpuProcessFigures> gpu;

@@ -2,16 +2,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/cli/flag_cursor.h"
 
 namespace pystrobe {
 namespace {
-
-// The value after flag `args[i]`, advancing `i`.
-absl::StatusOr<std::string> Value(const std::vector<std::string>& args, size_t& i) {
-  if (i + 1 >= args.size())
-    return absl::InvalidArgumentError(absl::StrCat(args[i], " needs a value"));
-  return args[++i];
-}
 
 absl::StatusOr<double> PositiveSeconds(const std::string& flag, const std::string& text) {
   double seconds = 0;
@@ -39,32 +33,39 @@ absl::StatusOr<uint32_t> Pid(const std::string& text) {
   return pid;
 }
 
+// A switch takes no value ("--json=1" is a mistake, not a yes).
+absl::Status NoValue(const std::string& flag, const FlagCursor& flags) {
+  if (!flags.HadInlineValue()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(flag, " takes no value"));
+}
+
 // The flags stat and top share: -p/--pid, -r/--rate, -v/--verbose and
-// -h/--help. Takes args[i] (and its value, advancing `i`) into `options` when
-// it is one of them; false when it is not.
+// -h/--help. Takes `flag` (and its value from `flags`) into `options` when it
+// is one of them; false when it is not.
 template <typename Options>
-absl::StatusOr<bool> TakeSharedFlag(const std::vector<std::string>& args, size_t& i,
-                                    Options& options) {
-  const std::string& arg = args[i];
-  if (arg == "-h" || arg == "--help") {
+absl::StatusOr<bool> TakeSharedFlag(const std::string& flag, FlagCursor& flags, Options& options) {
+  if (flag == "-h" || flag == "--help") {
     options.help = true;
-  } else if (arg == "-v" || arg == "--verbose") {
+  } else if (flag == "-v" || flag == "--verbose") {
     options.verbose = true;
-  } else if (arg == "-p" || arg == "--pid") {
-    absl::StatusOr<std::string> v = Value(args, i);
+  } else if (flag == "-p" || flag == "--pid") {
+    absl::StatusOr<std::string> v = flags.Value(flag);
     if (!v.ok()) return v.status();
     absl::StatusOr<uint32_t> pid = Pid(*v);
     if (!pid.ok()) return pid.status();
     options.pid = *pid;
-  } else if (arg == "-r" || arg == "--rate") {
-    absl::StatusOr<std::string> v = Value(args, i);
+    return true;
+  } else if (flag == "-r" || flag == "--rate") {
+    absl::StatusOr<std::string> v = flags.Value(flag);
     if (!v.ok()) return v.status();
-    absl::StatusOr<int> hz = PositiveInt(arg, *v, 10000);
+    absl::StatusOr<int> hz = PositiveInt(flag, *v, 10000);
     if (!hz.ok()) return hz.status();
     options.rate_hz = *hz;
+    return true;
   } else {
     return false;
   }
+  if (absl::Status s = NoValue(flag, flags); !s.ok()) return s;
   return true;
 }
 
@@ -105,32 +106,36 @@ Options:
 
 absl::StatusOr<StatOptions> ParseStatOptions(const std::vector<std::string>& args) {
   StatOptions options;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
+  FlagCursor flags(args);
+  while (!flags.Done()) {
+    const std::string arg = flags.Next();
     if (arg == "--") {
-      options.command.assign(args.begin() + i + 1, args.end());
+      options.command = flags.Rest();
       if (options.command.empty()) return absl::InvalidArgumentError("-- needs a command");
       break;
     }
-    absl::StatusOr<bool> shared = TakeSharedFlag(args, i, options);
+    absl::StatusOr<bool> shared = TakeSharedFlag(arg, flags, options);
     if (!shared.ok()) return shared.status();
     if (options.help) return options;
     if (*shared) continue;
+    if (arg == "-d" || arg == "--duration") {
+      absl::StatusOr<std::string> v = flags.Value(arg);
+      if (!v.ok()) return v.status();
+      absl::StatusOr<double> s = PositiveSeconds(arg, *v);
+      if (!s.ok()) return s.status();
+      options.duration = absl::Seconds(*s);
+      continue;
+    }
     if (arg == "--syscalls") {
       options.syscalls = true;
     } else if (arg == "--no-offcpu-stacks") {
       options.offcpu_stacks = false;
     } else if (arg == "--json") {
       options.json = true;
-    } else if (arg == "-d" || arg == "--duration") {
-      absl::StatusOr<std::string> v = Value(args, i);
-      if (!v.ok()) return v.status();
-      absl::StatusOr<double> s = PositiveSeconds(arg, *v);
-      if (!s.ok()) return s.status();
-      options.duration = absl::Seconds(*s);
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
     }
+    if (absl::Status s = NoValue(arg, flags); !s.ok()) return s;
   }
   if (options.command.empty() == !options.pid.has_value()) {
     return absl::InvalidArgumentError("give either -- CMD ARGS... or --pid PID -d SECONDS");
@@ -146,12 +151,12 @@ const char* TopUsage() {
 
 A live view, refreshed every second, of every process (or, with --pid, every
 thread of one process): CPU% user/system, read/write rates, page faults per
-second, off-CPU time by reason, GIL wait, GPU% and GPU memory where NVML is,
-and the hottest Python functions.
+second, off-CPU time by reason, GIL wait, resident memory (RSS) and how fast
+it grows, GPU% and GPU memory where NVML is, and the hottest Python functions.
 
 Options:
   -p, --pid PID        one process, per thread
-  -s, --sort KEY       cpu (default), io, faults or offcpu
+  -s, --sort KEY       cpu (default), io, faults, offcpu or memory (RSS)
   --once               print one screen after one interval and exit
   -i, --interval SECS  refresh interval (default 1)
   -n, --rows N         rows shown (default 20)
@@ -162,23 +167,25 @@ Options:
   -v, --verbose        show libbpf's messages, and why there are no GPU figures
   -h, --help           this help
 
-Keys (when stdin is a terminal): c, i, f, o sort by cpu, io, faults, off-CPU;
-q quits.
+Keys (when stdin is a terminal): c, i, f, o, m sort by cpu, io, faults,
+off-CPU, resident memory; q quits.
 )";
 }
 
 absl::StatusOr<TopOptions> ParseTopOptions(const std::vector<std::string>& args) {
   TopOptions options;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    absl::StatusOr<bool> shared = TakeSharedFlag(args, i, options);
+  FlagCursor flags(args);
+  while (!flags.Done()) {
+    const std::string arg = flags.Next();
+    absl::StatusOr<bool> shared = TakeSharedFlag(arg, flags, options);
     if (!shared.ok()) return shared.status();
     if (options.help) return options;
     if (*shared) continue;
     if (arg == "--once") {
+      if (absl::Status s = NoValue(arg, flags); !s.ok()) return s;
       options.once = true;
     } else if (arg == "-s" || arg == "--sort") {
-      absl::StatusOr<std::string> v = Value(args, i);
+      absl::StatusOr<std::string> v = flags.Value(arg);
       if (!v.ok()) return v.status();
       if (*v == "cpu") {
         options.sort = TopSort::kCpu;
@@ -188,18 +195,20 @@ absl::StatusOr<TopOptions> ParseTopOptions(const std::vector<std::string>& args)
         options.sort = TopSort::kFaults;
       } else if (*v == "offcpu") {
         options.sort = TopSort::kOffCpu;
+      } else if (*v == "memory") {
+        options.sort = TopSort::kMemory;
       } else {
         return absl::InvalidArgumentError(
-            absl::StrCat("--sort wants cpu, io, faults or offcpu, not '", *v, "'"));
+            absl::StrCat("--sort wants cpu, io, faults, offcpu or memory, not '", *v, "'"));
       }
     } else if (arg == "-i" || arg == "--interval") {
-      absl::StatusOr<std::string> v = Value(args, i);
+      absl::StatusOr<std::string> v = flags.Value(arg);
       if (!v.ok()) return v.status();
       absl::StatusOr<double> s = PositiveSeconds(arg, *v);
       if (!s.ok()) return s.status();
       options.interval = absl::Seconds(*s);
     } else if (arg == "-n" || arg == "--rows") {
-      absl::StatusOr<std::string> v = Value(args, i);
+      absl::StatusOr<std::string> v = flags.Value(arg);
       if (!v.ok()) return v.status();
       absl::StatusOr<int> n = PositiveInt(arg, *v, 10000);
       if (!n.ok()) return n.status();

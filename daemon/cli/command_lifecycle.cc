@@ -16,9 +16,11 @@
 
 namespace pystrobe {
 
-absl::Status PollUntilEnd(SamplingSession& session, const RecordingEnd& end, absl::Time start) {
+absl::Status PollUntilEnd(SamplingSession& session, const RecordingEnd& end, absl::Time start,
+                          const std::function<void()>& after_poll) {
   while (!Signals::StopRequested()) {
     if (absl::Status s = session.Poll(); !s.ok()) return s;
+    if (after_poll) after_poll();
     if (end.duration && absl::Now() - start >= *end.duration) break;
     if (end.command != nullptr && end.command->TryReap()) break;
     if (end.command == nullptr && !end.pids.empty() &&

@@ -4,6 +4,7 @@
 #define PYSTROBE_DAEMON_CLI_COMMAND_LIFECYCLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -25,9 +26,11 @@ struct RecordingEnd {
 };
 
 // Hands `session`'s records to its recorder until `end` or a stop signal,
-// counting from `start`. A failed read ends it early and is returned; what
-// came before is kept.
-absl::Status PollUntilEnd(SamplingSession& session, const RecordingEnd& end, absl::Time start);
+// counting from `start`, and calls `after_poll` (if any) after each poll
+// (every SamplingSession::kPollInterval at most). A failed read ends it
+// early and is returned; what came before is kept.
+absl::Status PollUntilEnd(SamplingSession& session, const RecordingEnd& end, absl::Time start,
+                          const std::function<void()>& after_poll = nullptr);
 
 // Ends a command we started that outlived the recording: SIGTERM, then
 // SIGKILL after `grace`.

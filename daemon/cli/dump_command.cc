@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "daemon/cli/dump_report.h"
 #include "daemon/cli/exit_status.h"
+#include "daemon/cli/flag_cursor.h"
 #include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"
@@ -48,18 +49,12 @@ struct DumpOptions {
 absl::StatusOr<DumpOptions> ParseDumpOptions(const std::vector<std::string>& args) {
   DumpOptions options;
   bool have_pid = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> value;
-    if (const size_t equals = flag.find('='); flag.rfind("--", 0) == 0 && equals != flag.npos) {
-      value = flag.substr(equals + 1);
-      flag = flag.substr(0, equals);
-    }
+  FlagCursor flags(args);
+  while (!flags.Done()) {
+    const std::string flag = flags.Next();
     if (flag == "-p" || flag == "--pid") {
-      if (!value) {
-        if (i + 1 >= args.size()) return absl::InvalidArgumentError(flag + " needs a value");
-        value = args[++i];
-      }
+      absl::StatusOr<std::string> value = flags.Value(flag);
+      if (!value.ok()) return value.status();
       int32_t pid = 0;
       if (!absl::SimpleAtoi(*value, &pid) || pid < 1 || pid > (1 << 22)) {
         return absl::InvalidArgumentError(
@@ -67,15 +62,17 @@ absl::StatusOr<DumpOptions> ParseDumpOptions(const std::vector<std::string>& arg
       }
       options.pid = pid;
       have_pid = true;
-    } else if (flag == "--json" && !value) {
-      options.json = true;
-    } else if (flag == "--asyncio" && !value) {
-      options.asyncio = true;
-    } else if ((flag == "-h" || flag == "--help") && !value) {
-      options.help = true;
+    } else if (flag == "--json" || flag == "--asyncio" || flag == "-h" || flag == "--help") {
+      if (flags.HadInlineValue()) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, " takes no value"));
+      }
+      bool& on = flag == "--json"      ? options.json
+                 : flag == "--asyncio" ? options.asyncio
+                                       : options.help;
+      on = true;
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", args[i], "' (see pystrobe dump --help)"));
+          absl::StrCat("unknown option '", flag, "' (see pystrobe dump --help)"));
     }
   }
   if (!options.help && !have_pid) {

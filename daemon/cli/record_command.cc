@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "daemon/accounting/process_counters.h"
 #include "daemon/cli/command_lifecycle.h"
 #include "daemon/cli/control_client.h"
 #include "daemon/cli/exit_status.h"
@@ -134,6 +135,19 @@ int WriteImportTree(const RecordOptions& options, const Recorder& recorder,
   return kExitOk;
 }
 
+// One line per target the kernel's OOM killer chose during the recording.
+void PrintOomKills(BpfSampler& sampler) {
+  AccountingReader reader(sampler.accounting_maps());
+  for (const ProcessCounters& process : reader.Processes()) {
+    if (!process.oom_killed) continue;
+    fprintf(stderr,
+            "pystrobe: %s (%u) was killed by the kernel's OOM killer: resident %.1f MiB "
+            "(anon %.1f MiB), peak %.1f MiB\n",
+            process.comm.c_str(), process.pid, process.memory.resident_bytes() / 1048576.0,
+            process.memory.anon_bytes / 1048576.0, process.memory.peak_bytes / 1048576.0);
+  }
+}
+
 }  // namespace
 
 int RunRecordCommand(const std::vector<std::string>& command_args) {
@@ -220,6 +234,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   }
   SamplerCounters counters = (*session)->sampler().ReadCounters();
   if (command) StopCommand(*command);
+  PrintOomKills((*session)->sampler());
 
   if (options.imports) {
     absl::Status summary = PrintSummary(counters, **session, elapsed, options);

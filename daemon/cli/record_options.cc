@@ -6,45 +6,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "daemon/cli/flag_cursor.h"
 
 namespace pystrobe {
 namespace {
-
-// Walks the argument list; a flag's value is the next argument or the part
-// after '=' ("--rate=99").
-class ArgCursor {
- public:
-  explicit ArgCursor(const std::vector<std::string>& args) : args_(args) {}
-
-  bool Done() const { return index_ >= args_.size(); }
-  // The next argument, split into the flag and an inline value if any.
-  std::string NextFlag() {
-    std::string arg = args_[index_++];
-    size_t equals = arg.find('=');
-    if (absl::StartsWith(arg, "--") && equals != std::string::npos) {
-      inline_value_ = arg.substr(equals + 1);
-      return arg.substr(0, equals);
-    }
-    inline_value_.reset();
-    return arg;
-  }
-  absl::StatusOr<std::string> Value(absl::string_view flag) {
-    if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
-    if (Done()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-    return args_[index_++];
-  }
-  bool HadInlineValue() const { return inline_value_.has_value(); }
-  std::vector<std::string> Rest() {
-    std::vector<std::string> rest(args_.begin() + index_, args_.end());
-    index_ = args_.size();
-    return rest;
-  }
-
- private:
-  const std::vector<std::string>& args_;
-  size_t index_ = 0;
-  std::optional<std::string> inline_value_;
-};
 
 absl::StatusOr<int64_t> ParseInteger(absl::string_view flag, absl::string_view text, int64_t min,
                                      int64_t max, absl::string_view unit) {
@@ -133,9 +98,9 @@ Python (any CPython 2.7 or 3.6 to 3.13, found automatically):
 absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>& args) {
   RecordOptions options;
   bool format_given = false;
-  ArgCursor cursor(args);
+  FlagCursor cursor(args);
   while (!cursor.Done()) {
-    std::string flag = cursor.NextFlag();
+    std::string flag = cursor.Next();
     if (flag == "--") {
       options.command = cursor.Rest();
       if (options.command.empty()) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "daemon/cli/exit_status.h"
+#include "daemon/cli/flag_cursor.h"
 #include "daemon/reports/flat_report.h"
 #include "daemon/reports/recording_diff.h"
 #include "daemon/reports/recording_reader.h"
@@ -55,38 +56,11 @@ struct DiffOptions {
   bool help = false;
 };
 
-// Splits "--flag=value"; hands out values of flags that take one.
-class Flags {
- public:
-  explicit Flags(const std::vector<std::string>& args) : args_(args) {}
-  bool Done() const { return index_ >= args_.size(); }
-  std::string Next() {
-    std::string arg = args_[index_++];
-    inline_value_.reset();
-    if (size_t equals = arg.find('='); arg.starts_with("--") && equals != std::string::npos) {
-      inline_value_ = arg.substr(equals + 1);
-      arg.resize(equals);
-    }
-    return arg;
-  }
-  absl::StatusOr<std::string> Value(absl::string_view flag) {
-    if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
-    if (Done()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-    return args_[index_++];
-  }
-  bool HadValue() const { return inline_value_.has_value(); }
-
- private:
-  const std::vector<std::string>& args_;
-  size_t index_ = 0;
-  std::optional<std::string> inline_value_;
-};
-
 // Parses one of the flags report and diff share; nullopt when `flag` is not one.
-std::optional<absl::Status> ParseTableFlag(const std::string& flag, Flags& flags,
+std::optional<absl::Status> ParseTableFlag(const std::string& flag, FlagCursor& flags,
                                            TableOptions& options) {
   if (flag == "--json") {
-    if (flags.HadValue()) return absl::InvalidArgumentError("--json takes no value");
+    if (flags.HadInlineValue()) return absl::InvalidArgumentError("--json takes no value");
     options.json = true;
     return absl::OkStatus();
   }
@@ -124,7 +98,7 @@ absl::Status UnknownFlag(absl::string_view arg, absl::string_view command) {
 absl::StatusOr<ReportOptions> ParseReportOptions(const std::vector<std::string>& args) {
   ReportOptions options;
   std::vector<std::string> files;
-  Flags flags(args);
+  FlagCursor flags(args);
   while (!flags.Done()) {
     std::string flag = flags.Next();
     if (std::optional<absl::Status> table = ParseTableFlag(flag, flags, options.table)) {
@@ -137,11 +111,10 @@ absl::StatusOr<ReportOptions> ParseReportOptions(const std::vector<std::string>&
     if (flag == "--callers") target = &options.callers;
     if (flag == "--callees") target = &options.callees;
     if (target != nullptr) {
-      absl::StatusOr<std::string> value = flags.Value(flag);
+      absl::StatusOr<std::string> value = flags.NonEmptyValue(flag);
       if (!value.ok()) return value.status();
-      if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
       *target = *value;
-    } else if ((flag == "-h" || flag == "--help") && !flags.HadValue()) {
+    } else if ((flag == "-h" || flag == "--help") && !flags.HadInlineValue()) {
       options.help = true;
     } else if (flag.starts_with("-") && flag != "-") {
       return UnknownFlag(flag, "report");
@@ -168,7 +141,7 @@ absl::StatusOr<ReportOptions> ParseReportOptions(const std::vector<std::string>&
 absl::StatusOr<DiffOptions> ParseDiffOptions(const std::vector<std::string>& args) {
   DiffOptions options;
   std::vector<std::string> files;
-  Flags flags(args);
+  FlagCursor flags(args);
   while (!flags.Done()) {
     std::string flag = flags.Next();
     if (std::optional<absl::Status> table = ParseTableFlag(flag, flags, options.table)) {
@@ -176,11 +149,10 @@ absl::StatusOr<DiffOptions> ParseDiffOptions(const std::vector<std::string>& arg
       continue;
     }
     if (flag == "-o" || flag == "--output") {
-      absl::StatusOr<std::string> value = flags.Value(flag);
+      absl::StatusOr<std::string> value = flags.NonEmptyValue(flag);
       if (!value.ok()) return value.status();
-      if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
       options.svg = *value;
-    } else if ((flag == "-h" || flag == "--help") && !flags.HadValue()) {
+    } else if ((flag == "-h" || flag == "--help") && !flags.HadInlineValue()) {
       options.help = true;
     } else if (flag.starts_with("-") && flag != "-") {
       return UnknownFlag(flag, "diff");

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/sample_tally.h"
 #include "daemon/accounting/stat_analysis.h"
@@ -125,9 +126,13 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
       !s.ok()) {
     return Fail("stat", s);
   }
+  // A kernel thread has no executable, and a process may have exited or be
+  // out of reach: then there is no GC to measure, and the rest goes on.
+  std::error_code unreadable;
   std::string binary =
       command ? ResolveExecutable(options.command[0])
-              : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe")).string();
+              : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable)
+                    .string();
   bool gc_measured = false;
   if (!binary.empty()) {
     absl::Status gc = (*session)->sampler().AttachPythonGcProbes(binary);
@@ -137,6 +142,17 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     }
   }
   absl::Time start = absl::Now();
+  // Resident memory over the run, from the counters the kernel keeps.
+  AccountingReader reader((*session)->sampler().accounting_maps());
+  MemoryTimeline timeline(MonotonicNowNs());
+  auto observe_memory = [&reader, &timeline, pid](bool force) {
+    std::vector<ProcessCounters> seen = reader.Processes(pid);
+    if (seen.empty()) return;
+    const ProcessCounters& oldest = *std::min_element(
+        seen.begin(), seen.end(),
+        [](const ProcessCounters& a, const ProcessCounters& b) { return a.start_ns < b.start_ns; });
+    timeline.Observe(oldest.memory, MonotonicNowNs(), force);
+  };
   if (gpus != nullptr) gpus->Start();
   if (command) {
     if (absl::Status s = command->Release(); !s.ok()) {
@@ -148,7 +164,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   if (absl::Status s = PollUntilEnd(
           **session,
           {.duration = options.duration, .command = command ? &*command : nullptr, .pids = {pid}},
-          start);
+          start, [&observe_memory] { observe_memory(false); });
       !s.ok()) {
     fprintf(stderr, "pystrobe stat: %s; reporting what was counted\n",
             std::string(s.message()).c_str());
@@ -167,7 +183,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
 
   // 5. The process's figures: the entry of the targeted process (a reused
   // pid is not a target, so there is one; the oldest otherwise).
-  AccountingReader reader((*session)->sampler().accounting_maps());
+  observe_memory(true);
   std::vector<ProcessCounters> processes = reader.Processes(pid);
   if (processes.empty()) {
     return Fail("stat", absl::NotFoundError(absl::StrCat("nothing was counted for process ", pid)));
@@ -186,6 +202,10 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   report.threads = process.threads;
   report.exited = process.exited || (command && command->exited());
   report.drops = reader.Drops();
+  report.memory = process.memory;
+  report.peak_seconds = timeline.SecondsOf(process.memory.peak_ns);
+  report.memory_timeline = timeline.points();
+  report.oom_killed = process.oom_killed;
   if (gpu_window) {
     report.gpu_measured = true;
     report.gpu_devices = gpu_window->devices;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -39,22 +40,49 @@ absl::Status SumPerCpuCounters(const bpf_map* map, std::span<uint64_t> out) {
   return absl::OkStatus();
 }
 
-// Whether this kernel's sched_switch tracepoint passes prev_state (Linux 5.18
-// and later: four arguments, see bpf/compat.bpf.h), from the arity of
-// btf_trace_sched_switch in its BTF. Assumes it does when the BTF cannot say.
-bool SchedSwitchHasPrevState() {
+// The parameters of raw tracepoint `name` as this kernel's BTF declares
+// them (btf_trace_<name>: a typedef of a pointer to a function prototype
+// whose first parameter is the context): their count, and whether the first
+// after the context is a pointer. Nullopt when the BTF cannot say.
+struct RawTracepointParams {
+  int count = 0;  // the context included
+  bool first_is_pointer = false;
+};
+std::optional<RawTracepointParams> RawTracepointParamsOf(const char* name) {
   btf* vmlinux = btf__load_vmlinux_btf();
-  if (vmlinux == nullptr) return true;
-  bool has_prev_state = true;
-  int id = btf__find_by_name_kind(vmlinux, "btf_trace_sched_switch", BTF_KIND_TYPEDEF);
+  if (vmlinux == nullptr) return std::nullopt;
+  std::optional<RawTracepointParams> out;
+  int id =
+      btf__find_by_name_kind(vmlinux, absl::StrCat("btf_trace_", name).c_str(), BTF_KIND_TYPEDEF);
   if (id > 0) {
-    // typedef -> pointer -> function prototype (void *, preempt, prev, next[, prev_state])
     const btf_type* type = btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, id));
     if (type != nullptr && btf_is_ptr(type)) type = btf__type_by_id(vmlinux, type->type);
-    if (type != nullptr && btf_is_func_proto(type)) has_prev_state = btf_vlen(type) >= 5;
+    if (type != nullptr && btf_is_func_proto(type)) {
+      out = RawTracepointParams{.count = btf_vlen(type)};
+      if (out->count >= 2) {
+        const btf_type* first =
+            btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, btf_params(type)[1].type));
+        out->first_is_pointer = first != nullptr && btf_is_ptr(first);
+      }
+    }
   }
   btf__free(vmlinux);
-  return has_prev_state;
+  return out;
+}
+
+// Whether this kernel's sched_switch tracepoint passes prev_state (Linux 5.18
+// and later: four arguments, see bpf/compat.bpf.h). Assumes it does when the
+// BTF cannot say.
+bool SchedSwitchHasPrevState() {
+  // (void *, preempt, prev, next[, prev_state])
+  std::optional<RawTracepointParams> params = RawTracepointParamsOf("sched_switch");
+  return !params || params->count >= 5;
+}
+
+// Whether oom:mark_victim passes the victim's task (see bpf/compat.bpf.h).
+bool MarkVictimHasTask() {
+  std::optional<RawTracepointParams> params = RawTracepointParamsOf("mark_victim");
+  return params && params->first_is_pointer;
 }
 
 }  // namespace
@@ -99,6 +127,7 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
       bpf_map__set_max_entries(skeleton_->maps.unwind_pages, std::max<uint32_t>(pages, 1)) != 0) {
     return LibbpfError(-errno, "size the unwind table maps");
   }
+  skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
   offcpu_ = config.offcpu;
   return absl::OkStatus();
 }
@@ -344,7 +373,7 @@ absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
       skeleton_->progs.acct_exit,       skeleton_->progs.acct_exec,
       skeleton_->progs.acct_wakeup_new, skeleton_->progs.acct_wakeup,
       skeleton_->progs.acct_switch,     skeleton_->progs.acct_runtime,
-      skeleton_->progs.acct_bio_queue};
+      skeleton_->progs.acct_bio_queue,  skeleton_->progs.acct_oom_victim};
   if (options.syscalls) {
     programs.push_back(skeleton_->progs.acct_sys_enter);
     programs.push_back(skeleton_->progs.acct_sys_exit);
@@ -356,6 +385,13 @@ absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
     }
     links_.push_back(link);
   }
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachOomWatch() {
+  bpf_link* link = bpf_program__attach(skeleton_->progs.acct_oom_victim);
+  if (link == nullptr) return LibbpfError(-errno, "attach acct_oom_victim to oom:mark_victim");
+  links_.push_back(link);
   return absl::OkStatus();
 }
 

@@ -157,6 +157,10 @@ class BpfSampler {
   // the syscall ones if asked). Counters cover the time from this call on.
   // After Load().
   absl::Status AttachAccounting(AccountingOptions options);
+  // Marks the processes the kernel's OOM killer chooses (oom_killed in
+  // their process_counters entry, with their memory as it was), without the
+  // rest of accounting; AttachAccounting does it too. After Load().
+  absl::Status AttachOomWatch();
   // Adds CPython GC time in every process that runs `binary` (an interpreter
   // executable or a libpython): from its USDT probes python:gc__start and
   // gc__done, or else from uprobes on the function that runs one collection

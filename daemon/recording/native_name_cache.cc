@@ -30,6 +30,10 @@ const NativeFrameName& NativeNameCache::Name(const ProcessImage& image, uint64_t
       } else if (std::string jit = JitName(image, address); !jit.empty()) {
         frame.name = std::move(jit);
       }
+    } else if (frame.module == nullptr && frame.name == "[jit]") {
+      // A JIT writes its perf map as it goes (and buffers it): the name may
+      // come later. JitName reads the map again at most once a second.
+      if (std::string jit = JitName(image, address); !jit.empty()) frame.name = std::move(jit);
     }
     return frame;
   }

@@ -22,7 +22,7 @@ namespace {
 // How soon a process's mappings may be read again after a stale walk: a
 // library just loaded is in every sample until then, and re-reading for
 // each would cost more than the samples.
-constexpr absl::Duration kRefreshInterval = absl::Milliseconds(100);
+constexpr absl::Duration kRefreshInterval = absl::Milliseconds(20);
 
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path);

@@ -61,6 +61,8 @@ SamplingSession::~SamplingSession() {
 absl::Status SamplingSession::Start(RecordObserver observe) {
   if (config_.accounting) {
     if (absl::Status s = sampler_->AttachAccounting(*config_.accounting); !s.ok()) return s;
+  } else if (absl::Status s = sampler_->AttachOomWatch(); !s.ok()) {
+    return s;
   }
   observe_ = std::move(observe);
   absl::Status attached =

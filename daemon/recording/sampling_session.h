@@ -59,7 +59,8 @@ class SamplingSession {
   SamplingSession(const SamplingSession&) = delete;
   SamplingSession& operator=(const SamplingSession&) = delete;
 
-  // Attaches the counters (if configured) and the sampler. Every record goes
+  // Attaches the counters (if configured; else only the OOM watch, see
+  // BpfSampler::AttachOomWatch) and the sampler. Every record goes
   // to `observe` (if any), then to the recorder.
   absl::Status Start(RecordObserver observe = nullptr);
   // Hands the records that came to the recorder, waiting up to `timeout`

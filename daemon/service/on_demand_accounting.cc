@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/top_screen.h"
@@ -287,6 +288,13 @@ void OnDemandAccounting::AnswerStat(Stat& stat) {
   report.threads = stat.at_end.threads;
   report.exited = stat.at_end.exited || !ProcessIsAlive(request.pid);
   report.drops = reader_->Drops();
+  report.memory = stat.at_end.memory;
+  report.oom_killed = stat.at_end.oom_killed;
+  // The kernel's clock, from now back to the window's start.
+  report.peak_seconds =
+      (static_cast<double>(stat.at_end.memory.peak_ns) - static_cast<double>(MonotonicNowNs())) *
+          1e-9 +
+      absl::ToDoubleSeconds(absl::Now() - stat.start);
   if (stat.gpu_window) {
     report.gpu_measured = true;
     report.gpu_devices = stat.gpu_window->devices;

@@ -103,6 +103,45 @@ const ProcessMetric kMetrics[] = {
      [](const TaskFigures& f) { return f.gc_seconds; }},
 };
 
+// Resident memory gauges: their family and how to read them.
+struct MemoryMetric {
+  const char* name;
+  const char* help;
+  const char* memory;  // a value of the "memory" label, or null
+  uint64_t (*value)(const ResidentMemory&);
+};
+
+const MemoryMetric kMemoryMetrics[] = {
+    {"pystrobe_process_resident_bytes",
+     "Resident memory (the kernel's RSS counters), by kind: anon, file (mapped files) or shmem.",
+     "anon", [](const ResidentMemory& m) { return m.anon_bytes; }},
+    {"pystrobe_process_resident_bytes", nullptr, "file",
+     [](const ResidentMemory& m) { return m.file_bytes; }},
+    {"pystrobe_process_resident_bytes", nullptr, "shmem",
+     [](const ResidentMemory& m) { return m.shmem_bytes; }},
+    {"pystrobe_process_swap_bytes", "Anonymous memory swapped out.", nullptr,
+     [](const ResidentMemory& m) { return m.swap_bytes; }},
+    {"pystrobe_process_resident_peak_bytes",
+     "The highest resident memory of the process's life (VmHWM).", nullptr,
+     [](const ResidentMemory& m) { return m.peak_bytes; }},
+};
+
+// A process series' labels: who and where it is, `extra`=`value` when
+// `value` is not null, then the static labels.
+Labels SeriesLabels(std::string pid, std::string comm, const ProcessPlacement& placement,
+                    const char* extra, const char* value, const Labels& statics) {
+  Labels out = {
+      {"pid", std::move(pid)},
+      {"comm", std::move(comm)},
+      {"cgroup", placement.cgroup_path},
+      {"container_id", placement.container_id},
+      {"pid_in_namespace",
+       placement.pid_in_namespace != 0 ? absl::StrCat(placement.pid_in_namespace) : std::string()}};
+  if (value != nullptr) out.push_back({extra, value});
+  out.insert(out.end(), statics.begin(), statics.end());
+  return out;
+}
+
 }  // namespace
 
 ProcessPlacement ReadProcessPlacement(uint32_t pid) {
@@ -128,6 +167,16 @@ void ProcessMetrics::Update(const std::vector<ProcessCounters>& processes, absl:
     }
     tracked.comm = process.comm;
     tracked.seen = true;
+    if (process.memory.known()) tracked.memory = process.memory;
+    if (process.oom_killed && !tracked.oom_killed) {
+      tracked.oom_killed = true;
+      ++oom_kills_[{tracked.placement.cgroup_path, tracked.placement.container_id, tracked.comm}];
+      new_oom_victims_.push_back(OomVictim{.pid = tracked.pid,
+                                           .comm = tracked.comm,
+                                           .placement = tracked.placement,
+                                           .memory = tracked.memory,
+                                           .seen = now});
+    }
     TaskFigures figures = FiguresFrom(process.raw);
     TaskFigures delta = Delta(figures, tracked.figures);
     tracked.figures = figures;
@@ -192,16 +241,8 @@ std::vector<prometheus::MetricFamily> ProcessMetrics::Families() const {
     if (metric.help != nullptr) families.push_back(CounterFamily(metric.name, metric.help));
     prometheus::MetricFamily& family = families.back();
     auto labels = [&](std::string pid, std::string comm, const ProcessPlacement& placement) {
-      Labels out = {{"pid", std::move(pid)},
-                    {"comm", std::move(comm)},
-                    {"cgroup", placement.cgroup_path},
-                    {"container_id", placement.container_id},
-                    {"pid_in_namespace", placement.pid_in_namespace != 0
-                                             ? absl::StrCat(placement.pid_in_namespace)
-                                             : std::string()}};
-      if (metric.reason != nullptr) out.push_back({"reason", metric.reason});
-      out.insert(out.end(), statics.begin(), statics.end());
-      return out;
+      return SeriesLabels(std::move(pid), std::move(comm), placement, "reason", metric.reason,
+                          statics);
     };
     for (const Tracked* tracked : selected) {
       AddSample(family, metric.value(tracked->figures),
@@ -209,6 +250,40 @@ std::vector<prometheus::MetricFamily> ProcessMetrics::Families() const {
     }
     AddSample(family, metric.value(other_), labels("other", "", ProcessPlacement()));
   }
+  // Live processes without a series: their memory, summed.
+  ResidentMemory other_memory;
+  for (const auto& [key, tracked] : processes_) {
+    if (tracked.selected || tracked.exited_at) continue;
+    other_memory.anon_bytes += tracked.memory.anon_bytes;
+    other_memory.file_bytes += tracked.memory.file_bytes;
+    other_memory.shmem_bytes += tracked.memory.shmem_bytes;
+    other_memory.swap_bytes += tracked.memory.swap_bytes;
+    other_memory.peak_bytes += tracked.memory.peak_bytes;
+  }
+  for (const MemoryMetric& metric : kMemoryMetrics) {
+    if (metric.help != nullptr) families.push_back(GaugeFamily(metric.name, metric.help));
+    prometheus::MetricFamily& family = families.back();
+    auto labels = [&](std::string pid, std::string comm, const ProcessPlacement& placement) {
+      return SeriesLabels(std::move(pid), std::move(comm), placement, "memory", metric.memory,
+                          statics);
+    };
+    for (const Tracked* tracked : selected) {
+      if (!tracked->memory.known()) continue;
+      AddSample(family, static_cast<double>(metric.value(tracked->memory)),
+                labels(absl::StrCat(tracked->pid), tracked->comm, tracked->placement));
+    }
+    AddSample(family, static_cast<double>(metric.value(other_memory)),
+              labels("other", "", ProcessPlacement()));
+  }
+  prometheus::MetricFamily oom_family = CounterFamily(
+      "pystrobe_oom_kills_total", "Processes the kernel's OOM killer chose (oom:mark_victim).");
+  for (const auto& [key, count] : oom_kills_) {
+    const auto& [cgroup, container_id, comm] = key;
+    Labels labels = {{"cgroup", cgroup}, {"container_id", container_id}, {"comm", comm}};
+    labels.insert(labels.end(), statics.begin(), statics.end());
+    AddSample(oom_family, static_cast<double>(count), labels);
+  }
+  families.push_back(std::move(oom_family));
   prometheus::MetricFamily tracked_family =
       GaugeFamily("pystrobe_processes_tracked", "Processes with per-process figures held.");
   AddSample(tracked_family, static_cast<double>(processes_.size()), statics);

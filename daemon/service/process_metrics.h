@@ -8,7 +8,9 @@
 // A process that exits keeps its series, with its final figures, for a grace
 // period, then the series goes.
 //
-// Values are counters since the daemon began counting a process. A process
+// Values are counters since the daemon began counting a process, but for the
+// resident memory gauges (the kernel's RSS counters, read as the process
+// runs): "other" holds the sum over the live processes without a series. A process
 // that enters the top set gets its series with everything it counted so far
 // (to Prometheus, a new series); while outside the top set, what it counts is
 // added to "other", which therefore only grows.
@@ -21,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -47,6 +50,15 @@ struct ProcessPlacement {
 // Reads /proc/PID/cgroup and /proc/PID/status; empty when the process is gone.
 ProcessPlacement ReadProcessPlacement(uint32_t pid);
 
+// A process the kernel's OOM killer chose, as first seen.
+struct OomVictim {
+  uint32_t pid = 0;
+  std::string comm;
+  ProcessPlacement placement;
+  ResidentMemory memory;  // as the kernel read it when it chose the victim
+  absl::Time seen;
+};
+
 class ProcessMetrics {
  public:
   // The placement of a live process. Called once per process, when it is
@@ -68,18 +80,22 @@ class ProcessMetrics {
   size_t series() const;
   // Exited processes whose series were removed after the grace period.
   uint64_t expired() const { return expired_; }
+  // The OOM killer's victims seen since the last call (each once).
+  std::vector<OomVictim> TakeOomVictims() { return std::move(new_oom_victims_); }
 
  private:
   struct Tracked {
     uint32_t pid = 0;
     std::string comm;
     ProcessPlacement placement;
-    TaskFigures figures;  // cumulative
-    TaskFigures pending;  // counted since the last update
-    double score = 0;     // decayed CPU seconds: what "busiest lately" means
+    TaskFigures figures;    // cumulative
+    TaskFigures pending;    // counted since the last update
+    ResidentMemory memory;  // the latest the kernel read (gauges)
+    double score = 0;       // decayed CPU seconds: what "busiest lately" means
     std::optional<absl::Time> exited_at;
     bool selected = false;
-    bool seen = false;  // in the latest update
+    bool seen = false;        // in the latest update
+    bool oom_killed = false;  // counted in oom_kills_
   };
   using Key = std::pair<uint32_t, uint64_t>;  // pid, start_ns
 
@@ -88,6 +104,9 @@ class ProcessMetrics {
   absl::flat_hash_map<Key, Tracked> processes_;
   TaskFigures other_;  // what unselected processes counted
   uint64_t expired_ = 0;
+  // pystrobe_oom_kills_total by (cgroup, container_id, comm); never reset.
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> oom_kills_;
+  std::vector<OomVictim> new_oom_victims_;
 };
 
 }  // namespace pystrobe

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/loader/cpu_clock_events.h"
+#include "daemon/service/oom_report.h"
 
 namespace pystrobe {
 namespace {
@@ -171,6 +172,13 @@ void ProfilingSession::Tick(absl::Time now) {
   }
   std::vector<ProcessCounters> processes = accounting_->Processes();
   process_metrics_.Update(processes, now);
+  for (const OomVictim& victim : process_metrics_.TakeOomVictims()) {
+    fprintf(stderr, "pystrobe daemon: the OOM killer chose %s (%u), resident %.1f MiB\n",
+            victim.comm.c_str(), victim.pid, victim.memory.resident_bytes() / 1048576.0);
+    if (absl::Status s = WriteOomReport(config_.exporters.profile_dir, victim); !s.ok()) {
+      fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
+    }
+  }
   gpu_metrics_->Update(now);
   on_demand_accounting_->OnProcesses(processes);
   // Their final figures are read: the kernel's map may let them go.

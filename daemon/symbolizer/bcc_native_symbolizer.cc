@@ -3,30 +3,23 @@
 #include <cxxabi.h>
 #include <elf.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
+#include "daemon/symbolizer/proc_maps.h"
 
 // BCC's headers stay in this file: they pull in BCC's own copies of kernel and
 // libbpf declarations, which clash with libbpf's bpf/ headers used elsewhere.
@@ -38,14 +31,10 @@ namespace {
 
 class DeletedFileSymbols;
 
-// An executable mapping of a file (or the vDSO) in the target.
-struct Mapping {
-  uint64_t start;
-  uint64_t end;
-  uint64_t file_offset;
-  std::string path;    // As the target sees it, without " (deleted)".
+// An executable mapping of a file (or the vDSO) in the target, with what
+// names its frames when BCC cannot.
+struct Mapping : ExecutableMapping {
   std::string module;  // Basename of the file, e.g. "libc.so.6".
-  bool deleted = false;
   // Set for deleted files, which BCC cannot open; shared by their mappings.
   std::shared_ptr<const DeletedFileSymbols> deleted_symbols;
 };
@@ -134,84 +123,19 @@ class DeletedFileSymbols {
   std::vector<Symbol> symbols_;
 };
 
-// What tells one image of a pid from another: exec replaces the executable
-// (dev, inode) and pid reuse changes the start time.
-struct ImageIdentity {
-  uint64_t start_time;
-  dev_t exe_dev;
-  ino_t exe_ino;
-  bool operator==(const ImageIdentity&) const = default;
-};
-
-absl::Status ProcError(int error, uint32_t pid, absl::string_view what) {
-  if (error == ENOENT || error == ESRCH) {
-    return absl::NotFoundError(absl::StrCat("process ", pid, " is gone (", what, ")"));
-  }
-  return absl::ErrnoToStatus(error, absl::StrCat("process ", pid, ": ", what));
-}
-
-absl::StatusOr<std::string> ReadProcFile(uint32_t pid, absl::string_view name) {
-  std::string path = absl::StrCat("/proc/", pid, "/", name);
-  std::ifstream in(path);
-  if (!in) return ProcError(errno, pid, absl::StrCat("open ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-absl::StatusOr<ImageIdentity> ReadImageIdentity(uint32_t pid) {
-  ImageIdentity identity;
-  struct stat exe;
-  std::string exe_path = absl::StrCat("/proc/", pid, "/exe");
-  if (stat(exe_path.c_str(), &exe) != 0) {
-    return ProcError(errno, pid, absl::StrCat("stat ", exe_path));
-  }
-  identity.exe_dev = exe.st_dev;
-  identity.exe_ino = exe.st_ino;
-
-  absl::StatusOr<std::string> stat_text = ReadProcFile(pid, "stat");
-  if (!stat_text.ok()) return stat_text.status();
-  // The command name may contain spaces and parentheses; fields resume after
-  // the last ')'. starttime is field 22, the 20th after it.
-  size_t paren = stat_text->rfind(')');
-  std::vector<absl::string_view> fields = absl::StrSplit(
-      absl::string_view(*stat_text).substr(paren == std::string::npos ? 0 : paren + 1), ' ',
-      absl::SkipEmpty());
-  if (paren == std::string::npos || fields.size() < 20 ||
-      !absl::SimpleAtoi(fields[19], &identity.start_time)) {
-    return absl::InternalError(absl::StrCat("process ", pid, ": unexpected /proc/pid/stat"));
-  }
-  return identity;
-}
-
 absl::string_view Basename(absl::string_view path) {
   size_t slash = path.rfind('/');
   return slash == absl::string_view::npos ? path : path.substr(slash + 1);
 }
 
-// Parses /proc/PID/maps lines: "start-end perms offset dev inode [path]".
-absl::StatusOr<std::vector<Mapping>> ReadExecutableMappings(uint32_t pid) {
-  absl::StatusOr<std::string> maps = ReadProcFile(pid, "maps");
-  if (!maps.ok()) return maps.status();
+absl::StatusOr<std::vector<Mapping>> ReadMappings(uint32_t pid) {
+  absl::StatusOr<std::vector<ExecutableMapping>> executable = ReadExecutableMappings(pid);
+  if (!executable.ok()) return executable.status();
   std::vector<Mapping> mappings;
-  for (absl::string_view line : absl::StrSplit(*maps, '\n', absl::SkipEmpty())) {
-    std::vector<absl::string_view> fields =
-        absl::StrSplit(line, absl::MaxSplits(' ', 5), absl::SkipEmpty());
-    if (fields.size() < 6 || fields[1].size() != 4 || fields[1][2] != 'x') continue;
-    absl::string_view path = absl::StripLeadingAsciiWhitespace(fields[5]);
-    if (!absl::StartsWith(path, "/") && path != "[vdso]") continue;
-    bool deleted = absl::ConsumeSuffix(&path, " (deleted)");
-    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(fields[0], '-');
-    Mapping mapping;
-    if (!absl::SimpleHexAtoi(range.first, &mapping.start) ||
-        !absl::SimpleHexAtoi(range.second, &mapping.end) ||
-        !absl::SimpleHexAtoi(fields[2], &mapping.file_offset)) {
-      continue;
-    }
-    mapping.path = std::string(path);
-    mapping.module = std::string(Basename(path));
-    mapping.deleted = deleted;
-    mappings.push_back(std::move(mapping));
+  mappings.reserve(executable->size());
+  for (ExecutableMapping& where : *executable) {
+    std::string module(Basename(where.path));
+    mappings.push_back(Mapping{std::move(where), std::move(module), nullptr});
   }
   return mappings;
 }
@@ -288,7 +212,7 @@ class BccProcessSymbols final : public ProcessSymbols {
   // (Re)reads the maps and builds a new BCC cache; keeps the old state unless
   // the new one is complete and of the same image.
   absl::Status Snapshot() {
-    absl::StatusOr<std::vector<Mapping>> mappings = ReadExecutableMappings(pid_);
+    absl::StatusOr<std::vector<Mapping>> mappings = ReadMappings(pid_);
     if (!mappings.ok()) return mappings.status();
     auto cache = std::make_unique<BccSymbolCache>(pid_, options_);
     if (!cache->ok()) return absl::InternalError(absl::StrCat("bcc_symcache_new(", pid_, ")"));
@@ -333,13 +257,7 @@ class BccProcessSymbols final : public ProcessSymbols {
     return Snapshot().ok();
   }
 
-  const Mapping* FindMapping(uint64_t addr) const {
-    auto it = std::upper_bound(mappings_.begin(), mappings_.end(), addr,
-                               [](uint64_t a, const Mapping& m) { return a < m.start; });
-    if (it == mappings_.begin()) return nullptr;
-    const Mapping& mapping = *std::prev(it);
-    return addr < mapping.end ? &mapping : nullptr;
-  }
+  const Mapping* FindMapping(uint64_t addr) const { return MappingAt(mappings_, addr); }
 
   uint32_t pid_;
   ImageIdentity identity_;

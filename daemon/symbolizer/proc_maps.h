@@ -1,7 +1,9 @@
 #ifndef PYSTROBE_DAEMON_SYMBOLIZER_PROC_MAPS_H_
 #define PYSTROBE_DAEMON_SYMBOLIZER_PROC_MAPS_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,17 @@ std::vector<ExecutableMapping> ParseExecutableMappings(absl::string_view maps);
 
 // Reads and parses /proc/PID/maps. NotFound when the process is gone.
 absl::StatusOr<std::vector<ExecutableMapping>> ReadExecutableMappings(uint32_t pid);
+
+// The mapping of `sorted` (by start; with start and end members) that covers
+// addr, or null.
+template <typename Mapping>
+const Mapping* MappingAt(const std::vector<Mapping>& sorted, uint64_t addr) {
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), addr,
+                             [](uint64_t a, const Mapping& m) { return a < m.start; });
+  if (it == sorted.begin()) return nullptr;
+  const Mapping& mapping = *std::prev(it);
+  return addr < mapping.end ? &mapping : nullptr;
+}
 
 // What tells one image of a pid from another: exec replaces the executable
 // (dev, inode) and pid reuse changes the start time.

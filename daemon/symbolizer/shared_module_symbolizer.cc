@@ -113,13 +113,7 @@ class SharedModuleProcessSymbols final : public ProcessSymbols {
     return Snapshot().ok();
   }
 
-  const ResolvedMapping* FindMapping(uint64_t addr) const {
-    auto it = std::upper_bound(mappings_.begin(), mappings_.end(), addr,
-                               [](uint64_t a, const ResolvedMapping& m) { return a < m.start; });
-    if (it == mappings_.begin()) return nullptr;
-    const ResolvedMapping& mapping = *std::prev(it);
-    return addr < mapping.end ? &mapping : nullptr;
-  }
+  const ResolvedMapping* FindMapping(uint64_t addr) const { return MappingAt(mappings_, addr); }
 
   uint32_t pid_;
   ImageIdentity identity_;

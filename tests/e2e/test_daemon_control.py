@@ -120,15 +120,17 @@ class DaemonControlTest(BpfTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIsNone(self.daemon.proc.poll(), self.daemon.output())
 
-    def test_a_user_neither_root_nor_in_group_pystrobe_is_refused(self):
+    def request_as_nobody(self, type_, payload):
+        """Sends one request as user nobody; the reply's payload is on stdout."""
         # Let anyone reach the socket file: what is left is SO_PEERCRED.
         os.chmod(self.socket, 0o666)
         for path in (self.tmp, self.dir, os.path.dirname(self.socket)):
             os.chmod(path, 0o755)
         nobody = pwd.getpwnam("nobody")
         code = ("import socket,struct,sys\n"
+                "p=sys.argv[3].encode()\n"
                 "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-                "try: s.sendall(struct.pack('<IHHII',0x42545350,1,1,6,0)+b'all=1\\n')\n"
+                "try: s.sendall(struct.pack('<IHHII',0x42545350,1,int(sys.argv[2]),len(p),0)+p)\n"
                 "except OSError: pass  # refused before the request was read\n"
                 "s.settimeout(10); print(s.recv(4096)[16:].decode())\n")
 
@@ -136,8 +138,12 @@ class DaemonControlTest(BpfTestCase):
             os.setgroups([])
             os.setgid(nobody.pw_gid)
             os.setuid(nobody.pw_uid)
-        result = subprocess.run(["/usr/bin/python3", "-c", code, self.socket], capture_output=True,
-                                text=True, timeout=30, preexec_fn=become_nobody)
+        return subprocess.run(["/usr/bin/python3", "-c", code, self.socket, str(type_), payload],
+                              capture_output=True, text=True, timeout=30,
+                              preexec_fn=become_nobody)
+
+    def test_a_user_neither_root_nor_in_group_pystrobe_is_refused(self):
+        result = self.request_as_nobody(1, "all=1\n")
         self.assertIn("permission denied", result.stdout, result.stderr)
         self.assertIn("group pystrobe", result.stdout)
         text = self.control_metrics(lambda text: test_daemon.metric(
@@ -245,26 +251,9 @@ class DaemonControlTest(BpfTestCase):
         self.assertIn(str(self.busy.pid), top.stdout)
 
     def test_stat_and_top_of_a_user_neither_root_nor_in_group_pystrobe_are_refused(self):
-        os.chmod(self.socket, 0o666)
-        for path in (self.tmp, self.dir, os.path.dirname(self.socket)):
-            os.chmod(path, 0o755)
-        nobody = pwd.getpwnam("nobody")
-        code = ("import socket,struct,sys\n"
-                "p=sys.argv[3].encode()+b'\\n'\n"
-                "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-                "try: s.sendall(struct.pack('<IHHII',0x42545350,1,int(sys.argv[2]),len(p),0)+p)\n"
-                "except OSError: pass\n"
-                "s.settimeout(10); print(s.recv(4096)[16:].decode())\n")
-
-        def become_nobody():
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-        for type_, payload in ((3, f"pid={self.busy.pid}\nduration_ms=1000"),
-                               (4, "interval_ms=1000")):
-            result = subprocess.run(["/usr/bin/python3", "-c", code, self.socket, str(type_),
-                                     payload], capture_output=True, text=True, timeout=30,
-                                    preexec_fn=become_nobody)
+        for type_, payload in ((3, f"pid={self.busy.pid}\nduration_ms=1000\n"),
+                               (4, "interval_ms=1000\n")):
+            result = self.request_as_nobody(type_, payload)
             self.assertIn("permission denied", result.stdout, result.stderr)
 
     def test_malformed_stat_and_top_requests_are_errors(self):

@@ -2,6 +2,7 @@
 // counter differences, the verdict rules, the stat report and top's screen.
 #include <string>
 
+#include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
@@ -425,6 +426,98 @@ TEST(RenderTopScreen, GpuColumnsOnlyWhereNvmlIsAndADashForProcessesItDidNotList)
   EXPECT_THAT(text, HasSubstr("   74.0    1.3G"));
   EXPECT_THAT(text, HasSubstr("      -       -"));
   EXPECT_THAT(text, HasSubstr("GPU 0 NVIDIA H100: 80.0% busy, memory 2.0GB of 80.0GB"));
+}
+
+// ---- Resident memory -------------------------------------------------------
+
+ResidentMemory Resident(uint64_t anon, uint64_t read_ns = 1) {
+  return ResidentMemory{.anon_bytes = anon, .file_bytes = 10, .read_ns = read_ns};
+}
+
+TEST(MemoryTimeline, TakesAPointPerIntervalAndForcedOnesAnyTime) {
+  MemoryTimeline timeline(/*start_ns=*/1'000'000'000, /*interval_ns=*/100);
+  timeline.Observe(Resident(5), 1'000'000'000);
+  timeline.Observe(Resident(6), 1'000'000'050);  // not due
+  timeline.Observe(Resident(7), 1'000'000'100);
+  timeline.Observe(Resident(8), 1'000'000'120, /*force=*/true);
+  ASSERT_EQ(timeline.points().size(), 3u);
+  EXPECT_EQ(timeline.points()[1].resident_bytes, 17u);
+  EXPECT_EQ(timeline.points()[2].anon_bytes, 8u);
+  EXPECT_DOUBLE_EQ(timeline.points()[0].seconds, 0);
+}
+
+TEST(MemoryTimeline, MemoryTheKernelNeverReadIsNoPoint) {
+  MemoryTimeline timeline(0, 1);
+  timeline.Observe(Resident(5, /*read_ns=*/0), 10);
+  timeline.Observe(ResidentMemory{.read_ns = 3}, 20);  // between fork and exec: nothing resident
+  EXPECT_TRUE(timeline.points().empty());
+}
+
+TEST(MemoryTimeline, ALongRunIsThinnedKeepingTheFirstAndTheLastPoint) {
+  MemoryTimeline timeline(0, /*interval_ns=*/10, /*max_points=*/8);
+  for (uint64_t i = 0; i < 100; ++i) timeline.Observe(Resident(i + 1), i * 10);
+  EXPECT_LE(timeline.points().size(), 8u);
+  EXPECT_GE(timeline.points().size(), 4u);
+  EXPECT_EQ(timeline.points().front().anon_bytes, 1u);
+  for (size_t i = 1; i < timeline.points().size(); ++i) {
+    EXPECT_GT(timeline.points()[i].seconds, timeline.points()[i - 1].seconds);
+  }
+}
+
+TEST(StatReportJson, MemoryFiguresPeakTimelineAndGrowthStacks) {
+  StatReport report;
+  report.memory = ResidentMemory{.anon_bytes = 100,
+                                 .file_bytes = 20,
+                                 .shmem_bytes = 3,
+                                 .swap_bytes = 4,
+                                 .peak_bytes = 500,
+                                 .peak_ns = 9,
+                                 .read_ns = 10};
+  report.peak_seconds = 1.25;
+  report.memory_timeline = {{.seconds = 0.5, .resident_bytes = 123, .anon_bytes = 100}};
+  report.memory_growth_sampled = true;
+  report.memory_growth_bytes = 300;
+  report.memory_growth_stacks = {{.frames = {"main", "grow"}, .bytes = 300, .share = 1}};
+  std::string json = StatReportJson(report);
+  for (const char* field :
+       {"\"rss_bytes\":123", "\"rss_anon_bytes\":100", "\"rss_file_bytes\":20",
+        "\"rss_shmem_bytes\":3", "\"swap_bytes\":4", "\"peak_rss_bytes\":500",
+        "\"peak_rss_seconds\":1.250",
+        "\"memory_timeline\":[{\"seconds\":0.500,\"rss_bytes\":123,\"anon_bytes\":100,",
+        "\"oom_killed\":false",
+        "\"memory_growth_stacks\":[{\"stack\":[\"main\",\"grow\"],\"bytes\":300,"}) {
+    EXPECT_THAT(json, HasSubstr(field));
+  }
+  EXPECT_THAT(StatReportText(report), HasSubstr("peak resident 500 B, first seen at 1.25 s"));
+}
+
+TEST(StatReportJson, MemoryNeverReadIsNullNotZero) {
+  std::string json = StatReportJson(StatReport{});
+  EXPECT_THAT(json, HasSubstr("\"peak_rss_bytes\":null"));
+  EXPECT_THAT(json, HasSubstr("\"memory_timeline\":[]"));
+}
+
+TEST(RenderTopScreen, ProcessRowsShowRssAndItsGrowthAndSortByIt) {
+  TopScreen screen;
+  screen.sort = TopSort::kMemory;
+  TopRow small;
+  small.pid = 1;
+  small.comm = "small";
+  small.rss_known = true;
+  small.rss_bytes = 5'000'000;
+  TopRow big = small;
+  big.pid = 2;
+  big.comm = "big";
+  big.rss_bytes = 3'000'000'000;
+  big.rss_growth_known = true;
+  big.rss_growth_per_second = 40e6;
+  screen.rows = {small, big};
+  std::string text = RenderTopScreen(screen);
+  EXPECT_THAT(text, HasSubstr("RSS/s"));
+  EXPECT_LT(text.find(" big "), text.find(" small "));
+  EXPECT_THAT(text, HasSubstr("3.0G   +40.0M"));
+  EXPECT_THAT(text, HasSubstr("5.0M        -"));
+  EXPECT_EQ(TopSortForKey('m'), TopSort::kMemory);
 }
 
 }  // namespace

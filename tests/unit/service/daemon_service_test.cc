@@ -13,6 +13,7 @@
 #include "bpf/pystrobe_abi.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/service/oom_report.h"
 #include "daemon/service/process_metrics.h"
 #include "daemon/service/profile_directory.h"
 #include "gmock/gmock.h"
@@ -291,6 +292,63 @@ TEST(RecorderWindowTest, StacksBeyondTheWindowLimitAreDroppedAndCounted) {
   recorder.HandleRecord(Sample(5, 1));  // a known stack is still counted
   EXPECT_EQ(recorder.samples(), 3u);
   EXPECT_EQ(recorder.samples_over_stack_limit(), 1u);
+}
+
+TEST(ProcessMetricsTest, ResidentGaugesPerKindForSeriesAndTheLiveOthersSummed) {
+  ProcessMetrics metrics({.max_series = 1, .exited_grace = absl::Minutes(2), .static_labels = {}},
+                         nullptr);
+  ProcessCounters busy = Process(1, 2'000'000'000);
+  busy.memory = ResidentMemory{.anon_bytes = 100,
+                               .file_bytes = 20,
+                               .shmem_bytes = 3,
+                               .swap_bytes = 4,
+                               .peak_bytes = 200,
+                               .read_ns = 1};
+  ProcessCounters idle = Process(2, 10);
+  idle.memory = ResidentMemory{.anon_bytes = 7, .peak_bytes = 9, .read_ns = 1};
+  metrics.Update({busy, idle}, absl::Now());
+  std::map<std::string, double> seen;
+  for (const prometheus::MetricFamily& family : metrics.Families()) {
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      std::string key = family.name;
+      for (const prometheus::ClientMetric::Label& label : metric.label) {
+        if (label.name == "pid" || label.name == "memory") absl::StrAppend(&key, ",", label.value);
+      }
+      seen[key] = metric.gauge.value;
+    }
+  }
+  EXPECT_EQ(seen["pystrobe_process_resident_bytes,1,anon"], 100);
+  EXPECT_EQ(seen["pystrobe_process_resident_bytes,1,file"], 20);
+  EXPECT_EQ(seen["pystrobe_process_resident_bytes,1,shmem"], 3);
+  EXPECT_EQ(seen["pystrobe_process_swap_bytes,1"], 4);
+  EXPECT_EQ(seen["pystrobe_process_resident_peak_bytes,1"], 200);
+  EXPECT_EQ(seen["pystrobe_process_resident_bytes,other,anon"], 7);
+  EXPECT_EQ(seen["pystrobe_process_resident_peak_bytes,other"], 9);
+}
+
+TEST(ProcessMetricsTest, OomKillIsCountedAndReportedOnceAndTheCountStays) {
+  ProcessMetrics metrics({.max_series = 5, .exited_grace = absl::Minutes(2), .static_labels = {}},
+                         nullptr);
+  ProcessCounters victim = Process(9, 10, /*exited=*/true);
+  victim.oom_killed = true;
+  victim.memory = ResidentMemory{.anon_bytes = 150 << 20, .peak_bytes = 151 << 20, .read_ns = 1};
+  absl::Time now = absl::FromUnixSeconds(1'795'000'000);
+  metrics.Update({victim}, now);
+  // The session forgets an exited process in the kernel once read.
+  metrics.Update({}, now + absl::Seconds(1));
+  std::vector<OomVictim> victims = metrics.TakeOomVictims();
+  ASSERT_EQ(victims.size(), 1u);
+  EXPECT_TRUE(metrics.TakeOomVictims().empty());
+  double kills = 0;
+  for (const prometheus::MetricFamily& family : metrics.Families()) {
+    if (family.name == "pystrobe_oom_kills_total") kills = family.metric.at(0).counter.value;
+  }
+  EXPECT_EQ(kills, 1);
+  EXPECT_THAT(OomReportFileName(victims[0]),
+              testing::MatchesRegex("oom-[0-9]{8}T[0-9]{6}Z-9\\.json"));
+  EXPECT_THAT(OomReportJson(victims[0]),
+              testing::HasSubstr("\"pid\":9,\"comm\":\"proc9\",\"cgroup\":\"\""));
+  EXPECT_THAT(OomReportJson(victims[0]), testing::HasSubstr("\"rss_anon_bytes\":157286400"));
 }
 
 }  // namespace
