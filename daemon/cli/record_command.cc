@@ -96,7 +96,10 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                   .python_max_frames = options.max_python_depth,
                   .offcpu = options.offcpu || options.idle,
                   .python_native_stacks = options.native || gpu_host,
-                  .native_unwind_bytes = options.native ? kDefaultNativeUnwindBytes : 0},
+                  // On a GPU host, CPython's native stacks (for [gpu wait])
+                  // are walked with tables too.
+                  .native_unwind_bytes =
+                      options.native || gpu_host ? kDefaultNativeUnwindBytes : 0},
       .target_pids = targets,
       .rate_hz = options.rate_hz,
       .recorder = {.threads = options.threads,
@@ -106,6 +109,7 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                    .asyncio_await = options.asyncio && (options.offcpu || options.idle)},
       .accounting = std::nullopt,  // record counts nothing per process
       .python = SamplingSessionConfig::PythonDiscovery::kOn,
+      .native_unwind_python_only = !options.native,
   };
 }
 

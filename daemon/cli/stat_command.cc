@@ -106,12 +106,16 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   absl::StatusOr<std::unique_ptr<SamplingSession>> session = SamplingSession::Open({
       .sampler = {.filter_pids = true,
                   .offcpu = options.offcpu_stacks,
-                  .python_native_stacks = gpus != nullptr},
+                  .python_native_stacks = gpus != nullptr,
+                  // ... walked with unwind tables: the driver and libcudart
+                  // keep no frame pointers.
+                  .native_unwind_bytes = gpus != nullptr ? kDefaultNativeUnwindBytes : 0},
       .target_pids = {pid},
       .rate_hz = options.rate_hz,
       .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
       .accounting = BpfSampler::AccountingOptions{.syscalls = options.syscalls},
       .python = SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes,
+      .native_unwind_python_only = true,
   });
   if (!session.ok()) return Fail("stat", session.status());
   Recorder& recorder = (*session)->recorder();
@@ -130,9 +134,9 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // out of reach: then there is no GC to measure, and the rest goes on.
   std::error_code unreadable;
   std::string binary =
-      command ? ResolveExecutable(options.command[0])
-              : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable)
-                    .string();
+      command
+          ? ResolveExecutable(options.command[0])
+          : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable).string();
   bool gc_measured = false;
   if (!binary.empty()) {
     absl::Status gc = (*session)->sampler().AttachPythonGcProbes(binary);

@@ -268,6 +268,11 @@ void ProfilingSession::FillHealth(DaemonHealth& health) {
   health.live_processes = recorder.processes().live_image_count();
   health.python_processes = recorder.processes().python_processes();
   health.window_stacks = recorder.stacks().size() + recorder.offcpu_stacks().size();
+  if (const NativeUnwindTracker* native = sampling_->native_unwind()) {
+    health.unwind_tables = native->cache().size();
+    health.unwind_table_bytes = sampling_->unwind_maps()->bytes_used();
+    health.unwind_table_build_seconds = absl::ToDoubleSeconds(native->cache().stats().build_time);
+  }
   health.windows = window_loop_->windows();
   health.sink_errors = window_loop_->sink_errors();
   health.memory_pressure_cuts = memory_pressure_cuts_;

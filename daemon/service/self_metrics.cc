@@ -153,6 +153,15 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
         static_cast<double>(health.python_processes));
   gauge("pystrobe_window_stacks", "Distinct stacks in the window being recorded.",
         static_cast<double>(health.window_stacks));
+  gauge("pystrobe_native_unwind_tables",
+        "Native unwind tables loaded in the kernel (one per binary).",
+        static_cast<double>(health.unwind_tables));
+  gauge("pystrobe_native_unwind_table_bytes",
+        "Kernel memory the native unwind tables' rows and page entries take.",
+        static_cast<double>(health.unwind_table_bytes));
+  counter("pystrobe_native_unwind_table_build_seconds_total",
+          "Time spent building native unwind tables from binaries' call frame information.",
+          health.unwind_table_build_seconds);
 
   families.push_back(GaugeFamily("pystrobe_bpf_map_entries", "Entries in each BPF hash map."));
   for (const BpfSampler::MapFill& map : health.maps) {

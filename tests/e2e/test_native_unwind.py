@@ -242,10 +242,12 @@ class NativeUnwindDaemonTest(BpfTestCase):
 
     def samples_of_child(self, config):
         # Imported here: test_daemon's helpers need node, which only these tests use.
-        from test_daemon import Daemon, decode_pprof
+        from test_daemon import Daemon, decode_pprof, metric
         daemon = Daemon(self.dir, ("--window", "2"), config)
         self.addCleanup(daemon.stop)
         time.sleep(5)
+        self.metrics = daemon.metrics()
+        self.metric = lambda name, **labels: metric(self.metrics, name, **labels)
         profile = decode_pprof(daemon.profiles()[-1])
         mine = []
         for sample in profile.get("samples", []):
@@ -272,11 +274,16 @@ class NativeUnwindDaemonTest(BpfTestCase):
 
         ordered = sum(1 for stack in mine if true_order(stack))
         self.assertGreaterEqual(ordered, 0.5 * len(mine), mine[:5])
+        # Tables for the interpreter, libc, ctypes, libffi...: counted.
+        self.assertGreaterEqual(self.metric("pystrobe_native_unwind_tables"), 4)
+        self.assertGreater(self.metric("pystrobe_native_unwind_table_bytes"), 100000)
+        self.assertGreater(self.metric("pystrobe_native_walks_total", outcome="complete"), 10)
 
     def test_native_stacks_false_keeps_python_frames_only(self):
         mine = self.samples_of_child("python:\n  native_stacks: false\n")
         with_qsort = [s for s in mine if any(n.startswith("qsort") for n in s)]
         self.assertEqual(with_qsort, [])
+        self.assertEqual(self.metric("pystrobe_native_walks_total", outcome="complete"), 0)
         self.assertTrue(any(any(n.startswith("compare") for n in s) for s in mine), mine[:5])
 
 
