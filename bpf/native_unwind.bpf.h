@@ -80,6 +80,8 @@ struct {
 #define UNWIND_SC_RBP 80
 #define UNWIND_SC_RSP 120
 #define UNWIND_SC_RIP 128
+/* The largest JIT frame followed through rbp. */
+#define UNWIND_JIT_MAX_FRAME (1 << 20)
 
 /* The walk's registers and where its frames go. */
 struct native_walk {
@@ -89,8 +91,9 @@ struct native_walk {
 	__u32 base;   /* index in sample->data of the first user frame */
 	__u32 frames; /* frames written */
 	__u32 max_frames;
-	__u8 exact_pc; /* the pc was interrupted, not a return address */
-	__u8 outcome;  /* enum native_walk_outcome */
+	__u32 jit_frames; /* frames in JIT code walked through by rbp */
+	__u8 exact_pc;	  /* the pc was interrupted, not a return address */
+	__u8 outcome;	  /* enum native_walk_outcome */
 };
 
 enum native_walk_outcome {
@@ -224,6 +227,46 @@ static __always_inline bool native_read(__u64 address, __u64 *value)
 	return bpf_probe_read_user(value, sizeof(*value), (void *)address) == 0;
 }
 
+/*
+ * A frame in anonymous executable memory has no table. The walk goes on
+ * where the code's shape says how: CPython 3.12's perf trampolines return
+ * with `add $8,%rsp; ret` (the caller's frame is 16 bytes up), code that
+ * keeps frame pointers (V8, the JVM, trampolines built with them) with
+ * `pop %rbp; ret` or, elsewhere in it, through rbp. Every step must land in
+ * known code, so a JIT without either ends the stack here, never in garbage.
+ */
+static __always_inline long native_jit_step(struct native_walk *w)
+{
+	__u64 saved[2], cfa;
+	__u8 code[5] = {};
+
+	w->outcome = NATIVE_WALK_JIT;
+	if (w->exact_pc)
+		return 1; /* the leaf's stack is in no known state */
+	bpf_probe_read_user(code, sizeof(code), (void *)w->pc);
+	if (code[0] == 0x48 && code[1] == 0x83 && code[2] == 0xc4 && code[3] == 0x08 &&
+	    code[4] == 0xc3) {
+		/* add $8,%rsp; ret */
+		cfa = w->sp + 16;
+		if (bpf_probe_read_user(&saved[1], sizeof(saved[1]), (void *)(cfa - 8)))
+			return 1;
+		saved[0] = w->bp;
+	} else {
+		if (w->bp < w->sp || w->bp - w->sp > UNWIND_JIT_MAX_FRAME ||
+		    bpf_probe_read_user(saved, sizeof(saved), (void *)w->bp))
+			return 1;
+		cfa = w->bp + 16;
+	}
+	if (!native_find_mapping(w->proc, saved[1]))
+		return 1;
+	w->sp = cfa;
+	w->pc = saved[1];
+	w->bp = saved[0];
+	w->outcome = NATIVE_WALK_RUNNING;
+	w->jit_frames++;
+	return 0;
+}
+
 /* One frame: record the pc, then find the caller's registers. */
 static long native_unwind_step(__u32 index, void *ctx)
 {
@@ -242,10 +285,8 @@ static long native_unwind_step(__u32 index, void *ctx)
 		w->outcome = NATIVE_WALK_STALE;
 		return 1;
 	}
-	if (mapping->table_id == PYSTROBE_UNWIND_TABLE_JIT) {
-		w->outcome = NATIVE_WALK_JIT;
-		return 1;
-	}
+	if (mapping->table_id == PYSTROBE_UNWIND_TABLE_JIT)
+		return native_jit_step(w);
 	/* A return address is the instruction after the call: the call itself,
 	 * one byte earlier, is in the calling function (which may end with it). */
 	lookup = w->pc - mapping->bias - (w->exact_pc ? 0 : 1);
@@ -338,6 +379,8 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 	w.bp = bp;
 	w.exact_pc = 1;
 	bpf_loop(max_frames, native_unwind_step, &w, 0);
+	if (w.jit_frames)
+		count_sample(PYSTROBE_COUNT_NATIVE_THROUGH_JIT);
 	switch (w.outcome) {
 	case NATIVE_WALK_COMPLETE:
 		count_sample(PYSTROBE_COUNT_NATIVE_COMPLETE);

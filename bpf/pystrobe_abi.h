@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 12
+#define PYSTROBE_ABI_VERSION 13
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -24,6 +24,9 @@
 
 /* Longest native stack the kernel hands us (kernel.perf_event_max_stack is 127). */
 #define PYSTROBE_MAX_NATIVE_FRAMES 127
+/* Longest user stack the table walker (bpf/native_unwind.bpf.h) writes;
+ * the Python walk then gets the words left (see walk_python_stack). */
+#define PYSTROBE_MAX_USER_FRAMES 256
 #define PYSTROBE_COMM_LEN 16
 
 /* Kinds of record in the ring buffer; every record starts with this tag. */
@@ -95,9 +98,18 @@ enum pystrobe_python_status {
 	PYSTROBE_PY_READ_FAILED = 3,
 };
 
+/*
+ * Bit 0 of pystrobe_python_frame.code (code objects are 8-byte aligned):
+ * the frame is the first its _PyEval_EvalFrameDefault call ran, so that
+ * userspace can put each eval loop's Python frames where that C frame is in
+ * the native stack. Every frame before 3.11 (one eval call per frame); the
+ * frame with is_entry on 3.11; on 3.12+ the frame just above a C-stack shim.
+ */
+#define PYSTROBE_PY_FRAME_ENTRY 1ull
+
 /* One Python frame as the kernel saw it; userspace names it. */
 struct pystrobe_python_frame {
-	__u64 code;	    /* PyCodeObject address */
+	__u64 code;	    /* PyCodeObject address, | PYSTROBE_PY_FRAME_ENTRY */
 	__u32 stamp;	    /* pystrobe_python_code_stamp32() of the code object */
 	__s32 instr_offset; /* byte offset of the instruction; < 0: not started */
 };
@@ -237,17 +249,19 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_NATIVE_JIT = 12,
 	/* ... that were deeper than the frames a sample holds. */
 	PYSTROBE_COUNT_NATIVE_TRUNCATED = 13,
+	/* ... that went on past JIT code through its frame pointers. */
+	PYSTROBE_COUNT_NATIVE_THROUGH_JIT = 14,
 	/* Resident-growth samples sent (PYSTROBE_EVENT_MEMORY). */
-	PYSTROBE_COUNT_MEMORY_SENT = 14,
+	PYSTROBE_COUNT_MEMORY_SENT = 15,
 	/* Resident-growth samples whose stack a cpu-clock sample overwrote
 	 * while they were being taken (both share the per-CPU scratch), taken
 	 * again, and those lost when that happened twice. */
-	PYSTROBE_COUNT_MEMORY_RETAKEN = 15,
-	PYSTROBE_COUNT_MEMORY_LOST = 16,
+	PYSTROBE_COUNT_MEMORY_RETAKEN = 16,
+	PYSTROBE_COUNT_MEMORY_LOST = 17,
 	/* Sampled allocations sent (PYSTROBE_EVENT_ALLOC), and frees of them. */
-	PYSTROBE_COUNT_ALLOC_SENT = 17,
-	PYSTROBE_COUNT_FREE_SENT = 18,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 19,
+	PYSTROBE_COUNT_ALLOC_SENT = 18,
+	PYSTROBE_COUNT_FREE_SENT = 19,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 20,
 };
 
 /* ==== CPython frame walking ===========================================
@@ -389,7 +403,11 @@ struct pystrobe_python_offsets {
 	/* 1 on 2.7: gil + gil_cond holds a pointer to the GIL's lock (a
 	 * malloc'd sem_t), and the waiting range starts where it points. */
 	__u8 gil_wait_indirect;
-	__u8 _pad[2];
+	/* _PyInterpreterFrame.is_entry (bool, 3.11 only: 3.12+ marks an eval
+	 * loop's entry with a C-stack shim frame instead); else
+	 * PYSTROBE_PY_OWNER_NONE. */
+	__u8 frame_is_entry;
+	__u8 _pad;
 };
 
 /*

@@ -317,7 +317,8 @@ static long send_code_copy_step(__u32 index, void *ctx)
 	struct python_code_key key = {
 	    .tgid = sample->pid,
 	    .stamp = (__u32)sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
-	    .code = sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
+	    .code =
+		sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] & ~PYSTROBE_PY_FRAME_ENTRY,
 	};
 	struct python_code_key *cached;
 	__u64 started_ns;

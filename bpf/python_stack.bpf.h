@@ -77,9 +77,10 @@ struct python_walk {
 	__u64 interp;	    /* interpreter being searched */
 	__u64 cursor;	    /* thread state, then frame, being looked at */
 	__u64 tstate;
-	__u32 frames; /* Python frames written so far */
-	__u32 base;   /* index in sample->data of the first Python frame */
-	__u32 status; /* enum pystrobe_python_status */
+	__u32 frames;	  /* Python frames written so far */
+	__u32 max_frames; /* python_max_frames, or what is left of the sample */
+	__u32 base;	  /* index in sample->data of the first Python frame */
+	__u32 status;	  /* enum pystrobe_python_status */
 	/* Bytes to copy of a frame (a multiple of 8) and of a code object:
 	 * just past the last field used. */
 	__u16 frame_copy_size;
@@ -324,8 +325,16 @@ static long walk_frame_step(__u32 index, void *ctx)
 	walk->cursor = block_u64(walk, at, off->frame_previous);
 	if (off->frame_owner != PYSTROBE_PY_OFFSET_NONE &&
 	    walk->frame_block[(at + off->frame_owner) & (PYTHON_FRAME_BLOCK - 1)] ==
-		off->frame_owner_cstack)
-		return 0; /* a C-stack shim frame: nothing of the program's */
+		off->frame_owner_cstack) {
+		/* A C-stack shim frame (3.12+): nothing of the program's, but
+		 * the frame above it was the first of an eval loop's call. */
+		if (walk->frames > 0) {
+			slot = walk->base + 2 * (walk->frames - 1);
+			sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] |=
+			    PYSTROBE_PY_FRAME_ENTRY;
+		}
+		return 0;
+	}
 
 	code = block_u64(walk, at, off->frame_code);
 	switch (code == 0 ? CODE_UNREADABLE : code_stamp(walk, code, &stamp)) {
@@ -353,12 +362,18 @@ static long walk_frame_step(__u32 index, void *ctx)
 	if (offset > 0x7fffffff || offset < -0x7fffffff)
 		offset = -1;
 
+	/* Before 3.11 each frame runs in its own eval loop call; 3.11 says
+	 * which frame began one. */
+	if (off->frame_model < PYSTROBE_PY_FRAMES_CFRAME ||
+	    (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE &&
+	     walk->frame_block[(at + off->frame_is_entry) & (PYTHON_FRAME_BLOCK - 1)]))
+		code |= PYSTROBE_PY_FRAME_ENTRY;
 	slot = walk->base + 2 * walk->frames;
 	sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = code;
 	sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
 	    (__u64)stamp | ((__u64)(__u32)(__s32)offset << 32);
 	walk->frames++;
-	return walk->frames >= python_max_frames ? 1 : 0;
+	return walk->frames >= walk->max_frames ? 1 : 0;
 }
 
 /* Walks the current thread's Python stack into `sample`, after `base`
@@ -391,6 +406,9 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_code, 8);
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_instr, 8);
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_owner, 1);
+	if (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE)
+		walk->frame_copy_size =
+		    copy_size_covering(walk->frame_copy_size, off->frame_is_entry, 1);
 	walk->frame_copy_size = (walk->frame_copy_size + 7) & ~7;
 	/* Frame objects before 3.11 are each on the heap: read them one by one. */
 	walk->block_span = off->frame_model >= PYSTROBE_PY_FRAMES_CFRAME ? PYTHON_FRAME_BLOCK
@@ -414,6 +432,13 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	walk->status = PYSTROBE_PY_WALKED;
 	walk->frames = 0;
 	walk->base = base;
+	/* A native stack deeper than PYSTROBE_MAX_NATIVE_FRAMES (the table
+	 * walker's) leaves fewer words for Python frames. */
+	walk->max_frames = python_max_frames;
+	if (base > PYSTROBE_SAMPLE_DATA_WORDS)
+		return;
+	if (walk->max_frames > (PYSTROBE_SAMPLE_DATA_WORDS - base) / 2)
+		walk->max_frames = (PYSTROBE_SAMPLE_DATA_WORDS - base) / 2;
 	if (!top_frame(walk, &frame)) {
 		sample->python_status = PYSTROBE_PY_READ_FAILED;
 		return;
@@ -421,7 +446,7 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	walk->cursor = frame;
 	walk_ctx.walk = walk;
 	walk_ctx.sample = sample;
-	bpf_loop(python_max_frames, walk_frame_step, &walk_ctx, 0);
+	bpf_loop(walk->max_frames, walk_frame_step, &walk_ctx, 0);
 	if (walk->status == PYSTROBE_PY_WALKED && walk->cursor != 0)
 		sample->flags |= PYSTROBE_SAMPLE_PY_TRUNCATED;
 	sample->python_frames = walk->frames;

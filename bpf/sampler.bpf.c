@@ -179,7 +179,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		 * thread's user registers at the top of its kernel stack. */
 		struct pt_regs *regs = compat_current_user_regs();
 		long frames =
-		    native_unwind(sample, kernel_bytes / sizeof(__u64), PYSTROBE_MAX_NATIVE_FRAMES,
+		    native_unwind(sample, kernel_bytes / sizeof(__u64), PYSTROBE_MAX_USER_FRAMES,
 				  compat_user_ip(regs), compat_user_sp(regs), compat_user_fp(regs));
 
 		if (frames >= 0)
@@ -194,9 +194,9 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		sample->flags |= PYSTROBE_SAMPLE_USTACK_FAILED;
 		user_bytes = 0;
 	}
-	user_bytes &= 0x7ff;
-	if (user_bytes > PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64))
-		user_bytes = PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64);
+	user_bytes &= 0xfff;
+	if (user_bytes > PYSTROBE_MAX_USER_FRAMES * sizeof(__u64))
+		user_bytes = PYSTROBE_MAX_USER_FRAMES * sizeof(__u64);
 	sample->user_frames = user_bytes / sizeof(__u64);
 
 	native_frames = sample->kernel_frames + sample->user_frames;

@@ -43,6 +43,9 @@ struct TargetsConfig {
 struct PythonConfig {
   bool walk = true;     // walk CPython frames in the kernel
   int max_depth = 128;  // Python frames per stack; deeper stacks are marked truncated
+  // Whole native stacks of CPython processes, walked in the kernel with unwind
+  // tables, around and between their Python frames.
+  bool native_stacks = true;
 
   friend bool operator==(const PythonConfig&, const PythonConfig&) = default;
 };

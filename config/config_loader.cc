@@ -324,15 +324,18 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
   };
 
   auto read_python = [&](const YAML::Node& node, const std::string& prefix) {
-    w.ReadMap(node, prefix,
-              {
-                  {"walk", [&](const YAML::Node& v,
-                               const std::string& k) { w.Bool(v, k, &c.python.walk); }},
-                  {"max_depth",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.Int(v, k, kConfigMinPythonDepth, kConfigMaxPythonDepth, &c.python.max_depth);
-                   }},
-              });
+    w.ReadMap(
+        node, prefix,
+        {
+            {"walk",
+             [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &c.python.walk); }},
+            {"max_depth",
+             [&](const YAML::Node& v, const std::string& k) {
+               w.Int(v, k, kConfigMinPythonDepth, kConfigMaxPythonDepth, &c.python.max_depth);
+             }},
+            {"native_stacks", [&](const YAML::Node& v,
+                                  const std::string& k) { w.Bool(v, k, &c.python.native_stacks); }},
+        });
   };
 
   PushMarks push_marks;

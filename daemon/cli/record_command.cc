@@ -99,7 +99,9 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                   .python_max_frames = options.max_python_depth,
                   .offcpu = options.offcpu || options.idle,
                   .python_native_stacks = options.native || gpu_host,
-                  .native_unwind_bytes = options.native ? kDefaultNativeUnwindBytes : 0,
+                  // On a GPU host, CPython's native stacks (for [gpu wait])
+                  // are walked with tables too.
+                  .native_unwind_bytes = options.native || gpu_host ? kDefaultNativeUnwindBytes : 0,
                   .memory_growth = options.memory,
                   .allocations = options.allocations},
       .target_pids = targets,
@@ -111,6 +113,7 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                    .asyncio_await = options.asyncio && (options.offcpu || options.idle)},
       .accounting = std::nullopt,  // record counts nothing per process
       .python = SamplingSessionConfig::PythonDiscovery::kOn,
+      .native_unwind_python_only = !options.native,
   };
 }
 

@@ -114,8 +114,8 @@ std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals&
       ",\"samples_without_gil\":", totals.samples_without_gil,
       ",\"native_unwind\":{\"enabled\":", native.enabled ? "true" : "false",
       ",\"complete\":", kernel.native_complete, ",\"jit\":", kernel.native_jit,
-      ",\"truncated\":", kernel.native_truncated, ",\"tables\":", native.tables_built,
-      ",\"tables_shared\":", native.tables_shared,
+      ",\"truncated\":", kernel.native_truncated, ",\"through_jit\":", kernel.native_through_jit,
+      ",\"tables\":", native.tables_built, ",\"tables_shared\":", native.tables_shared,
       ",\"files_without_tables\":", native.table_failures,
       ",\"kernel_bytes\":", native.kernel_bytes,
       absl::StrFormat(",\"build_ms\":%.3f", absl::ToDoubleMilliseconds(native.build_time)), "}}\n");

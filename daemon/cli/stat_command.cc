@@ -107,12 +107,16 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
       .sampler = {.filter_pids = true,
                   .offcpu = options.offcpu_stacks,
                   .python_native_stacks = gpus != nullptr,
+                  // ... walked with unwind tables: the driver and libcudart
+                  // keep no frame pointers.
+                  .native_unwind_bytes = gpus != nullptr ? kDefaultNativeUnwindBytes : 0,
                   .memory_growth = true},
       .target_pids = {pid},
       .rate_hz = options.rate_hz,
       .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
       .accounting = BpfSampler::AccountingOptions{.syscalls = options.syscalls},
       .python = SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes,
+      .native_unwind_python_only = true,
   });
   if (!session.ok()) return Fail("stat", session.status());
   Recorder& recorder = (*session)->recorder();

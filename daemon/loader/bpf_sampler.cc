@@ -367,6 +367,7 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.native_complete = samples[PYSTROBE_COUNT_NATIVE_COMPLETE];
   counters.native_jit = samples[PYSTROBE_COUNT_NATIVE_JIT];
   counters.native_truncated = samples[PYSTROBE_COUNT_NATIVE_TRUNCATED];
+  counters.native_through_jit = samples[PYSTROBE_COUNT_NATIVE_THROUGH_JIT];
   counters.memory_sent = samples[PYSTROBE_COUNT_MEMORY_SENT];
   counters.memory_retaken = samples[PYSTROBE_COUNT_MEMORY_RETAKEN];
   counters.memory_lost = samples[PYSTROBE_COUNT_MEMORY_LOST];

@@ -80,6 +80,7 @@ struct SamplerCounters {
   uint64_t native_complete = 0;        // native walks with tables to the outermost frame
   uint64_t native_jit = 0;             // ... that ended in JIT code
   uint64_t native_truncated = 0;       // ... deeper than a sample holds
+  uint64_t native_through_jit = 0;     // ... that went on past JIT code
   uint64_t memory_sent = 0;            // resident-growth samples sent
   uint64_t memory_retaken = 0;         // ... taken twice (a tick overwrote the first)
   uint64_t memory_lost = 0;            // ... lost (overwritten twice)

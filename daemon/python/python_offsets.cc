@@ -91,6 +91,10 @@ PythonLayout LayoutFromRow(const LayoutRow& row) {
   o.frame_code = row.frame_code;
   o.frame_instr = row.frame_instr;
   o.frame_owner = row.frame_owner;
+  // 3.11's _PyInterpreterFrame: `bool is_entry; char owner;`
+  // (Include/internal/pycore_frame.h); 3.12 replaced it with shim frames.
+  o.frame_is_entry = row.major == 3 && row.minor == 11 ? static_cast<uint8_t>(row.frame_owner - 1)
+                                                       : PYSTROBE_PY_OWNER_NONE;
   o.code_filename = row.code_filename;
   o.code_name = row.code_name;
   o.code_qualname = row.code_qualname;

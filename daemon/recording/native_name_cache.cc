@@ -1,11 +1,15 @@
 #include "daemon/recording/native_name_cache.h"
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bpf/pystrobe_abi.h"
 
 namespace pystrobe {
@@ -23,7 +27,13 @@ const NativeFrameName& NativeNameCache::Name(const ProcessImage& image, uint64_t
         frame.name = std::move(symbol.name);
         frame.module = Intern(*symbol.location);
         frame.file_offset = symbol.location->file_offset;
+      } else if (std::string jit = JitName(image, address); !jit.empty()) {
+        frame.name = std::move(jit);
       }
+    } else if (frame.module == nullptr && frame.name == "[jit]") {
+      // A JIT writes its perf map as it goes (and buffers it): the name may
+      // come later. JitName reads the map again at most once a second.
+      if (std::string jit = JitName(image, address); !jit.empty()) frame.name = std::move(jit);
     }
     return frame;
   }
@@ -43,6 +53,8 @@ const NativeFrameName& NativeNameCache::Name(const ProcessImage& image, uint64_t
   if (symbol.location.has_value()) {
     frame.module = Intern(*symbol.location);
     frame.file_offset = symbol.location->file_offset;
+  } else if (std::string jit = JitName(image, address); !jit.empty()) {
+    frame.name = std::move(jit);
   }
   return frame;
 }
@@ -70,6 +82,47 @@ std::shared_ptr<const NativeModule> NativeNameCache::Intern(const NativeCodeLoca
     modules_after_sweep_ = modules_.size();
   }
   return module;
+}
+
+std::string NativeNameCache::JitName(const ProcessImage& image, uint64_t address) {
+  if (image.exited || image.pid == 0) return "";
+  JitInfo& jit = jit_[image.id];
+  auto lookup = [&]() -> std::string {
+    if (const std::string* name = jit.perf_map.Find(address)) return *name;
+    for (const auto& [start, end] : jit.anonymous_code) {
+      if (address >= start && address < end) return "[jit]";
+    }
+    return "";
+  };
+  std::string name = lookup();
+  if ((!name.empty() && name != "[jit]") || absl::Now() - jit.read_at < absl::Seconds(1)) {
+    return name;
+  }
+  jit.read_at = absl::Now();
+  // The map is written by the process under the pid it sees, in its /tmp.
+  uint32_t own_pid = image.pid_in_namespace ? image.pid_in_namespace : image.pid;
+  std::ifstream perf_map(absl::StrCat("/proc/", image.pid, "/root/tmp/perf-", own_pid, ".map"));
+  if (perf_map) {
+    std::stringstream text;
+    text << perf_map.rdbuf();
+    jit.perf_map = PerfMap::Parse(text.str());
+  }
+  jit.anonymous_code.clear();
+  std::ifstream maps(absl::StrCat("/proc/", image.pid, "/maps"));
+  for (std::string line; std::getline(maps, line);) {
+    // "start-end perms offset dev inode [path]": executable, no file.
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() < 5 || fields[1].size() < 3 || fields[1][2] != 'x' || fields[4] != "0") {
+      continue;
+    }
+    if (fields.size() >= 6 && fields[5] == "[vdso]") continue;
+    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(fields[0], '-');
+    uint64_t start, end;
+    if (absl::SimpleHexAtoi(range.first, &start) && absl::SimpleHexAtoi(range.second, &end)) {
+      jit.anonymous_code.emplace_back(start, end);
+    }
+  }
+  return lookup();
 }
 
 }  // namespace pystrobe

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
 #include "daemon/recording/process_table.h"
+#include "daemon/symbolizer/perf_map.h"
 #include "exporters/profile.h"
 
 namespace pystrobe {
@@ -47,6 +49,7 @@ class NativeNameCache {
 
   // Drops the names of an image no stack refers to any more.
   void Forget(ImageId image) {
+    jit_.erase(image);
     auto it = names_.find(image);
     if (it == names_.end()) return;
     size_ -= it->second.size();
@@ -79,6 +82,18 @@ class NativeNameCache {
   // The one record of the module at `location`: 500 processes mapping libc
   // share one, and a name holds 16 bytes of it, not a path.
   std::shared_ptr<const NativeModule> Intern(const NativeCodeLocation& location);
+  // The name of code no file holds: from the process's perf map, else
+  // "[jit]" in anonymous executable memory; empty when neither.
+  std::string JitName(const ProcessImage& image, uint64_t address);
+
+  // What a process says of its JIT code, read again at most once a second
+  // when an address is not found in it.
+  struct JitInfo {
+    PerfMap perf_map;
+    std::vector<std::pair<uint64_t, uint64_t>> anonymous_code;  // [start, end)
+    absl::Time read_at = absl::InfinitePast();
+  };
+  absl::flat_hash_map<ImageId, JitInfo> jit_;
 
   // Image -> lookup address -> name.
   absl::flat_hash_map<ImageId, absl::flat_hash_map<uint64_t, NativeFrameName>> names_;

@@ -22,7 +22,7 @@ namespace {
 // How soon a process's mappings may be read again after a stale walk: a
 // library just loaded is in every sample until then, and re-reading for
 // each would cost more than the samples.
-constexpr absl::Duration kRefreshInterval = absl::Milliseconds(100);
+constexpr absl::Duration kRefreshInterval = absl::Milliseconds(20);
 
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path);
@@ -58,8 +58,9 @@ std::vector<ExecutableRegion> ParseExecutableRegions(absl::string_view maps) {
   return regions;
 }
 
-NativeUnwindTracker::NativeUnwindTracker(UnwindTableStore* store, std::string proc)
-    : store_(store), proc_(std::move(proc)) {}
+NativeUnwindTracker::NativeUnwindTracker(UnwindTableStore* store, std::string proc,
+                                         bool python_only)
+    : store_(store), proc_(std::move(proc)), python_only_(python_only) {}
 
 NativeUnwindTracker::~NativeUnwindTracker() {
   if (vdso_fd_ >= 0) close(vdso_fd_);
@@ -188,9 +189,12 @@ void NativeUnwindTracker::OnRecord(std::span<const uint8_t> record) {
     case PYSTROBE_EVENT_OFFCPU: {
       if (record.size() < offsetof(pystrobe_sample, data)) return;
       uint32_t flags;
+      uint16_t python_status;
       std::memcpy(&flags, record.data() + offsetof(pystrobe_sample, flags), 4);
+      std::memcpy(&python_status, record.data() + offsetof(pystrobe_sample, python_status), 2);
       auto it = processes_.find(pid);
       if (it == processes_.end()) {
+        if (python_only_ && python_status == PYSTROBE_PY_NOT_PYTHON) break;
         Track(pid).IgnoreError();
       } else if ((flags & PYSTROBE_SAMPLE_NATIVE_STALE) &&
                  absl::Now() - it->second.read_at >= kRefreshInterval) {
@@ -199,7 +203,12 @@ void NativeUnwindTracker::OnRecord(std::span<const uint8_t> record) {
       break;
     }
     case PYSTROBE_EVENT_EXEC:
-      Track(pid).IgnoreError();
+      // The new image's first sample decides, if only CPython is walked.
+      if (python_only_) {
+        Forget(pid);
+      } else {
+        Track(pid).IgnoreError();
+      }
       break;
     case PYSTROBE_EVENT_EXIT:
       Forget(pid);

@@ -43,7 +43,10 @@ class NativeUnwindTracker {
   };
 
   // `proc` is where processes are found ("/proc", or a fake tree in tests).
-  explicit NativeUnwindTracker(UnwindTableStore* store, std::string proc = "/proc");
+  // With `python_only`, only samples of processes the kernel walks as CPython
+  // start tracking.
+  explicit NativeUnwindTracker(UnwindTableStore* store, std::string proc = "/proc",
+                               bool python_only = false);
   ~NativeUnwindTracker();
 
   // A ring buffer record: a sample of a process not yet tracked, or one
@@ -70,6 +73,7 @@ class NativeUnwindTracker {
 
   UnwindTableStore* store_;
   std::string proc_;
+  bool python_only_;
   UnwindTableCache cache_;
   absl::flat_hash_map<uint32_t, Process> processes_;
   int vdso_fd_ = -1;

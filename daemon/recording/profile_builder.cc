@@ -120,9 +120,51 @@ bool ProfileBuilder::WaitsOnGpu(const ProcessImage& image, const RawStack& stack
   return false;
 }
 
+bool ProfileBuilder::AddInterleavedStack(const ProcessImage& image, const RawStack& stack,
+                                         std::vector<Frame>& frames) {
+  const PythonProcess& python = *image.python;
+  if (stack.python_truncated || stack.user_ips.empty()) return false;
+  // The Python frames each eval loop call ran, leaf first: a call's frames
+  // end (toward the root) with the frame that began it.
+  std::vector<std::pair<size_t, size_t>> calls;  // [first, last] indices, leaf first
+  size_t first = 0;
+  for (size_t i = 0; i < stack.python_frames.size(); ++i) {
+    if (stack.python_frames[i].eval_entry) {
+      calls.emplace_back(first, i);
+      first = i + 1;
+    }
+  }
+  if (first != stack.python_frames.size()) return false;  // a call without its beginning
+  size_t eval_frames = 0;
+  for (size_t i = 0; i < stack.user_ips.size(); ++i) {
+    if (python.InEvalLoop(FrameLookupAddress(stack.user_ips, i))) ++eval_frames;
+  }
+  // A native walk cut short (ending [unknown]) lost eval loop frames of the
+  // oldest calls: then nothing tells where their Python frames belong.
+  if (eval_frames != calls.size() || eval_frames == 0) return false;
+  // Root first: each eval loop frame becomes its Python frames; the
+  // interpreter's own C frames between them are left out, as the leaf
+  // natives of a stack without interleaving leave them out.
+  size_t call = calls.size();
+  for (size_t i = stack.user_ips.size(); i-- > 0;) {
+    uint64_t address = FrameLookupAddress(stack.user_ips, i);
+    if (python.InEvalLoop(address)) {
+      const auto& [leaf, root] = calls[--call];
+      for (size_t f = root + 1; f-- > leaf;) {
+        frames.push_back({PythonName(image, stack.python_frames[f]), FrameKind::kPython});
+      }
+    } else if (!python.InInterpreter(address)) {
+      frames.push_back(NativeFrame(image, address));
+    }
+  }
+  return true;
+}
+
 void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& stack,
                                     std::vector<Frame>& frames) {
   const PythonProcess& python = *image.python;
+  // With whole native stacks, Python frames go where their eval loop ran.
+  if (options_.native && !options_.asyncio && AddInterleavedStack(image, stack, frames)) return;
   if (stack.python_truncated) frames.push_back({"[truncated]", FrameKind::kMarker});
   // Native frames, root first, split around the interpreter's own frames:
   // those below the outermost interpreter frame started the interpreter,

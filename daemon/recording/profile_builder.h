@@ -99,6 +99,11 @@ class ProfileBuilder {
                                         std::vector<Frame>& label) const;
   // Frames of a sample that has Python frames, root first, after the
   // process and thread frames.
+  // Python frames in place of the eval loop frames that ran them (Python ->
+  // C -> Python in true order); false, adding nothing, when the two stacks
+  // do not pair up.
+  bool AddInterleavedStack(const ProcessImage& image, const RawStack& stack,
+                           std::vector<Frame>& frames);
   void AddPythonStack(const ProcessImage& image, const RawStack& stack, std::vector<Frame>& frames);
 
   const ProcessTable* processes_;

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/python/asyncio_tasks.h"
+#include "daemon/python/elf_file.h"
 #include "daemon/python/object_reader.h"
 
 namespace pystrobe {
@@ -126,10 +127,25 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t 
       ranges.emplace_back(mapping.start, mapping.end);
     }
   }
+  // The eval loop, for putting Python frames where its native frames are.
+  std::vector<std::pair<uint64_t, uint64_t>> eval_ranges;
+  absl::StatusOr<ElfFile> binary =
+      ElfFile::Open(absl::StrCat("/proc/", pid, "/root", interpreter->binary_path));
+  if (binary.ok()) {
+    static constexpr absl::string_view kEvalLoop[] = {"_PyEval_EvalFrameDefault",
+                                                      "_PyEval_EvalFrameDefault.cold"};
+    for (const auto& [name, symbol] : binary->FindSymbols(kEvalLoop)) {
+      if (symbol.size == 0) continue;
+      uint64_t start = symbol.value + interpreter->load_bias;
+      eval_ranges.emplace_back(start, start + symbol.size);
+    }
+  }
   std::string cwd = ReadLink(absl::StrCat("/proc/", pid, "/cwd"));
-  return std::make_unique<PythonProcess>(std::move(*interpreter),
-                                         std::make_unique<RemoteProcessMemory>(pid),
-                                         std::move(ranges), std::move(cwd));
+  auto process = std::make_unique<PythonProcess>(std::move(*interpreter),
+                                                 std::make_unique<RemoteProcessMemory>(pid),
+                                                 std::move(ranges), std::move(cwd));
+  process->set_eval_ranges(std::move(eval_ranges));
+  return process;
 }
 
 PythonProcess::PythonProcess(PythonInterpreter interpreter, std::unique_ptr<ProcessMemory> memory,
@@ -140,6 +156,13 @@ PythonProcess::PythonProcess(PythonInterpreter interpreter, std::unique_ptr<Proc
       code_reader_(*memory_, interpreter_),
       interpreter_ranges_(std::move(interpreter_ranges)),
       cwd_(std::move(cwd)) {}
+
+bool PythonProcess::InEvalLoop(uint64_t address) const {
+  for (const auto& [start, end] : eval_ranges_) {
+    if (address >= start && address < end) return true;
+  }
+  return false;
+}
 
 bool PythonProcess::InInterpreter(uint64_t address) const {
   for (const auto& [start, end] : interpreter_ranges_) {

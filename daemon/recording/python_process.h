@@ -52,6 +52,12 @@ class PythonProcess {
 
   // True when `address` is in the interpreter's binary (python or libpython).
   bool InInterpreter(uint64_t address) const;
+  // True when `address` is in _PyEval_EvalFrameDefault (or its .cold part,
+  // where the binary names it): a native frame that runs Python frames.
+  bool InEvalLoop(uint64_t address) const;
+  void set_eval_ranges(std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+    eval_ranges_ = std::move(ranges);
+  }
 
   // The code object the kernel walker saw at `address` with `stamp`.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCode(uint64_t address,
@@ -99,6 +105,7 @@ class PythonProcess {
   std::unique_ptr<ProcessMemory> memory_;
   CodeObjectReader code_reader_;
   std::vector<std::pair<uint64_t, uint64_t>> interpreter_ranges_;  // [start, end)
+  std::vector<std::pair<uint64_t, uint64_t>> eval_ranges_;         // [start, end)
   std::string cwd_;
   absl::Time next_asyncio_refresh_ = absl::InfinitePast();
   absl::Time last_asyncio_read_ = absl::InfinitePast();

@@ -95,7 +95,7 @@ void Recorder::HandleSample(std::span<const uint8_t> record, SampleKind kind) {
   std::memcpy(&header, record.data(), kHeaderSize);
   size_t native_words = size_t{header.kernel_frames} + header.user_frames;
   if (header.kernel_frames > PYSTROBE_MAX_NATIVE_FRAMES ||
-      header.user_frames > PYSTROBE_MAX_NATIVE_FRAMES ||
+      header.user_frames > PYSTROBE_MAX_USER_FRAMES ||
       header.python_frames > PYSTROBE_MAX_PYTHON_FRAMES ||
       record.size() < kHeaderSize + (native_words + 2 * header.python_frames) * sizeof(uint64_t)) {
     ++malformed_records_;
@@ -135,10 +135,11 @@ void Recorder::HandleSample(std::span<const uint8_t> record, SampleKind kind) {
     for (size_t i = 0; i < header.python_frames; ++i) {
       pystrobe_python_frame frame;
       std::memcpy(&frame, frames + i * sizeof(frame), sizeof(frame));
-      stack.python_frames.push_back(
-          {python_codes_.Intern(stack.image, header.pid, *python, frame.code, frame.stamp,
-                                python_code_copies_),
-           frame.instr_offset});
+      uint64_t code = frame.code & ~PYSTROBE_PY_FRAME_ENTRY;
+      stack.python_frames.push_back({python_codes_.Intern(stack.image, header.pid, *python, code,
+                                                          frame.stamp, python_code_copies_),
+                                     frame.instr_offset,
+                                     (frame.code & PYSTROBE_PY_FRAME_ENTRY) != 0});
     }
     stack.python_truncated = (header.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
     if (options_.asyncio && python->RefreshAsyncioTasks(absl::Now()) && options_.asyncio_await) {
@@ -179,7 +180,7 @@ void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& pytho
     for (auto frame = task.frames.rbegin(); frame != task.frames.rend(); ++frame) {
       stack.python_frames.push_back({python_codes_.Intern(image, pid, python, frame->code_address,
                                                           frame->stamp, python_code_copies_),
-                                     frame->instr_offset});
+                                     frame->instr_offset, false});
     }
     if (stacks_.size() + offcpu_stacks_.size() >= options_.max_stacks &&
         !offcpu_stacks_.Contains(stack)) {

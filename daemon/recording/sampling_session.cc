@@ -24,7 +24,8 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
   if (c.sampler.native_unwind_bytes > 0) {
     // Targets known now are walked with tables from their first sample.
     session->unwind_maps_ = std::make_unique<UnwindMaps>(bpf.unwind_maps());
-    session->native_unwind_ = std::make_unique<NativeUnwindTracker>(session->unwind_maps_.get());
+    session->native_unwind_ = std::make_unique<NativeUnwindTracker>(
+        session->unwind_maps_.get(), "/proc", c.native_unwind_python_only);
     // A command pystrobe launched is still pystrobe until it execs: its
     // exec reads its mappings.
     std::error_code error;
@@ -32,7 +33,9 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
     for (uint32_t pid : c.target_pids) {
       std::filesystem::path exe =
           std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), error);
-      if (exe != self) session->native_unwind_->Track(pid).IgnoreError();
+      if (exe != self && !c.native_unwind_python_only) {
+        session->native_unwind_->Track(pid).IgnoreError();
+      }
     }
   }
 

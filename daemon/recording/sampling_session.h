@@ -40,6 +40,9 @@ struct SamplingSessionConfig {
   // How CPython processes are found and handed to the kernel's walker.
   enum class PythonDiscovery { kOff, kOn, kOnWithGcProbes };
   PythonDiscovery python = PythonDiscovery::kOn;
+  // With sampler.native_unwind_bytes: walk only processes the kernel knows
+  // as CPython with tables (the daemon), or every target (record --native).
+  bool native_unwind_python_only = false;
 };
 
 class SamplingSession {

@@ -23,11 +23,14 @@ inline constexpr int8_t kOffCpuAwait = 100;
 struct RawPythonFrame {
   PythonCodeId code = 0;
   int32_t instr_offset = 0;
+  // The first frame its eval loop call ran (PYSTROBE_PY_FRAME_ENTRY): where
+  // the frames of one _PyEval_EvalFrameDefault native frame begin.
+  bool eval_entry = false;
 
   friend bool operator==(const RawPythonFrame&, const RawPythonFrame&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const RawPythonFrame& frame) {
-    return H::combine(std::move(h), frame.code, frame.instr_offset);
+    return H::combine(std::move(h), frame.code, frame.instr_offset, frame.eval_entry);
   }
 };
 

@@ -28,7 +28,8 @@ WindowOptions WindowOptionsFrom(const DaemonConfig& config) {
                        .memory = config.memory,
                        .static_labels = config.labels,
                        .max_native_names = budget.max_native_names,
-                       .max_python_codes = budget.max_python_codes};
+                       .max_python_codes = budget.max_python_codes,
+                       .native_stacks = config.python.walk && config.python.native_stacks};
 }
 
 ProcessMetricsOptions ProcessMetricsOptionsFrom(const DaemonConfig& config) {
@@ -88,7 +89,12 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                   // Without the walk, no process is handed to the kernel as CPython.
                   .python_max_frames = config.python.max_depth,
                   .offcpu = config.off_cpu,
-                  .python_native_stacks = gpus.ok(),
+                  .python_native_stacks = gpus.ok() || config.python.native_stacks,
+                  // Tables for CPython processes only: the rest of the host
+                  // keeps its frame-pointer stacks.
+                  .native_unwind_bytes = config.python.walk && config.python.native_stacks
+                                             ? kDefaultNativeUnwindBytes
+                                             : 0,
                   .memory_growth = config.memory},
       .target_pids = {},  // the target selector adds them
       .rate_hz = config.rate_hz,
@@ -99,6 +105,7 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
       // GC time of every CPython process found: its interpreter gets the probes.
       .python = config.python.walk ? SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes
                                    : SamplingSessionConfig::PythonDiscovery::kOff,
+      .native_unwind_python_only = true,
   });
   if (!sampling.ok()) return sampling.status();
   session->sampling_ = std::move(*sampling);
@@ -280,6 +287,11 @@ void ProfilingSession::FillHealth(DaemonHealth& health) {
   health.live_processes = recorder.processes().live_image_count();
   health.python_processes = recorder.processes().python_processes();
   health.window_stacks = recorder.stacks().size() + recorder.offcpu_stacks().size();
+  if (const NativeUnwindTracker* native = sampling_->native_unwind()) {
+    health.unwind_tables = native->cache().size();
+    health.unwind_table_bytes = sampling_->unwind_maps()->bytes_used();
+    health.unwind_table_build_seconds = absl::ToDoubleSeconds(native->cache().stats().build_time);
+  }
   health.windows = window_loop_->windows();
   health.sink_errors = window_loop_->sink_errors();
   health.memory_pressure_cuts = memory_pressure_cuts_;

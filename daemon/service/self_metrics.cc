@@ -88,6 +88,18 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   counter("pystrobe_offcpu_intervals_total", "Off-CPU intervals sent with their stacks.",
           static_cast<double>(s.offcpu_sent));
   families.push_back(CounterFamily(
+      "pystrobe_native_walks_total",
+      "Native stacks walked in the kernel with unwind tables, by how they ended: complete (the "
+      "outermost frame), jit (in JIT code without a way on), truncated (too deep); through_jit "
+      "counts walks that went on past JIT code. Failed walks are in pystrobe_dropped_total."));
+  AddSample(families.back(), static_cast<double>(s.native_complete),
+            with({{"outcome", "complete"}}));
+  AddSample(families.back(), static_cast<double>(s.native_jit), with({{"outcome", "jit"}}));
+  AddSample(families.back(), static_cast<double>(s.native_truncated),
+            with({{"outcome", "truncated"}}));
+  AddSample(families.back(), static_cast<double>(s.native_through_jit),
+            with({{"outcome", "through_jit"}}));
+  families.push_back(CounterFamily(
       "pystrobe_sampling_period_redraws_total",
       "Random redraws of a CPU's sampling period, by outcome; a failed one leaves that CPU at "
       "its previous period until the next."));
@@ -141,6 +153,15 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
         static_cast<double>(health.python_processes));
   gauge("pystrobe_window_stacks", "Distinct stacks in the window being recorded.",
         static_cast<double>(health.window_stacks));
+  gauge("pystrobe_native_unwind_tables",
+        "Native unwind tables loaded in the kernel (one per binary).",
+        static_cast<double>(health.unwind_tables));
+  gauge("pystrobe_native_unwind_table_bytes",
+        "Kernel memory the native unwind tables' rows and page entries take.",
+        static_cast<double>(health.unwind_table_bytes));
+  counter("pystrobe_native_unwind_table_build_seconds_total",
+          "Time spent building native unwind tables from binaries' call frame information.",
+          health.unwind_table_build_seconds);
 
   families.push_back(GaugeFamily("pystrobe_bpf_map_entries", "Entries in each BPF hash map."));
   for (const BpfSampler::MapFill& map : health.maps) {

@@ -63,6 +63,11 @@ struct DaemonHealth {
   size_t live_processes = 0;
   size_t python_processes = 0;
   size_t window_stacks = 0;  // distinct stacks in the window being recorded
+  // Native unwind tables (python.native_stacks): loaded now, the kernel
+  // memory their rows and page entries take, and the time spent building.
+  size_t unwind_tables = 0;
+  uint64_t unwind_table_bytes = 0;
+  double unwind_table_build_seconds = 0;
   uint64_t windows = 0;
   // Per sink: windows it failed to take.
   std::map<std::string, uint64_t> sink_errors;

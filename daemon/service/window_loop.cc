@@ -34,7 +34,7 @@ Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now, bool memor
   // window keeps that cache bounded too.
   ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
                          &recorder_->native_names(), kernel_,
-                         ProfileBuilderOptions{.threads = true});
+                         ProfileBuilderOptions{.threads = true, .native = options_.native_stacks});
   // Per process: where it runs, which Python it is, its pid in its container.
   auto container = [this](const ProcessImage& image) {
     return labels_ != nullptr ? labels_->ForCgroup(image.cgroup_id) : std::vector<ProfileLabel>();

@@ -32,6 +32,8 @@ struct WindowOptions {
   // Cache bounds applied after each window (see Recorder::EvictAfterWindow).
   size_t max_native_names = 200000;
   size_t max_python_codes = 50000;
+  // CPython stacks with their native frames (python.native_stacks).
+  bool native_stacks = false;
 };
 
 class WindowLoop {

@@ -9,7 +9,9 @@ on top of the loop it interrupted.
 
 import os
 import subprocess
+import tempfile
 import textwrap
+import time
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, process_pid, record, summarize,
@@ -154,6 +156,186 @@ class NativeUnwindPythonTest(BpfTestCase):
             gemm = [i for i, f in enumerate(stack) if "gemm" in f]
             if gemm:
                 self.assertLess(stack.index("multiply_for (matmul.py:10)"), gemm[0], stack)
+
+    def test_ctypes_callback_stack_reads_python_c_python_in_true_order(self):
+        # Python calls libc's qsort through ctypes; qsort calls back into
+        # Python. Every interpreter, static (Debian) and shared (pyenv).
+        script = os.path.join(self.tmp, "callback.py")
+        with open(script, "w") as f:
+            f.write(CALLBACK)
+        tried = []
+        for python in callback_pythons():
+            with self.subTest(python=python):
+                recording = record(["--native", "-r", str(RATE), "--", python, script], self.tmp,
+                                   name=os.path.basename(python))
+                self.assertRecorded(recording)
+                in_callback = {s: c for s, c in recording.stacks.items()
+                               if any(f.startswith("compare (callback.py") for f in s)}
+                self.assertGreater(total(in_callback), 0.3 * total(recording.stacks),
+                                   summarize(recording.stacks))
+
+                def true_order(stack):
+                    caller = [i for i, f in enumerate(stack) if f.startswith("sort_with_qsort (")]
+                    sort = [i for i, f in enumerate(stack) if f.startswith("qsort")]
+                    callback = [i for i, f in enumerate(stack) if f.startswith("compare (")]
+                    return (caller and sort and callback and
+                            caller[-1] < sort[0] and sort[-1] < callback[0])
+
+                ordered = sum(c for s, c in in_callback.items() if true_order(s))
+                self.assertGreaterEqual(ordered, 0.9 * total(in_callback),
+                                        f"{python}: {ordered} of {total(in_callback)} in order:\n"
+                                        f"{summarize(in_callback)}")
+                tried.append(f"{python} {ordered}/{total(in_callback)}")
+        print(f"true order: {'; '.join(tried)}")
+
+    def test_python_312_perf_trampolines_named_from_the_perf_map(self):
+        # -X perf: every Python call goes through a trampoline in anonymous
+        # memory, named in /tmp/perf-PID.map, with frame pointers.
+        python = next((p for p in callback_pythons() if p.endswith("python3.12")), None)
+        if python is None:
+            self.skipTest("no pyenv python3.12")
+        script = os.path.join(self.tmp, "perf_callback.py")
+        with open(script, "w") as f:
+            f.write(CALLBACK)
+        recording = record(["--native", "-r", str(RATE), "--", python, "-X", "perf", script],
+                           self.tmp, name="perf312")
+        self.assertRecorded(recording)
+        stacks = {s: c for s, c in recording.stacks.items() if s and s[0].startswith("python3")}
+        named = {s: c for s, c in stacks.items()
+                 if any(f.startswith("py::compare:") for f in s)}
+        self.assertGreater(total(named), 0.3 * total(stacks), summarize(stacks))
+        # The walk goes on through the trampolines: the Python caller is there.
+        whole = sum(c for s, c in named.items() if any(f.startswith("sort_with_qsort (")
+                                                       for f in s))
+        self.assertGreaterEqual(whole, 0.9 * total(named), summarize(named))
+        # The trampolines' memory is mapped after the program starts: the
+        # walks that meet it before its mappings are read again end [unknown].
+        unknown = sum(c for s, c in named.items() if "[unknown]" in s)
+        self.assertLessEqual(unknown, 0.1 * total(named), summarize(named))
+        # ... in true order: the trampoline lies between the eval loop that
+        # called compare and compare itself.
+        def in_order(stack):
+            callers = [i for i, f in enumerate(stack) if f.startswith("sort_with_qsort (")]
+            compare = next(i for i, f in enumerate(stack) if f.startswith("py::compare:"))
+            return bool(callers) and compare > max(callers)
+        ordered = sum(c for s, c in named.items() if in_order(s))
+        self.assertGreaterEqual(ordered, 0.9 * total(named), summarize(named))
+
+
+class NativeUnwindDaemonTest(BpfTestCase):
+    """The daemon walks CPython's native stacks by default; its config turns it off."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        import speedscope_render  # the pprof decoder's node modules
+        speedscope_render.ensure_node_modules()
+
+    def setUp(self):
+        if not os.access(DEBIAN_PYTHON, os.X_OK):
+            self.skipTest(f"{DEBIAN_PYTHON} is not installed")
+        self.dir = tempfile.mkdtemp(dir=self.tmp)
+        script = os.path.join(self.dir, "callback.py")
+        with open(script, "w") as f:
+            f.write(CALLBACK.replace("sort_with_qsort(2)", "sort_with_qsort(60)"))
+        self.child = subprocess.Popen([DEBIAN_PYTHON, script])
+        self.addCleanup(self.child.wait)
+        self.addCleanup(self.child.kill)
+
+    def samples_of_child(self, config):
+        # Imported here: test_daemon's helpers need node, which only these tests use.
+        from test_daemon import Daemon, decode_pprof, metric
+        daemon = Daemon(self.dir, ("--window", "2"), config)
+        self.addCleanup(daemon.stop)
+        time.sleep(5)
+        self.metrics = daemon.metrics()
+        self.metric = lambda name, **labels: metric(self.metrics, name, **labels)
+        profile = decode_pprof(daemon.profiles()[-1])
+        mine = []
+        for sample in profile.get("samples", []):
+            labels = sample.get("labels") or sample.get("label") or {}
+            pid = labels.get("pid") if isinstance(labels, dict) else next(
+                (int(l.get("num", l.get("str", 0))) for l in labels if l.get("key") == "pid"),
+                None)
+            if pid is not None and int(pid) == self.child.pid:
+                # A stack once per sample it stands for.
+                names = [frame["name"] for frame in sample["stack"]]
+                mine.extend([names] * int(sample["values"][0]))
+        self.assertGreater(len(mine), 10, f"{len(mine)} samples of {self.child.pid}")
+        return mine
+
+    def test_daemon_shows_cpython_native_stacks_in_true_order(self):
+        mine = self.samples_of_child(None)
+
+        def true_order(leaf_first):
+            names = list(reversed(leaf_first))
+            caller = [i for i, n in enumerate(names) if n.startswith("sort_with_qsort")]
+            sort = [i for i, n in enumerate(names) if n.startswith("qsort")]
+            callback = [i for i, n in enumerate(names) if n.startswith("compare")]
+            return caller and sort and callback and caller[-1] < sort[0] < callback[0]
+
+        ordered = sum(1 for stack in mine if true_order(stack))
+        self.assertGreaterEqual(ordered, 0.5 * len(mine), mine[:5])
+        # Tables for the interpreter, libc, ctypes, libffi...: counted.
+        self.assertGreaterEqual(self.metric("pystrobe_native_unwind_tables"), 4)
+        self.assertGreater(self.metric("pystrobe_native_unwind_table_bytes"), 100000)
+        self.assertGreater(self.metric("pystrobe_native_walks_total", outcome="complete"), 10)
+
+    def test_native_stacks_false_keeps_python_frames_only(self):
+        mine = self.samples_of_child("python:\n  native_stacks: false\n")
+        with_qsort = [s for s in mine if any(n.startswith("qsort") for n in s)]
+        self.assertEqual(with_qsort, [])
+        self.assertEqual(self.metric("pystrobe_native_walks_total", outcome="complete"), 0)
+        self.assertTrue(any(any(n.startswith("compare") for n in s) for s in mine), mine[:5])
+
+
+CALLBACK = textwrap.dedent("""
+    import ctypes
+    import time
+
+    libc = ctypes.CDLL("libc.so.6")
+    COMPARE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                               ctypes.POINTER(ctypes.c_int))
+
+    def compare(a, b):
+        x = 0
+        for i in range(200):
+            x += i
+        return a[0] - b[0]
+
+    compare_c = COMPARE(compare)
+
+    def sort_with_qsort(seconds):
+        values = (ctypes.c_int * 500)()
+        end = time.time() + seconds
+        while time.time() < end:
+            for i in range(500):
+                values[i] = (i * 7919) % 500
+            libc.qsort(values, 500, ctypes.sizeof(ctypes.c_int), compare_c)
+
+    sort_with_qsort(2)
+""")
+
+
+def callback_pythons():
+    """Debian's python3.11 and pyenv's 3.8 to 3.13 that are installed."""
+    found = [DEBIAN_PYTHON] if os.access(DEBIAN_PYTHON, os.X_OK) else []
+    root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip() \
+        if subprocess.run(["which", "pyenv"], capture_output=True).returncode == 0 else ""
+    versions = os.path.join(root or os.path.expanduser("~/.pyenv"), "versions")
+    for minor in range(8, 14):
+        candidates = sorted(d for d in (os.listdir(versions) if os.path.isdir(versions) else [])
+                            if d.startswith(f"3.{minor}."))
+        missing = True
+        for version in candidates:
+            path = os.path.join(versions, version, "bin", f"python3.{minor}")
+            if os.access(path, os.X_OK):
+                found.append(path)
+                missing = False
+                break
+        if missing:
+            print(f"skipped: no pyenv python3.{minor}")
+    return found
 
 
 if __name__ == "__main__":
