@@ -68,6 +68,17 @@ static __always_inline __u64 compat_user_ip(struct pt_regs *regs)
 	return BPF_CORE_READ(regs, ip);
 }
 
+static __always_inline __u64 compat_user_sp(struct pt_regs *regs)
+{
+	return BPF_CORE_READ(regs, sp);
+}
+
+/* The frame register a native walk starts from (rbp on x86-64). */
+static __always_inline __u64 compat_user_fp(struct pt_regs *regs)
+{
+	return BPF_CORE_READ(regs, bp);
+}
+
 /* x86-64: the syscall instruction leaves the return address in rcx, which the
  * entry code saves beside ip, so a syscall has cx == ip and an exception
  * almost never does. */

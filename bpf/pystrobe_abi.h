@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 11
+#define PYSTROBE_ABI_VERSION 12
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -76,6 +76,11 @@ enum pystrobe_sample_flags {
 	PYSTROBE_SAMPLE_HOLDS_GIL = 1u << 3,
 	/* The Python stack was deeper than the walk: outer frames are missing. */
 	PYSTROBE_SAMPLE_PY_TRUNCATED = 1u << 4,
+	/* The native walk met a pc outside the process's known mappings
+	 * (a library loaded since): userspace reads them again. */
+	PYSTROBE_SAMPLE_NATIVE_STALE = 1u << 5,
+	/* The native walk was deeper than PYSTROBE_MAX_NATIVE_FRAMES. */
+	PYSTROBE_SAMPLE_NATIVE_TRUNCATED = 1u << 6,
 };
 
 /* What the in-kernel CPython walk found; pystrobe_sample.python_status. */
@@ -182,7 +187,12 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_event) == 32,
 	X(OFFCPU_STORAGE, "offcpu_storage_failed", "stacks that could not be kept")                \
 	/* A code object's copy was not sent (the ring buffer too full); userspace                 \
 	 * reads the object itself if its process still lives. */                                  \
-	X(PYTHON_CODE, "python_code_copy_lost", "code object copies lost")
+	X(PYTHON_CODE, "python_code_copy_lost", "code object copies lost")                         \
+	/* A native walk with unwind tables met a frame it could not step past                     \
+	 * (the stack ends with one [unknown]). */                                                 \
+	X(NATIVE_UNWIND, "native_unwind_failed", "native walks ended in [unknown]")                \
+	/* ... because the pc was in no mapping the kernel knew (then refreshed). */               \
+	X(NATIVE_STALE_MAPPINGS, "native_mappings_stale", "before their mappings were read")
 
 /* Indices of the per-CPU drop counters (map `drop_counters`). */
 /* clang-format off */
@@ -221,17 +231,23 @@ enum pystrobe_sample_counter {
 	/* Nanoseconds spent copying and sending code objects (bpf_ktime_get_ns
 	 * around each copy): what the copies cost in the kernel. */
 	PYSTROBE_COUNT_PYTHON_CODE_COPY_NS = 10,
+	/* Native walks with unwind tables that reached the outermost frame. */
+	PYSTROBE_COUNT_NATIVE_COMPLETE = 11,
+	/* ... that ended in anonymous executable memory (a JIT). */
+	PYSTROBE_COUNT_NATIVE_JIT = 12,
+	/* ... that were deeper than the frames a sample holds. */
+	PYSTROBE_COUNT_NATIVE_TRUNCATED = 13,
 	/* Resident-growth samples sent (PYSTROBE_EVENT_MEMORY). */
-	PYSTROBE_COUNT_MEMORY_SENT = 11,
-	/* Resident-growth samples whose stack a cpu-clock sample overwrote
-	 * while they were being taken (both share the per-CPU scratch), taken
-	 * again, and those lost when that happened twice. */
-	PYSTROBE_COUNT_MEMORY_RETAKEN = 12,
-	PYSTROBE_COUNT_MEMORY_LOST = 13,
+	PYSTROBE_COUNT_MEMORY_SENT = 14,
+	/* Resident-growth or allocation samples whose stack a cpu-clock sample
+	 * overwrote while they were being taken (both share the per-CPU
+	 * scratch), taken again, and those lost when that happened twice. */
+	PYSTROBE_COUNT_MEMORY_RETAKEN = 15,
+	PYSTROBE_COUNT_MEMORY_LOST = 16,
 	/* Sampled allocations sent (PYSTROBE_EVENT_ALLOC), and frees of them. */
-	PYSTROBE_COUNT_ALLOC_SENT = 14,
-	PYSTROBE_COUNT_FREE_SENT = 15,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 16,
+	PYSTROBE_COUNT_ALLOC_SENT = 17,
+	PYSTROBE_COUNT_FREE_SENT = 18,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 19,
 };
 
 /* ==== CPython frame walking ===========================================
@@ -615,5 +631,111 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_counters) ==
 			PYSTROBE_TASK_COUNTER_FIELDS * 8 + 16 + 16 + 56,
 		    "ABI: pystrobe_process_counters");
 /* ==== end of accounting ================================================== */
+
+/* ==== native unwinding ==================================================
+ * Owned by daemon/unwind/ (tables) and daemon/loader/unwind_maps.* (maps).
+ * Userspace turns a binary's .eh_frame/.debug_frame into a table of rows,
+ * one per address range with one rule; the kernel walks a thread's native
+ * stack with them from its user registers (bpf/native_unwind.bpf.h).
+ *
+ * A table's rows are sorted by `addr`, the binary's link-time virtual
+ * address where the row's rule starts; a row holds until the next one. A
+ * process's mapping turns a pc into that address: addr = pc - bias.
+ * Rows of every table live in one array map (unwind_rows), in blocks of
+ * PYSTROBE_UNWIND_ROWS_PER_BLOCK (12-byte rows: an array map pads each value
+ * to 8 bytes, a block of 16 rows pads nothing).
+ */
+
+/* How the canonical frame address (the caller's rsp) is found. */
+enum pystrobe_unwind_cfa_rule {
+	/* No rule here: a gap between functions, or a rule pystrobe does not
+	 * follow (a DWARF expression). The walk ends with one [unknown]. */
+	PYSTROBE_UNWIND_CFA_INVALID = 0,
+	PYSTROBE_UNWIND_CFA_RSP = 1, /* rsp + cfa_offset */
+	PYSTROBE_UNWIND_CFA_RBP = 2, /* rbp + cfa_offset */
+	/* GCC's PLT entries: rsp + 8, + 8 more from the 11th byte of each
+	 * 16-byte entry on (after its push). */
+	PYSTROBE_UNWIND_CFA_PLT = 3,
+	/* A signal trampoline (__restore_rt): rsp points at the ucontext the
+	 * kernel pushed; the interrupted frame's registers are read there. */
+	PYSTROBE_UNWIND_CFA_SIGNAL = 4,
+	/* The outermost frame (_start, clone: the return address is
+	 * undefined): the stack ends here, complete. */
+	PYSTROBE_UNWIND_CFA_END = 5,
+};
+
+/* Where the caller's rbp is; pystrobe_unwind_row.rbp_rule. */
+enum pystrobe_unwind_rbp_rule {
+	PYSTROBE_UNWIND_RBP_SAME = 0,	 /* not saved: the caller's rbp is rbp */
+	PYSTROBE_UNWIND_RBP_OFFSET = 1,	 /* saved at CFA + rbp_offset */
+	PYSTROBE_UNWIND_RBP_UNKNOWN = 2, /* in another register or an expression */
+};
+
+struct pystrobe_unwind_row {
+	__u32 addr;	  /* link-time virtual address the rule starts at */
+	__s32 cfa_offset; /* with CFA_RSP/CFA_RBP */
+	__s16 rbp_offset; /* with RBP_OFFSET */
+	__u8 cfa_rule;	  /* enum pystrobe_unwind_cfa_rule */
+	__u8 rbp_rule;	  /* enum pystrobe_unwind_rbp_rule */
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_row) == 12, "ABI: pystrobe_unwind_row");
+
+#define PYSTROBE_UNWIND_ROWS_PER_BLOCK 16
+struct pystrobe_unwind_row_block {
+	struct pystrobe_unwind_row rows[PYSTROBE_UNWIND_ROWS_PER_BLOCK];
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_row_block) == 192,
+		    "ABI: pystrobe_unwind_row_block");
+
+/*
+ * A table's page index cuts the search: for each page of
+ * 1 << PYSTROBE_UNWIND_PAGE_SHIFT bytes from first_page on, the index (from
+ * the table's first row) of the row in effect at the page's start. The rows
+ * a pc of page p may need lie between the entries of p and p + 1, a few
+ * dozen at most, instead of the whole table.
+ */
+#define PYSTROBE_UNWIND_PAGE_SHIFT 12
+
+/* One table as the kernel finds it: map unwind_tables, by table id. */
+struct pystrobe_unwind_table {
+	__u32 first_row; /* index in unwind_rows' rows (block * 16 + slot) */
+	__u32 row_count;
+	__u32 first_page_entry; /* index in unwind_pages of first_page's entry */
+	__u32 page_count;	/* entries: pages covered, plus one past the last */
+	__u32 first_page;	/* lowest row address >> PYSTROBE_UNWIND_PAGE_SHIFT */
+	__u32 _pad;
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_table) == 24, "ABI: pystrobe_unwind_table");
+
+/* Special table ids of a mapping. */
+#define PYSTROBE_UNWIND_TABLE_NONE 0xffffffffu /* a file without unwind info */
+#define PYSTROBE_UNWIND_TABLE_JIT 0xfffffffeu  /* anonymous executable memory */
+
+/* One executable mapping of a process, sorted by start. */
+struct pystrobe_unwind_mapping {
+	__u64 start; /* [start, end) in the process */
+	__u64 end;
+	__u64 bias; /* pc - bias = the binary's link-time address */
+	__u32 table_id;
+	__u32 _pad;
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_mapping) == 32, "ABI: pystrobe_unwind_mapping");
+
+#define PYSTROBE_UNWIND_MAX_MAPPINGS 512
+/* A process's executable mappings: map unwind_processes, by tgid. */
+struct pystrobe_unwind_process {
+	__u32 count;
+	__u32 generation; /* bumped by userspace on each rewrite */
+	struct pystrobe_unwind_mapping mappings[PYSTROBE_UNWIND_MAX_MAPPINGS];
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_process) == 8 + 32 * PYSTROBE_UNWIND_MAX_MAPPINGS,
+		    "ABI: pystrobe_unwind_process");
+
+/* Frames the native walk writes in place of an address it could not
+ * follow: userspace shows them as [unknown] and [jit]. Neither is a
+ * user-space address (those are below 1 << 47). */
+#define PYSTROBE_UNWIND_FRAME_UNKNOWN 0xfffffffffffff001ull
+#define PYSTROBE_UNWIND_FRAME_JIT 0xfffffffffffff002ull
+/* ==== end of native unwinding ============================================ */
 
 #endif /* PYSTROBE_BPF_PYSTROBE_ABI_H_ */

@@ -58,6 +58,7 @@ static __always_inline struct pystrobe_sample *current_sample(void)
 	return slot ? &slot->sample : NULL;
 }
 
+#include "native_unwind.bpf.h"
 #include "python_stack.bpf.h"
 
 /*
@@ -174,9 +175,19 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		    compat_user_ip(compat_current_user_regs());
 		user_bytes = sizeof(__u64);
 	} else {
-		user_bytes =
-		    bpf_get_stack(ctx, (void *)sample->data + kernel_bytes,
-				  PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64), BPF_F_USER_STACK);
+		/* The interrupt or syscall that the sample came in on saved the
+		 * thread's user registers at the top of its kernel stack. */
+		struct pt_regs *regs = compat_current_user_regs();
+		long frames =
+		    native_unwind(sample, kernel_bytes / sizeof(__u64), PYSTROBE_MAX_NATIVE_FRAMES,
+				  compat_user_ip(regs), compat_user_sp(regs), compat_user_fp(regs));
+
+		if (frames >= 0)
+			user_bytes = frames * sizeof(__u64);
+		else
+			user_bytes = bpf_get_stack(ctx, (void *)sample->data + kernel_bytes,
+						   PYSTROBE_MAX_NATIVE_FRAMES * sizeof(__u64),
+						   BPF_F_USER_STACK);
 	}
 	if (user_bytes < 0) {
 		count_drop(PYSTROBE_DROP_USER_STACK);
@@ -690,8 +701,11 @@ int handle_exec(void *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u8 one = 1;
 
-	/* The new image is not the interpreter the daemon saw, if any. */
+	/* The new image is not the interpreter the daemon saw, if any, and
+	 * its mappings are not those userspace read: walked with frame
+	 * pointers until userspace reads them again. */
 	bpf_map_delete_elem(&python_processes, &tgid);
+	bpf_map_delete_elem(&unwind_processes, &tgid);
 	if (is_target(tgid)) {
 		recognize_python_binary(tgid);
 		bpf_map_update_elem(&fresh_processes, &tgid, &one, BPF_ANY);
@@ -711,6 +725,7 @@ int handle_exit(void *ctx)
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
 	bpf_map_delete_elem(&python_processes, &tgid);
+	bpf_map_delete_elem(&unwind_processes, &tgid);
 	if (is_target(tgid))
 		send_process_event(PYSTROBE_EVENT_EXIT, tgid);
 	/* A later process with this pid is not a target. */

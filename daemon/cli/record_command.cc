@@ -50,8 +50,9 @@ std::string TargetDescription(const RecordOptions& options) {
 // Prints the summary to stderr and, with --summary-json, writes its JSON.
 // A summary that cannot be written does not cost the profile: the caller
 // writes that first and fails afterwards.
-absl::Status PrintSummary(const SamplerCounters& kernel, const Recorder& recorder,
+absl::Status PrintSummary(const SamplerCounters& kernel, const SamplingSession& session,
                           absl::Duration elapsed, const RecordOptions& options) {
+  const Recorder& recorder = session.recorder();
   RecordTotals totals = {
       .samples = recorder.samples(),
       .processes = recorder.processes().process_count(),
@@ -65,10 +66,20 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const Recorder& recorde
       .allocation_bytes = recorder.allocation_stacks().total_nanoseconds(),
       .in_use_bytes = recorder.InUseStacks().total_nanoseconds(),
   };
-  fputs(RecordSummary(kernel, totals, elapsed, options.rate_hz).c_str(), stderr);
+  NativeUnwindTotals native_totals;
+  if (const NativeUnwindTracker* native = session.native_unwind()) {
+    const UnwindTableCache::Stats& cache = native->cache().stats();
+    native_totals = {.enabled = true,
+                     .tables_built = cache.built,
+                     .tables_shared = cache.shared,
+                     .table_failures = native->stats().table_failures,
+                     .kernel_bytes = session.unwind_maps()->peak_bytes_used(),
+                     .build_time = cache.build_time};
+  }
+  fputs(RecordSummary(kernel, totals, elapsed, options.rate_hz, native_totals).c_str(), stderr);
   if (options.summary_json.empty()) return absl::OkStatus();
   std::ofstream json(options.summary_json, std::ios::trunc);
-  json << RecordSummaryJson(kernel, totals, elapsed, options.rate_hz);
+  json << RecordSummaryJson(kernel, totals, elapsed, options.rate_hz, native_totals);
   json.close();
   if (!json) {
     return absl::PermissionDeniedError(
@@ -88,6 +99,7 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                   .python_max_frames = options.max_python_depth,
                   .offcpu = options.offcpu || options.idle,
                   .python_native_stacks = options.native || gpu_host,
+                  .native_unwind_bytes = options.native ? kDefaultNativeUnwindBytes : 0,
                   .memory_growth = options.memory,
                   .allocations = options.allocations},
       .target_pids = targets,
@@ -275,7 +287,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   PrintOomKills((*session)->sampler());
 
   if (options.imports) {
-    absl::Status summary = PrintSummary(counters, recorder, elapsed, options);
+    absl::Status summary = PrintSummary(counters, **session, elapsed, options);
     int status = WriteImportTree(options, recorder, output, out);
     return summary.ok() ? status : Fail("record", summary);
   }
@@ -317,7 +329,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
     AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()},
                      profile);
   }
-  absl::Status summary = PrintSummary(counters, recorder, elapsed, options);
+  absl::Status summary = PrintSummary(counters, **session, elapsed, options);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail("record", s);
   out.close();
   if (!out) return Fail("record", absl::DataLossError(absl::StrCat("writing ", output, " failed")));

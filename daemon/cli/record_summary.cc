@@ -20,7 +20,7 @@ std::string Dropped(const SamplerCounters& kernel, pystrobe_drop_reason reason) 
 }  // namespace
 
 std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& totals,
-                          absl::Duration elapsed, int rate_hz) {
+                          absl::Duration elapsed, int rate_hz, const NativeUnwindTotals& native) {
   std::string text =
       absl::StrFormat("pystrobe: %d samples of %d processes in %.1f s at %d Hz\n", totals.samples,
                       totals.processes, absl::ToDoubleSeconds(elapsed), rate_hz);
@@ -46,6 +46,19 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
   if (kernel.offcpu_sent > 0 || kernel.dropped[PYSTROBE_DROP_OFFCPU_STORAGE] > 0) {
     absl::StrAppend(&text, "pystrobe: off CPU: ", kernel.offcpu_sent, " intervals, ",
                     Dropped(kernel, PYSTROBE_DROP_OFFCPU_STORAGE), "\n");
+  }
+  if (native.enabled || kernel.dropped[PYSTROBE_DROP_NATIVE_UNWIND] > 0 ||
+      kernel.dropped[PYSTROBE_DROP_NATIVE_STALE_MAPPINGS] > 0) {
+    absl::StrAppend(&text, "pystrobe: native: ", kernel.native_complete, " walks whole, ",
+                    kernel.native_jit, " ended in JIT code, ", kernel.native_truncated,
+                    " truncated, ", Dropped(kernel, PYSTROBE_DROP_NATIVE_UNWIND), " (of them ",
+                    Dropped(kernel, PYSTROBE_DROP_NATIVE_STALE_MAPPINGS), "); ",
+                    native.tables_built, " unwind tables built in ",
+                    absl::StrFormat("%.1f ms (%.1f MiB in the kernel at most)",
+                                    absl::ToDoubleMilliseconds(native.build_time),
+                                    native.kernel_bytes / 1048576.0),
+                    ", ", native.tables_shared, " shared, ", native.table_failures,
+                    " files without tables\n");
   }
   if (kernel.memory_sent + kernel.memory_lost > 0) {
     absl::StrAppend(&text, "pystrobe: memory: ", kernel.memory_sent,
@@ -75,7 +88,8 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
 }
 
 std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals& totals,
-                              absl::Duration elapsed, int rate_hz) {
+                              absl::Duration elapsed, int rate_hz,
+                              const NativeUnwindTotals& native) {
   std::string dropped;
   for (const DropReason& row : kDropReasons) {
     absl::StrAppend(&dropped, dropped.empty() ? "" : ",", JsonString(std::string(row.metric_label)),
@@ -97,7 +111,14 @@ std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals&
       ",\"memory_bytes\":", totals.memory_bytes, ",\"memory_samples_lost\":", kernel.memory_lost,
       ",\"period_redraws\":", kernel.period_redraws,
       ",\"period_redraws_failed\":", kernel.period_redraws_failed,
-      ",\"samples_without_gil\":", totals.samples_without_gil, "}\n");
+      ",\"samples_without_gil\":", totals.samples_without_gil,
+      ",\"native_unwind\":{\"enabled\":", native.enabled ? "true" : "false",
+      ",\"complete\":", kernel.native_complete, ",\"jit\":", kernel.native_jit,
+      ",\"truncated\":", kernel.native_truncated, ",\"tables\":", native.tables_built,
+      ",\"tables_shared\":", native.tables_shared,
+      ",\"files_without_tables\":", native.table_failures,
+      ",\"kernel_bytes\":", native.kernel_bytes,
+      absl::StrFormat(",\"build_ms\":%.3f", absl::ToDoubleMilliseconds(native.build_time)), "}}\n");
 }
 
 }  // namespace pystrobe

@@ -28,13 +28,26 @@ struct RecordTotals {
   uint64_t in_use_bytes = 0;      // ... of which still held at the end
 };
 
+// Native unwinding with tables (--native): tables built and the kernel
+// memory they take, files without tables, and the time spent building.
+struct NativeUnwindTotals {
+  bool enabled = false;
+  uint64_t tables_built = 0;
+  uint64_t tables_shared = 0;
+  uint64_t table_failures = 0;
+  uint64_t kernel_bytes = 0;
+  absl::Duration build_time;
+};
+
 // The summary's lines, each ending in a newline.
 std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& totals,
-                          absl::Duration elapsed, int rate_hz);
+                          absl::Duration elapsed, int rate_hz,
+                          const NativeUnwindTotals& native = {});
 // The same counts as one JSON object (and a newline), for scripts and tests:
 // drops are keyed by their metric label (pystrobe_dropped_total{reason}).
 std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals& totals,
-                              absl::Duration elapsed, int rate_hz);
+                              absl::Duration elapsed, int rate_hz,
+                              const NativeUnwindTotals& native = {});
 
 }  // namespace pystrobe
 

@@ -129,6 +129,16 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->alloc_sample_bytes = config.alloc_sample_bytes;
   skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
   skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
+  // The tables' maps: rows in blocks of 16, page entries an eighth of the
+  // room (a 4 KiB page holds about 90 rows of python3.11).
+  skeleton_->rodata->native_unwinding = config.native_unwind_bytes > 0 ? 1 : 0;
+  uint64_t row_bytes = config.native_unwind_bytes - config.native_unwind_bytes / 8;
+  uint32_t blocks = static_cast<uint32_t>(row_bytes / sizeof(pystrobe_unwind_row_block));
+  uint32_t pages = static_cast<uint32_t>(config.native_unwind_bytes / 8 / sizeof(uint32_t));
+  if (bpf_map__set_max_entries(skeleton_->maps.unwind_rows, std::max<uint32_t>(blocks, 1)) != 0 ||
+      bpf_map__set_max_entries(skeleton_->maps.unwind_pages, std::max<uint32_t>(pages, 1)) != 0) {
+    return LibbpfError(-errno, "size the unwind table maps");
+  }
   offcpu_ = config.offcpu;
   return absl::OkStatus();
 }
@@ -174,6 +184,11 @@ absl::Status BpfSampler::RemoveTargetCgroup(uint64_t cgroup_id) {
     return LibbpfError(-errno, absl::StrCat("remove cgroup ", cgroup_id, " from the filter"));
   }
   return absl::OkStatus();
+}
+
+UnwindMaps::Maps BpfSampler::unwind_maps() const {
+  return {skeleton_->maps.unwind_rows, skeleton_->maps.unwind_pages, skeleton_->maps.unwind_tables,
+          skeleton_->maps.unwind_processes};
 }
 
 std::vector<BpfSampler::MapFill> BpfSampler::ReadMapFill() const {
@@ -349,6 +364,9 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.python_codes_sent = samples[PYSTROBE_COUNT_PYTHON_CODES_SENT];
   counters.python_codes_deferred = samples[PYSTROBE_COUNT_PYTHON_CODES_DEFERRED];
   counters.python_code_copy_ns = samples[PYSTROBE_COUNT_PYTHON_CODE_COPY_NS];
+  counters.native_complete = samples[PYSTROBE_COUNT_NATIVE_COMPLETE];
+  counters.native_jit = samples[PYSTROBE_COUNT_NATIVE_JIT];
+  counters.native_truncated = samples[PYSTROBE_COUNT_NATIVE_TRUNCATED];
   counters.memory_sent = samples[PYSTROBE_COUNT_MEMORY_SENT];
   counters.memory_retaken = samples[PYSTROBE_COUNT_MEMORY_RETAKEN];
   counters.memory_lost = samples[PYSTROBE_COUNT_MEMORY_LOST];

@@ -23,6 +23,7 @@
 #include "bpf/pystrobe_abi.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/sampling_clock.h"
+#include "daemon/loader/unwind_maps.h"
 
 struct pystrobe_sampler;  // the generated skeleton
 
@@ -44,6 +45,10 @@ struct SamplerConfig {
   // Whole native stacks of CPython processes too (record --native); else
   // only their native leaf, which is all a stack without --native shows.
   bool python_native_stacks = false;
+  // Kernel memory for native unwind tables (rows and page entries); 0 keeps
+  // native unwinding off and the maps at one entry. Processes handed to
+  // unwind_maps() are then walked with tables, others with frame pointers.
+  uint64_t native_unwind_bytes = 0;
   // Sample the moments memory becomes resident (kmem:rss_stat): a MEMORY
   // record every memory_sample_bytes of growth on average, weighted in bytes.
   bool memory_growth = false;
@@ -54,6 +59,10 @@ struct SamplerConfig {
   bool allocations = false;
   uint32_t alloc_sample_bytes = 512 * 1024;
 };
+
+// The default of SamplerConfig::native_unwind_bytes where unwinding is on:
+// python3.11, libc, numpy and OpenBLAS together take about 3 MiB.
+inline constexpr uint64_t kDefaultNativeUnwindBytes = uint64_t{32} << 20;
 
 // What happened to samples in the kernel, summed over CPUs.
 struct SamplerCounters {
@@ -68,6 +77,9 @@ struct SamplerCounters {
   uint64_t python_codes_deferred = 0;  // copies the per-CPU copy budget put off
   uint64_t python_code_copy_ns = 0;    // in-kernel time spent making and sending copies
   uint64_t offcpu_sent = 0;            // off-CPU intervals sent
+  uint64_t native_complete = 0;        // native walks with tables to the outermost frame
+  uint64_t native_jit = 0;             // ... that ended in JIT code
+  uint64_t native_truncated = 0;       // ... deeper than a sample holds
   uint64_t memory_sent = 0;            // resident-growth samples sent
   uint64_t memory_retaken = 0;         // ... taken twice (a tick overwrote the first)
   uint64_t memory_lost = 0;            // ... lost (overwritten twice)
@@ -126,6 +138,9 @@ class BpfSampler {
   void Detach();
 
   SamplerCounters ReadCounters() const;
+
+  // The maps of the native unwinder, for UnwindMaps. After Load().
+  UnwindMaps::Maps unwind_maps() const;
 
   // How full a hash map is: entries now, out of max_entries.
   struct MapFill {

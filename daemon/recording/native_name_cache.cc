@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bpf/pystrobe_abi.h"
 
 namespace pystrobe {
 
@@ -27,6 +28,12 @@ const NativeFrameName& NativeNameCache::Name(const ProcessImage& image, uint64_t
     return frame;
   }
   ++size_;
+  // The native walk's marker where a frame could not be stepped past
+  // (FrameLookupAddress may have taken one off it).
+  if (address >= PYSTROBE_UNWIND_FRAME_UNKNOWN - 1) {
+    frame.name = "[unknown]";
+    return frame;
+  }
   if (image.symbols == nullptr) {
     frame.name = absl::StrFormat("[unknown] 0x%x", address);
     return frame;

@@ -1,6 +1,10 @@
 #include "daemon/recording/sampling_session.h"
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace pystrobe {
 
@@ -16,6 +20,20 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
   if (absl::Status s = bpf.Load(); !s.ok()) return s;
   for (uint32_t pid : c.target_pids) {
     if (absl::Status s = bpf.AddTargetPid(pid); !s.ok()) return s;
+  }
+  if (c.sampler.native_unwind_bytes > 0) {
+    // Targets known now are walked with tables from their first sample.
+    session->unwind_maps_ = std::make_unique<UnwindMaps>(bpf.unwind_maps());
+    session->native_unwind_ = std::make_unique<NativeUnwindTracker>(session->unwind_maps_.get());
+    // A command pystrobe launched is still pystrobe until it execs: its
+    // exec reads its mappings.
+    std::error_code error;
+    std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+    for (uint32_t pid : c.target_pids) {
+      std::filesystem::path exe =
+          std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), error);
+      if (exe != self) session->native_unwind_->Track(pid).IgnoreError();
+    }
   }
 
   absl::StatusOr<KernelSymbolizer> kernel = KernelSymbolizer::FromFile();
@@ -47,6 +65,7 @@ absl::Status SamplingSession::Start(RecordObserver observe) {
   absl::Status attached =
       sampler_->Attach(config_.rate_hz, [this](std::span<const uint8_t> record) {
         if (observe_) observe_(record);
+        if (native_unwind_) native_unwind_->OnRecord(record);
         recorder_->HandleRecord(record);
       });
   attached_ = attached.ok();

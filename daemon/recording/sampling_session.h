@@ -20,7 +20,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/loader/bpf_sampler.h"
+#include "daemon/loader/unwind_maps.h"
 #include "daemon/recording/kernel_python_discovery.h"
+#include "daemon/recording/native_unwind_tracker.h"
 #include "daemon/recording/recorder.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
@@ -78,6 +80,9 @@ class SamplingSession {
   const absl::Status& kernel_symbols_status() const { return kernel_symbols_status_; }
   // Null when the configuration turned discovery off.
   KernelPythonDiscovery* python_discovery() { return python_discovery_.get(); }
+  // Null unless the sampler walks native stacks with unwind tables.
+  const NativeUnwindTracker* native_unwind() const { return native_unwind_.get(); }
+  const UnwindMaps* unwind_maps() const { return unwind_maps_.get(); }
 
  private:
   explicit SamplingSession(SamplingSessionConfig config) : config_(std::move(config)) {}
@@ -89,6 +94,8 @@ class SamplingSession {
   SharedModuleSymbolizer native_symbols_;
   std::unique_ptr<KernelPythonDiscovery> python_discovery_;
   std::unique_ptr<Recorder> recorder_;
+  std::unique_ptr<UnwindMaps> unwind_maps_;
+  std::unique_ptr<NativeUnwindTracker> native_unwind_;
   RecordObserver observe_;
   bool attached_ = false;
 };
