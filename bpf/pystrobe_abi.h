@@ -253,9 +253,9 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_NATIVE_THROUGH_JIT = 14,
 	/* Resident-growth samples sent (PYSTROBE_EVENT_MEMORY). */
 	PYSTROBE_COUNT_MEMORY_SENT = 15,
-	/* Resident-growth samples whose stack a cpu-clock sample overwrote
-	 * while they were being taken (both share the per-CPU scratch), taken
-	 * again, and those lost when that happened twice. */
+	/* Resident-growth or allocation samples whose stack a cpu-clock sample
+	 * overwrote while they were being taken (both share the per-CPU
+	 * scratch), taken again, and those lost when that happened twice. */
 	PYSTROBE_COUNT_MEMORY_RETAKEN = 16,
 	PYSTROBE_COUNT_MEMORY_LOST = 17,
 	/* Sampled allocations sent (PYSTROBE_EVENT_ALLOC), and frees of them. */
