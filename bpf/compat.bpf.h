@@ -108,23 +108,35 @@ struct mm_struct___pre62 {
 	struct mm_rss_stat___pre62 rss_stat;
 };
 
+/* Counter `i` (a constant: CO-RE relocates the index's field), in pages. */
+#define COMPAT_MM_RSS_COUNT(mm, i)                                                                 \
+	(bpf_core_type_exists(struct mm_rss_stat___pre62)                                          \
+	     ? BPF_CORE_READ((struct mm_struct___pre62 *)(mm), rss_stat.count[i].counter)          \
+	     : BPF_CORE_READ((mm), rss_stat[i].count))
+
+/* One of the counters, in pages; 0 for a member that does not exist. */
+static __always_inline long compat_mm_rss_page_count(struct mm_struct *mm, __u32 member)
+{
+	switch (member) {
+	case 0:
+		return COMPAT_MM_RSS_COUNT(mm, 0);
+	case 1:
+		return COMPAT_MM_RSS_COUNT(mm, 1);
+	case 2:
+		return COMPAT_MM_RSS_COUNT(mm, 2);
+	case 3:
+		return COMPAT_MM_RSS_COUNT(mm, 3);
+	}
+	return 0;
+}
+
 /* The four counters, in pages, each at least zero as the kernel reports them. */
 static __always_inline void compat_mm_rss_pages(struct mm_struct *mm, long pages[4])
 {
-	if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
-		struct mm_struct___pre62 *old = (void *)mm;
-
-		pages[0] = BPF_CORE_READ(old, rss_stat.count[0].counter);
-		pages[1] = BPF_CORE_READ(old, rss_stat.count[1].counter);
-		pages[2] = BPF_CORE_READ(old, rss_stat.count[2].counter);
-		pages[3] = BPF_CORE_READ(old, rss_stat.count[3].counter);
-	} else {
-		pages[0] = BPF_CORE_READ(mm, rss_stat[0].count);
-		pages[1] = BPF_CORE_READ(mm, rss_stat[1].count);
-		pages[2] = BPF_CORE_READ(mm, rss_stat[2].count);
-		pages[3] = BPF_CORE_READ(mm, rss_stat[3].count);
-	}
+	/* Unrolled: each read is a constant member, as CO-RE wants. */
+#pragma unroll
 	for (int i = 0; i < 4; i++) {
+		pages[i] = compat_mm_rss_page_count(mm, i);
 		if (pages[i] < 0)
 			pages[i] = 0;
 	}

@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 12
+#define PYSTROBE_ABI_VERSION 13
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -46,6 +46,12 @@ enum pystrobe_event_kind {
 	 * the thread that made it resident, weight_ns holding the bytes the
 	 * sample stands for. */
 	PYSTROBE_EVENT_MEMORY = 6,
+	/* A sampled allocation (record --allocations): a pystrobe_sample of the
+	 * allocating thread, weight_ns holding the bytes it stands for and
+	 * address the block's address. */
+	PYSTROBE_EVENT_ALLOC = 7,
+	/* A sampled block was freed: struct pystrobe_free_event. */
+	PYSTROBE_EVENT_FREE = 8,
 };
 
 /* Why a thread left the CPU, from prev_state at sched_switch (and, for
@@ -140,13 +146,23 @@ struct pystrobe_sample {
 	/* What this record stands for: for a SAMPLE, the interval since the
 	 * previous cpu-clock tick on its CPU (intervals are random, so samples
 	 * weigh differently); for an OFFCPU record, the time off CPU; for a
-	 * MEMORY record, bytes of resident growth (not nanoseconds). */
+	 * MEMORY or ALLOC record, bytes (not nanoseconds). */
 	__u64 weight_ns;
+	__u64 address; /* ALLOC: the block's address; else 0 */
 	__u64 data[PYSTROBE_SAMPLE_DATA_WORDS];
 };
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_frame) == 16, "pystrobe_python_frame layout");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 72 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 80 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
 		    "pystrobe_sample layout changed: bump PYSTROBE_ABI_VERSION");
+
+/* A sampled block freed (PYSTROBE_EVENT_FREE). */
+struct pystrobe_free_event {
+	__u32 kind; /* PYSTROBE_EVENT_FREE */
+	__u32 pid;
+	__u64 address;
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_free_event) == 16,
+		    "pystrobe_free_event layout changed: bump PYSTROBE_ABI_VERSION");
 
 /* An exec or exit of a process; `comm` is the name after the event. */
 struct pystrobe_process_event {
@@ -233,9 +249,20 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_NATIVE_JIT = 12,
 	/* ... that were deeper than the frames a sample holds. */
 	PYSTROBE_COUNT_NATIVE_TRUNCATED = 13,
-	/* ... that went on past JIT code through its frame pointers. */
-	PYSTROBE_COUNT_NATIVE_THROUGH_JIT = 14,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 15,
+	/* Resident-growth samples sent (PYSTROBE_EVENT_MEMORY). */
+	PYSTROBE_COUNT_MEMORY_SENT = 14,
+	/* Resident-growth samples whose stack a cpu-clock sample overwrote
+	 * while they were being taken (both share the per-CPU scratch), taken
+	 * again, and those lost when that happened twice. */
+	PYSTROBE_COUNT_MEMORY_RETAKEN = 15,
+	PYSTROBE_COUNT_MEMORY_LOST = 16,
+	/* Sampled allocations sent (PYSTROBE_EVENT_ALLOC), and frees of them. */
+	PYSTROBE_COUNT_ALLOC_SENT = 17,
+	PYSTROBE_COUNT_FREE_SENT = 18,
+	/* Native walks with tables that went on past JIT code (through its
+	 * frame pointers or a CPython perf trampoline's shape). */
+	PYSTROBE_COUNT_NATIVE_THROUGH_JIT = 19,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 20,
 };
 
 /* ==== CPython frame walking ===========================================

@@ -146,6 +146,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	sample->cgroup_id = bpf_get_current_cgroup_id();
 	sample->offcpu_reason = 0;
 	sample->weight_ns = 0;
+	sample->address = 0;
 	bpf_get_current_comm(sample->comm, sizeof(sample->comm));
 	sample->flags = kernel_mode ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
 
@@ -289,6 +290,283 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	count_sample(PYSTROBE_COUNT_SENT);
+	return 0;
+}
+
+/*
+ * Takes the current thread's stack as a record of `kind` (MEMORY, ALLOC)
+ * weighing `weight` bytes, from a program that runs in process context: a
+ * cpu-clock tick may interrupt it and take the same per-CPU scratch. The
+ * tick's program counts PYSTROBE_COUNT_TAKEN on entry, so a change of that
+ * count means this sample was overwritten: it is taken again, once.
+ */
+static __always_inline void send_event_sample(void *ctx, __u64 pid_tgid, bool kernel_mode,
+					      __u32 kind, __u64 weight, __u64 address)
+{
+	__u32 taken_key = PYSTROBE_COUNT_TAKEN, tgid = pid_tgid >> 32;
+	struct pystrobe_sample *sample = current_sample();
+	__u64 size, taken, *taken_now, flags;
+
+	if (!sample)
+		return;
+	taken_now = bpf_map_lookup_elem(&sample_counters, &taken_key);
+	if (!taken_now)
+		return;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		taken = *taken_now;
+		size = fill_sample(ctx, sample, pid_tgid, kernel_mode);
+		sample->kind = kind;
+		sample->weight_ns = weight;
+		sample->address = address;
+		if (*taken_now == taken) {
+			/* A process not known as CPython may be fresh: wake the
+			 * reader for it, as sample_cpu does. */
+			flags = sample->python_status == PYSTROBE_PY_NOT_PYTHON
+				    ? first_sample_flags(tgid)
+				    : sample_output_flags();
+			if (bpf_ringbuf_output(&events, sample, size, flags))
+				count_drop(PYSTROBE_DROP_RINGBUF_FULL);
+			else
+				count_sample(kind == PYSTROBE_EVENT_ALLOC
+						 ? PYSTROBE_COUNT_ALLOC_SENT
+						 : PYSTROBE_COUNT_MEMORY_SENT);
+			return;
+		}
+		count_sample(attempt == 0 ? PYSTROBE_COUNT_MEMORY_RETAKEN
+					  : PYSTROBE_COUNT_MEMORY_LOST);
+	}
+}
+
+/* ---- Resident growth (record --memory, stat) ------------------------------ */
+
+/* Set by the loader: sample the moments memory becomes resident. */
+const volatile __u8 memory_growth_enabled = 0;
+/* Set by the loader: mean bytes of resident growth between two samples. */
+const volatile __u32 memory_sample_bytes = 512 * 1024;
+
+/*
+ * Per process: its RSS counters (MM_FILEPAGES, MM_ANONPAGES, -, MM_SHMEMPAGES)
+ * at the last kmem:rss_stat event, and the bytes of growth left before the
+ * next sample. Key: tgid. LRU: a process that ends leaves its entry behind.
+ */
+struct memory_growth {
+	__s64 pages[4];
+	__s64 until_sample;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct memory_growth);
+} memory_growth SEC(".maps");
+
+/* Bytes of growth until the next sample: uniform in [1, 2 x mean], so that
+ * samples fall at random places in the growth (no rhythm to alias with). */
+static __always_inline __s64 draw_memory_interval(void)
+{
+	return 1 + bpf_get_prandom_u32() % (2 * (__u64)memory_sample_bytes);
+}
+
+/*
+ * Each change of a process's RSS counter. The counters' folded part moves
+ * when a CPU's batch of pages (32) is folded into it, by the fault that
+ * filled the batch: that fault's thread, the current one, grew the memory,
+ * and its stack is taken when the growth passes the next sampling point.
+ * A sample weighs the mean interval once per point passed: an unbiased
+ * estimate of the bytes each stack made resident. Args: (struct mm_struct
+ * *mm, int member).
+ */
+SEC("raw_tp/rss_stat")
+int sample_memory_growth(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct mm_struct *mm = (struct mm_struct *)ctx->args[0];
+	__u32 member = (__u32)ctx->args[1];
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct memory_growth *growth, fresh = {};
+	__u64 pid_tgid, weight = 0;
+	__s64 pages, delta;
+	__u32 tgid;
+
+	if (!memory_growth_enabled || member > 3 || member == 2 /* MM_SWAPENTS */)
+		return 0;
+	/* Only the mm's own threads grow it by faulting. */
+	if (task->mm != mm)
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	tgid = pid_tgid >> 32;
+	if (!is_target(tgid))
+		return 0;
+	pages = compat_mm_rss_page_count(mm, member);
+	growth = bpf_map_lookup_elem(&memory_growth, &tgid);
+	if (!growth) {
+		/* Growth counts from the first event seen. */
+		fresh.pages[0] = compat_mm_rss_page_count(mm, 0);
+		fresh.pages[1] = compat_mm_rss_page_count(mm, 1);
+		fresh.pages[3] = compat_mm_rss_page_count(mm, 3);
+		fresh.until_sample = draw_memory_interval();
+		bpf_map_update_elem(&memory_growth, &tgid, &fresh, BPF_ANY);
+		return 0;
+	}
+	delta = pages - growth->pages[member & 3];
+	growth->pages[member & 3] = pages;
+	if (delta <= 0)
+		return 0;
+	growth->until_sample -= delta << COMPAT_PAGE_SHIFT;
+	if (growth->until_sample > 0)
+		return 0;
+	for (int i = 0; i < 64 && growth->until_sample <= 0; i++) {
+		growth->until_sample += draw_memory_interval();
+		weight += memory_sample_bytes;
+	}
+
+	send_event_sample(ctx, pid_tgid, true, PYSTROBE_EVENT_MEMORY, weight, 0);
+	return 0;
+}
+
+/* ---- Allocations (record --allocations) ---------------------------------- */
+
+/* Set by the loader: sample the allocator's calls (uprobes on libc). */
+const volatile __u8 allocations_enabled = 0;
+/* Set by the loader: mean bytes allocated between two samples. */
+const volatile __u32 alloc_sample_bytes = 512 * 1024;
+
+/* Per thread: bytes left before the next sampled allocation, and the one in
+ * flight between an allocator's entry and its return. Key: tid. */
+struct alloc_thread {
+	__s64 until_sample;
+	__u64 pending_weight; /* 0: the call in flight is not sampled */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct alloc_thread);
+} alloc_threads SEC(".maps");
+
+/* Sampled blocks not yet freed. Key: the process and the block's address.
+ * Value: unused. LRU: a block of a process that exits is never freed. */
+struct alloc_block {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 address;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, struct alloc_block);
+	__type(value, __u8);
+} alloc_live SEC(".maps");
+
+static __always_inline __s64 draw_alloc_interval(void)
+{
+	return 1 + bpf_get_prandom_u32() % (2 * (__u64)alloc_sample_bytes);
+}
+
+/* An allocator's entry: counts `size` against the thread's interval. */
+static __always_inline void alloc_enter(__u64 size)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct alloc_thread *thread, fresh = {};
+	__u32 tid = (__u32)pid_tgid;
+	__u64 weight = 0;
+
+	if (!allocations_enabled || !is_target(pid_tgid >> 32))
+		return;
+	thread = bpf_map_lookup_elem(&alloc_threads, &tid);
+	if (!thread) {
+		fresh.until_sample = draw_alloc_interval();
+		bpf_map_update_elem(&alloc_threads, &tid, &fresh, BPF_ANY);
+		thread = bpf_map_lookup_elem(&alloc_threads, &tid);
+		if (!thread)
+			return;
+	}
+	thread->pending_weight = 0;
+	thread->until_sample -= size;
+	if (thread->until_sample > 0)
+		return;
+	for (int i = 0; i < 64 && thread->until_sample <= 0; i++) {
+		thread->until_sample += draw_alloc_interval();
+		weight += alloc_sample_bytes;
+	}
+	thread->pending_weight = weight;
+}
+
+/* A block leaves: if it was sampled, say so. */
+static __always_inline void alloc_release(__u64 address)
+{
+	struct alloc_block block = {.tgid = bpf_get_current_pid_tgid() >> 32, .address = address};
+	struct pystrobe_free_event *event;
+
+	if (!allocations_enabled || !address || !bpf_map_lookup_elem(&alloc_live, &block))
+		return;
+	bpf_map_delete_elem(&alloc_live, &block);
+	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+	if (!event) {
+		count_drop(PYSTROBE_DROP_RINGBUF_FULL);
+		return;
+	}
+	event->kind = PYSTROBE_EVENT_FREE;
+	event->pid = block.tgid;
+	event->address = address;
+	bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
+	count_sample(PYSTROBE_COUNT_FREE_SENT);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(alloc_malloc_entry, __u64 size)
+{
+	alloc_enter(size);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(alloc_calloc_entry, __u64 count, __u64 size)
+{
+	alloc_enter(count * size);
+	return 0;
+}
+
+/* realloc(p, n): p leaves, a block of n comes. */
+SEC("uprobe")
+int BPF_KPROBE(alloc_realloc_entry, __u64 address, __u64 size)
+{
+	alloc_release(address);
+	alloc_enter(size);
+	return 0;
+}
+
+/* The return of malloc, calloc and realloc: a sampled call's block. */
+SEC("uretprobe")
+int BPF_KRETPROBE(alloc_return, __u64 address)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct alloc_block block = {.tgid = pid_tgid >> 32, .address = address};
+	struct alloc_thread *thread;
+	__u32 tid = (__u32)pid_tgid;
+	__u64 weight;
+	__u8 one = 1;
+
+	if (!allocations_enabled)
+		return 0;
+	thread = bpf_map_lookup_elem(&alloc_threads, &tid);
+	if (!thread || !thread->pending_weight)
+		return 0;
+	weight = thread->pending_weight;
+	thread->pending_weight = 0;
+	if (!address)
+		return 0;
+	bpf_map_update_elem(&alloc_live, &block, &one, BPF_ANY);
+	send_event_sample(ctx, pid_tgid, false, PYSTROBE_EVENT_ALLOC, weight, address);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(alloc_free, __u64 address)
+{
+	alloc_release(address);
 	return 0;
 }
 

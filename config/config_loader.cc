@@ -559,6 +559,7 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
           {"targets", read_targets},
           {"python", read_python},
           {"off_cpu", [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &c.off_cpu); }},
+          {"memory", [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &c.memory); }},
           {"gpu", [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &c.gpu); }},
           {"window",
            [&](const YAML::Node& v, const std::string& k) {

@@ -61,6 +61,19 @@ struct ValueLayout {
       layout.period_type = {"wall", "nanoseconds"};
       layout.period = std::llround(period);
       layout.weighted_by_state = true;
+    } else if (profile.count_unit == "inuse_bytes" || profile.count_unit == "alloc_bytes") {
+      // Sampled allocations: held at the end, or all (Go's and Pyroscope's names).
+      std::string_view type = profile.count_unit == "inuse_bytes" ? "inuse_space" : "alloc_space";
+      layout.types = {{type, "bytes"}};
+      layout.default_type = type;
+      layout.period_type = {"space", "bytes"};
+      layout.period = static_cast<int64_t>(profile.sampling_interval_bytes);
+    } else if (profile.count_unit == "bytes") {
+      // Resident growth, sampled every sampling_interval_bytes on average.
+      layout.types = {{"resident_growth", "bytes"}};
+      layout.default_type = "resident_growth";
+      layout.period_type = {"space", "bytes"};
+      layout.period = static_cast<int64_t>(profile.sampling_interval_bytes);
     } else if (profile.count_unit == "samples" && profile.sample_rate_hz > 0) {
       layout.types = {{"samples", "count"}, {"cpu", "nanoseconds"}};
       layout.default_type = "cpu";

@@ -105,9 +105,12 @@ class Profile {
   std::string title;
   // Samples per second the profile was recorded at (0 when unknown).
   int sample_rate_hz = 0;
-  // What a stack's count counts: "samples", or "microseconds" when off-CPU
-  // time is weighed in with on-CPU time.
+  // What a stack's count counts: "samples", "microseconds" when off-CPU
+  // time is weighed in with on-CPU time, "bytes" of resident growth (record
+  // --memory), "inuse_bytes" or "alloc_bytes" of sampled allocations (record
+  // --allocations); for bytes, sampling_interval_bytes is the mean interval.
   std::string count_unit = "samples";
+  uint64_t sampling_interval_bytes = 0;
 
   // When the recording began and how long it ran, when known (pprof's
   // time_nanos and duration_nanos).

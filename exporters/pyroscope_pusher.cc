@@ -109,8 +109,9 @@ std::optional<absl::Duration> ParseRetryAfter(std::string_view value_in, absl::T
 
 bool IsRetryableStatus(int status) { return status == 408 || status == 429 || status >= 500; }
 
-std::string IngestName(const PyroscopePushOptions& options) {
-  std::string name = absl::StrCat(options.app_name, "{");
+std::string IngestName(const PyroscopePushOptions& options, std::string_view suffix) {
+  std::string name =
+      absl::StrCat(options.app_name, absl::string_view(suffix.data(), suffix.size()), "{");
   bool first = true;
   for (const auto& [key, value] : options.labels) {  // std::map: sorted
     absl::StrAppend(&name, first ? "" : ",", key, "=", value);
@@ -122,7 +123,8 @@ std::string IngestName(const PyroscopePushOptions& options) {
 
 HttpRequest BuildIngestRequest(const PyroscopePushOptions& options, const HttpUrl& url,
                                std::string_view profile_gz, absl::Time start, absl::Time end,
-                               int sample_rate_hz, std::string_view boundary_in) {
+                               int sample_rate_hz, std::string_view boundary_in,
+                               bool resident_growth) {
   absl::string_view boundary(boundary_in.data(), boundary_in.size());
   HttpRequest request;
   request.method = "POST";
@@ -131,11 +133,13 @@ HttpRequest BuildIngestRequest(const PyroscopePushOptions& options, const HttpUr
   int64_t from = absl::ToUnixSeconds(start);
   int64_t until = std::max(
       from + 1, absl::ToInt64Seconds(absl::Ceil(end - absl::UnixEpoch(), absl::Seconds(1))));
-  request.target = absl::StrCat(url.path_prefix, "/ingest?name=", QueryEscape(IngestName(options)),
-                                "&from=", from, "&until=", until);
+  request.target = absl::StrCat(
+      url.path_prefix,
+      "/ingest?name=", QueryEscape(IngestName(options, resident_growth ? ".resident_growth" : "")),
+      "&from=", from, "&until=", until);
   if (sample_rate_hz > 0) absl::StrAppend(&request.target, "&sampleRate=", sample_rate_hz);
   absl::StrAppend(&request.target, "&spyName=", QueryEscape(options.spy_name),
-                  "&units=samples&aggregationType=sum");
+                  "&units=", resident_growth ? "bytes" : "samples", "&aggregationType=sum");
   if (!options.tenant_id.empty()) request.headers.emplace_back("X-Scope-OrgID", options.tenant_id);
   for (const auto& header : options.headers) request.headers.push_back(header);
   if (options.encoding == PushBodyEncoding::kRawPprof) {
@@ -152,6 +156,15 @@ HttpRequest BuildIngestRequest(const PyroscopePushOptions& options, const HttpUr
                               "filename=\"profile.pprof\"\r\n"
                               "Content-Type: application/octet-stream\r\n\r\n");
   request.body.append(profile_gz);
+  if (resident_growth) {
+    absl::StrAppend(&request.body, "\r\n--", boundary,
+                    "\r\n"
+                    "Content-Disposition: form-data; name=\"sample_type_config\"; "
+                    "filename=\"sample_type_config.json\"\r\n"
+                    "Content-Type: application/json\r\n\r\n",
+                    "{\"resident_growth\":{\"units\":\"bytes\",\"aggregation\":\"sum\","
+                    "\"display-name\":\"resident_growth_bytes\"}}");
+  }
   absl::StrAppend(&request.body, "\r\n--", boundary, "--\r\n");
   return request;
 }
@@ -263,7 +276,8 @@ absl::Status PyroscopePusher::Push(const Profile& profile, absl::Time start, abs
   queue_.push_back(Window{.profile_gz = *std::move(compressed),
                           .start = start,
                           .end = end,
-                          .sample_rate_hz = profile.sample_rate_hz});
+                          .sample_rate_hz = profile.sample_rate_hz,
+                          .resident_growth = profile.count_unit == "bytes"});
   return absl::OkStatus();
 }
 
@@ -321,8 +335,9 @@ bool PyroscopePusher::SendWithRetries(const Window& window) {
       if (stopping_ && absl::Now() >= shutdown_deadline_) return false;
       boundary = absl::StrFormat("pystrobe-%016x%016x", random_(), random_());
     }
-    HttpRequest request = BuildIngestRequest(options_, url_, window.profile_gz, window.start,
-                                             window.end, window.sample_rate_hz, boundary);
+    HttpRequest request =
+        BuildIngestRequest(options_, url_, window.profile_gz, window.start, window.end,
+                           window.sample_rate_hz, boundary, window.resident_growth);
     absl::StatusOr<HttpResponse> response = client_->Send(request, options_.timeout, &cutoff_);
     if (!response.ok() && response.status().code() == absl::StatusCode::kCancelled) {
       return false;  // Shutdown's deadline: not a failure of the store

@@ -147,13 +147,18 @@ bool IsRetryableStatus(int status);
 
 // The ingest request for one window, without the Host/Content-Length and
 // authentication headers the client adds. `profile_gz` is the gzipped pprof. `boundary` is the
-// multipart boundary (random in PyroscopePusher). Exposed for tests.
+// multipart boundary (random in PyroscopePusher). `resident_growth`: the
+// profile is resident growth in bytes (sample type resident_growth): the
+// app name gets ".resident_growth", units=bytes, and a multipart body a
+// sample_type_config part saying so (Pyroscope keeps only the sample types
+// it knows or is told of). Exposed for tests.
 HttpRequest BuildIngestRequest(const PyroscopePushOptions& options, const HttpUrl& url,
                                std::string_view profile_gz, absl::Time start, absl::Time end,
-                               int sample_rate_hz, std::string_view boundary);
+                               int sample_rate_hz, std::string_view boundary,
+                               bool resident_growth = false);
 
-// The `name` parameter: app{k=v,...}, keys sorted.
-std::string IngestName(const PyroscopePushOptions& options);
+// The `name` parameter: app{k=v,...}, keys sorted; `suffix` after app.
+std::string IngestName(const PyroscopePushOptions& options, std::string_view suffix = "");
 
 // Checks the options: URL, app name, labels, headers, ranges.
 absl::StatusOr<HttpUrl> ValidatePushOptions(const PyroscopePushOptions& options);
@@ -188,6 +193,7 @@ class PyroscopePusher {
     absl::Time start;
     absl::Time end;
     int sample_rate_hz = 0;
+    bool resident_growth = false;  // Profile::count_unit "bytes"
   };
 
   PyroscopePusher(PyroscopePushOptions options, HttpUrl url, std::unique_ptr<HttpClient> client);

@@ -83,9 +83,10 @@ absl::Status SpeedscopeWriter::Write(const Profile& profile, std::ostream& out) 
                      });
   }
 
-  std::string_view unit = timed                                  ? "nanoseconds"
-                          : profile.count_unit == "microseconds" ? "microseconds"
-                                                                 : "none";
+  std::string_view unit = timed                                   ? "nanoseconds"
+                          : profile.count_unit == "microseconds"  ? "microseconds"
+                          : profile.count_unit.ends_with("bytes") ? "bytes"
+                                                                  : "none";
   out << "{\"$schema\":" << JsonString(kSchema) << ",\"exporter\":\"pystrobe\""
       << ",\"name\":" << JsonString(profile.title.empty() ? "pystrobe" : profile.title)
       << ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[";

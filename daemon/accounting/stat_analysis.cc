@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/gpu/gpu_wait.h"
 #include "daemon/loader/cpu_clock_events.h"
 
@@ -159,6 +160,39 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
     report.stacks_note = offcpu_missing;
   } else if (chosen.empty() && !leaf.empty()) {
     report.stacks_note = absl::StrCat("no off-CPU stack of the process ended in ", leaf);
+  }
+}
+
+void PickMemoryGrowthStacks(const Profile& growth, StatReport& report) {
+  std::string process_suffix = absl::StrCat(" (", report.pid, ")");
+  std::vector<const ProfileStack*> mine;
+  uint64_t total = 0;
+  for (const ProfileStack& stack : growth.stacks()) {
+    if (!OfProcess(stack, process_suffix)) continue;
+    mine.push_back(&stack);
+    total += stack.count;
+  }
+  std::sort(mine.begin(), mine.end(),
+            [](const ProfileStack* a, const ProfileStack* b) { return a->count > b->count; });
+  if (mine.size() > kMemoryGrowthStacks) mine.resize(kMemoryGrowthStacks);
+  report.memory_growth_bytes = total;
+  for (const ProfileStack* stack : mine) {
+    MemoryGrowthStack out;
+    for (const Frame& frame : stack->frames) {
+      if (frame.kind != FrameKind::kProcess) out.frames.push_back(frame.name);
+    }
+    out.bytes = stack->count;
+    out.share = total ? static_cast<double>(stack->count) / total : 0;
+    report.memory_growth_stacks.push_back(std::move(out));
+  }
+  // A memory-bound verdict names what grew memory.
+  if (report.verdict.bound == Bound::kMemory && !report.memory_growth_stacks.empty()) {
+    const MemoryGrowthStack& top = report.memory_growth_stacks.front();
+    absl::StrAppend(&report.verdict.evidence,
+                    absl::StrFormat("; resident memory grew %.1f MiB up to its peak, %.0f%% of it "
+                                    "in %s",
+                                    total / 1048576.0, 100 * top.share,
+                                    top.frames.empty() ? "[unknown]" : top.frames.back()));
   }
 }
 

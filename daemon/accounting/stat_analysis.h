@@ -36,6 +36,12 @@ void DecideStatVerdict(const ProcessSamples* samples, int rate_hz, StatReport& r
 void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::string& offcpu_missing,
                     StatReport& report);
 
+// The stacks of report.pid in `growth` (resident growth up to the peak,
+// counts in bytes), heaviest first, at most kMemoryGrowthStacks: fills
+// report.memory_growth_stacks and memory_growth_bytes.
+inline constexpr size_t kMemoryGrowthStacks = 10;
+void PickMemoryGrowthStacks(const Profile& growth, StatReport& report);
+
 }  // namespace pystrobe
 
 #endif  // PYSTROBE_DAEMON_ACCOUNTING_STAT_ANALYSIS_H_

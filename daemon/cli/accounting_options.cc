@@ -81,7 +81,10 @@ block IO, page faults, context switches, CPython GC, time waiting on the GPU
 ([gpu wait]) and, where NVML is, GPU utilization and memory; a verdict
 (gpu-bound, gpu-starved, cpu-bound, io-bound, memory-bound, gil-bound,
 lock-or-sleep-bound, cpu-starved) with the figures behind it, and the five
-stacks most responsible.
+stacks most responsible. Memory: the resident size (anon, file, shmem), swap,
+the peak (VmHWM) and when it came, the resident size over the run, the stacks
+that made memory resident up to the peak (first touches sampled every 512 KiB,
+in bytes), and whether the kernel's OOM killer took the process.
 
 Exit status: with -- CMD, the command's own (128 + the signal when a signal
 ended it), as `time` does; 1 when stat itself fails, 2 for bad flags, a --pid

@@ -184,10 +184,11 @@ std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
                                             const DaemonClientFlags& flags,
                                             const std::vector<std::string>& args,
                                             const ProfileWriter& writer) {
-  // The daemon's recordings are profiles; an import tree is made here.
-  // The summary's counters are a local sampler's; a daemon's are its metrics.
+  // The daemon's recordings are CPU profiles; an import tree and resident
+  // growth are made here. The summary's counters are a local sampler's; a
+  // daemon's are its metrics.
   if (flags.no_daemon || !options.command.empty() || options.subprocesses || options.imports ||
-      !options.summary_json.empty()) {
+      options.memory || options.allocations || !options.summary_json.empty()) {
     return std::nullopt;
   }
   absl::StatusOr<int> fd = ConnectToDaemon(flags.socket);

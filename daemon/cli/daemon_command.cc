@@ -250,6 +250,7 @@ void Daemon::Reload() {
   if (session_ != nullptr && NeedsNewSession(config_, next)) {
     session_->Finish(absl::Now());
     next_sequence_ = session_->next_sequence();
+    ProcessMetrics::OomKills oom_kills = session_->process_metrics().oom_kills();
     session_.reset();
     config_ = next;
     if (absl::Status s = StartSession(); !s.ok()) {
@@ -257,6 +258,7 @@ void Daemon::Reload() {
       Signals::RequestStop(SIGTERM);
       return;
     }
+    session_->process_metrics().AddOomKills(oom_kills);
   } else {
     config_ = next;
     if (session_ != nullptr) session_->Apply(config_);

@@ -62,6 +62,9 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const SamplingSession& 
       .python_codes_from_copies = recorder.python_codes().read_from_copies(),
       .python_code_copy_bytes = recorder.python_code_copy_bytes(),
       .samples_without_gil = recorder.samples_without_gil(),
+      .memory_bytes = recorder.memory_stacks().total_nanoseconds(),  // bytes, for memory
+      .allocation_bytes = recorder.allocation_stacks().total_nanoseconds(),
+      .in_use_bytes = recorder.InUseStacks().total_nanoseconds(),
   };
   NativeUnwindTotals native_totals;
   if (const NativeUnwindTracker* native = session.native_unwind()) {
@@ -98,8 +101,9 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                   .python_native_stacks = options.native || gpu_host,
                   // On a GPU host, CPython's native stacks (for [gpu wait])
                   // are walked with tables too.
-                  .native_unwind_bytes =
-                      options.native || gpu_host ? kDefaultNativeUnwindBytes : 0},
+                  .native_unwind_bytes = options.native || gpu_host ? kDefaultNativeUnwindBytes : 0,
+                  .memory_growth = options.memory,
+                  .allocations = options.allocations},
       .target_pids = targets,
       .rate_hz = options.rate_hz,
       .recorder = {.threads = options.threads,
@@ -137,6 +141,45 @@ int WriteImportTree(const RecordOptions& options, const Recorder& recorder,
   if (!out) return Fail("record", absl::DataLossError(absl::StrCat("writing ", output, " failed")));
   fprintf(stderr, "pystrobe: wrote %s\n", output.c_str());
   return kExitOk;
+}
+
+// The C library process `pid` maps, as a path from here (through its root,
+// for a process in a container); "" when it maps none (yet).
+std::string LibcPath(const std::string& pid) {
+  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
+  std::string line;
+  while (std::getline(maps, line)) {
+    size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    if (!std::filesystem::path(path).filename().string().starts_with("libc.so")) continue;
+    // Through the process's root only when it is not ours (a container).
+    std::error_code error;
+    bool same_root = std::filesystem::equivalent(absl::StrCat("/proc/", pid, "/root"), "/", error);
+    return pid == "self" || same_root ? path : absl::StrCat("/proc/", pid, "/root", path);
+  }
+  return "";
+}
+
+// Uprobes on the allocator of each target (a command we start runs our C
+// library: it is probed before its exec), or of every process with --all.
+absl::Status AttachAllocationProbes(BpfSampler& sampler, const std::vector<uint32_t>& targets,
+                                    bool all) {
+  std::vector<std::pair<std::string, int>> probes;
+  if (all) probes.push_back({LibcPath("self"), -1});
+  for (uint32_t pid : targets) {
+    std::string libc = LibcPath(absl::StrCat(pid));
+    probes.push_back({libc.empty() ? LibcPath("self") : libc, static_cast<int>(pid)});
+  }
+  for (const auto& [libc, pid] : probes) {
+    if (libc.empty()) return absl::NotFoundError("--allocations: no libc.so to probe");
+    fprintf(stderr,
+            "pystrobe: --allocations traps every malloc, calloc, realloc and free of %s in %s: "
+            "it runs slower while it records\n",
+            libc.c_str(), pid < 0 ? "every process" : absl::StrCat("process ", pid).c_str());
+    if (absl::Status s = sampler.AttachAllocationProbes(libc, pid); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 // One line per target the kernel's OOM killer chose during the recording.
@@ -214,6 +257,12 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
 
   Signals::Install();
   if (absl::Status s = (*session)->Start(); !s.ok()) return Fail("record", s);
+  if (options.allocations) {
+    if (absl::Status s = AttachAllocationProbes((*session)->sampler(), targets, options.all);
+        !s.ok()) {
+      return Fail("record", s);
+    }
+  }
   absl::Time start = absl::Now();
   if (command) {
     if (absl::Status s = command->Release(); !s.ok()) {
@@ -253,10 +302,36 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
                          (*session)->kernel_symbols(), build_options);
-  AddOnAndOffCpuStacks(recorder.stacks(), recorder.offcpu_stacks(),
-                       {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz},
-                       builder, profile);
-  AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()}, profile);
+  if (options.allocations) {
+    // Sampled allocations, still held at the end (inuse) or all (alloc).
+    profile.title =
+        absl::StrCat("pystrobe record --allocations: ", TargetDescription(options),
+                     options.alloc_space ? " (allocated, bytes)" : " (held at the end, bytes)");
+    profile.count_unit = options.alloc_space ? "alloc_bytes" : "inuse_bytes";
+    profile.sample_rate_hz = 0;
+    profile.sampling_interval_bytes = SamplerConfig{}.alloc_sample_bytes;
+    StackAggregator in_use = recorder.InUseStacks();
+    const StackAggregator& chosen = options.alloc_space ? recorder.allocation_stacks() : in_use;
+    builder.AddTo(chosen, {.per_nanosecond = 1, .resident_growth = true}, profile);
+    AddProcessLabels(recorder.processes(), {&chosen}, profile);
+  } else if (options.memory) {
+    // Resident growth: each stack weighs the bytes its samples stand for.
+    profile.title = absl::StrCat("pystrobe record --memory: ", TargetDescription(options),
+                                 " (resident growth, bytes)");
+    profile.count_unit = "bytes";
+    profile.sample_rate_hz = 0;
+    profile.sampling_interval_bytes = SamplerConfig{}.memory_sample_bytes;
+    builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true},
+                  profile);
+    AddProcessLabels(recorder.processes(), {&recorder.memory_stacks()}, profile);
+  } else {
+    AddOnAndOffCpuStacks(
+        recorder.stacks(), recorder.offcpu_stacks(),
+        {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz}, builder,
+        profile);
+    AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()},
+                     profile);
+  }
   absl::Status summary = PrintSummary(counters, **session, elapsed, options);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail("record", s);
   out.close();

@@ -34,7 +34,10 @@ struct RecordOptions {
   bool function_lines = false;  // line of the function's definition
   bool no_line_numbers = false;
   bool full_filenames = false;
-  bool asyncio = false;  // label samples of asyncio tasks by task (--asyncio)
+  bool asyncio = false;      // label samples of asyncio tasks by task (--asyncio)
+  bool memory = false;       // resident growth by stack, in bytes (--memory)
+  bool allocations = false;  // sampled allocations still held at the end (--allocations)
+  bool alloc_space = false;  // ... every sampled allocation, freed or not (--alloc-space)
   int max_python_depth = 128;
   bool subprocesses = false;  // follow children of the targets
   // The import time of each module, as a tree, instead of a profile: to

@@ -60,6 +60,20 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
                     ", ", native.tables_shared, " shared, ", native.table_failures,
                     " files without tables\n");
   }
+  if (kernel.memory_sent + kernel.memory_lost > 0) {
+    absl::StrAppend(&text, "pystrobe: memory: ", kernel.memory_sent,
+                    absl::StrFormat(" samples of resident growth (%.1f MiB), ",
+                                    totals.memory_bytes / 1048576.0),
+                    kernel.memory_retaken, " taken twice, ", kernel.memory_lost,
+                    " lost to a tick that overwrote them twice\n");
+  }
+  if (kernel.allocations_sent > 0) {
+    absl::StrAppend(&text, "pystrobe: allocations: ", kernel.allocations_sent,
+                    absl::StrFormat(" sampled (%.1f MiB allocated), %d freed; %.1f MiB still held",
+                                    totals.allocation_bytes / 1048576.0, kernel.frees_sent,
+                                    totals.in_use_bytes / 1048576.0),
+                    "\n");
+  }
   if (kernel.period_redraws_failed > 0) {
     absl::StrAppend(&text, "pystrobe: the kernel refused ", kernel.period_redraws_failed, " of ",
                     kernel.period_redraws + kernel.period_redraws_failed,
@@ -93,7 +107,9 @@ std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals&
       ",\"codes_deferred\":", kernel.python_codes_deferred,
       ",\"code_copy_bytes\":", totals.python_code_copy_bytes,
       ",\"known_from_exec\":", kernel.python_at_exec, "}",
-      ",\"offcpu_intervals\":", kernel.offcpu_sent, ",\"period_redraws\":", kernel.period_redraws,
+      ",\"offcpu_intervals\":", kernel.offcpu_sent, ",\"memory_samples\":", kernel.memory_sent,
+      ",\"memory_bytes\":", totals.memory_bytes, ",\"memory_samples_lost\":", kernel.memory_lost,
+      ",\"period_redraws\":", kernel.period_redraws,
       ",\"period_redraws_failed\":", kernel.period_redraws_failed,
       ",\"samples_without_gil\":", totals.samples_without_gil,
       ",\"native_unwind\":{\"enabled\":", native.enabled ? "true" : "false",

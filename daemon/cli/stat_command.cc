@@ -109,7 +109,8 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
                   .python_native_stacks = gpus != nullptr,
                   // ... walked with unwind tables: the driver and libcudart
                   // keep no frame pointers.
-                  .native_unwind_bytes = gpus != nullptr ? kDefaultNativeUnwindBytes : 0},
+                  .native_unwind_bytes = gpus != nullptr ? kDefaultNativeUnwindBytes : 0,
+                  .memory_growth = true},
       .target_pids = {pid},
       .rate_hz = options.rate_hz,
       .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
@@ -149,13 +150,22 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // Resident memory over the run, from the counters the kernel keeps.
   AccountingReader reader((*session)->sampler().accounting_maps());
   MemoryTimeline timeline(MonotonicNowNs());
-  auto observe_memory = [&reader, &timeline, pid](bool force) {
+  // The growth stacks as they were when the peak was last raised: what grew
+  // memory up to the peak.
+  StackAggregator growth_to_peak;
+  uint64_t peak_ns_seen = 0;
+  auto observe_memory = [&reader, &timeline, &recorder, &growth_to_peak, &peak_ns_seen,
+                         pid](bool force) {
     std::vector<ProcessCounters> seen = reader.Processes(pid);
     if (seen.empty()) return;
     const ProcessCounters& oldest = *std::min_element(
         seen.begin(), seen.end(),
         [](const ProcessCounters& a, const ProcessCounters& b) { return a.start_ns < b.start_ns; });
     timeline.Observe(oldest.memory, MonotonicNowNs(), force);
+    if (oldest.memory.peak_ns != peak_ns_seen) {
+      peak_ns_seen = oldest.memory.peak_ns;
+      growth_to_peak = recorder.memory_stacks();
+    }
   };
   if (gpus != nullptr) gpus->Start();
   if (command) {
@@ -224,10 +234,17 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // Off-CPU stacks weigh their time: kept as microseconds.
   builder.AddTo(recorder.offcpu_stacks(), {.per_nanosecond = 1e-3}, offcpu);
   MeasureGpuWait(oncpu, offcpu, report);
+
   DecideStatVerdict(tally.Of(pid), options.rate_hz, report);
   PickStatStacks(
       oncpu, offcpu,
       options.offcpu_stacks ? "" : "off-CPU stacks were not followed (--no-offcpu-stacks)", report);
+  // What grew memory up to the peak, in bytes (after the verdict: a
+  // memory-bound one names it).
+  Profile growth;
+  builder.AddTo(growth_to_peak, {.per_nanosecond = 1, .resident_growth = true}, growth);
+  report.memory_growth_sampled = true;
+  PickMemoryGrowthStacks(growth, report);
 
   std::string text = options.json ? StatReportJson(report) : StatReportText(report);
   fputs(text.c_str(), stdout);

@@ -116,7 +116,19 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->python_max_frames = static_cast<uint32_t>(config.python_max_frames);
   skeleton_->rodata->offcpu_enabled = config.offcpu ? 1 : 0;
   skeleton_->rodata->python_native_stacks = config.python_native_stacks ? 1 : 0;
+  if (config.memory_growth && config.memory_sample_bytes == 0) {
+    return absl::InvalidArgumentError("a memory sampling interval of 0 bytes");
+  }
+  skeleton_->rodata->memory_growth_enabled = config.memory_growth ? 1 : 0;
+  skeleton_->rodata->memory_sample_bytes = config.memory_sample_bytes;
+  memory_growth_ = config.memory_growth;
+  if (config.allocations && config.alloc_sample_bytes == 0) {
+    return absl::InvalidArgumentError("an allocation sampling interval of 0 bytes");
+  }
+  skeleton_->rodata->allocations_enabled = config.allocations ? 1 : 0;
+  skeleton_->rodata->alloc_sample_bytes = config.alloc_sample_bytes;
   skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
+  skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
   // The tables' maps: rows in blocks of 16, page entries an eighth of the
   // room (a 4 KiB page holds about 90 rows of python3.11).
   skeleton_->rodata->native_unwinding = config.native_unwind_bytes > 0 ? 1 : 0;
@@ -127,7 +139,6 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
       bpf_map__set_max_entries(skeleton_->maps.unwind_pages, std::max<uint32_t>(pages, 1)) != 0) {
     return LibbpfError(-errno, "size the unwind table maps");
   }
-  skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
   offcpu_ = config.offcpu;
   return absl::OkStatus();
 }
@@ -241,6 +252,11 @@ absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
     if (link == nullptr) return LibbpfError(-errno, "attach the off-CPU program to sched_switch");
     links_.push_back(link);
   }
+  if (memory_growth_) {
+    bpf_link* link = bpf_program__attach(skeleton_->progs.sample_memory_growth);
+    if (link == nullptr) return LibbpfError(-errno, "attach the memory program to kmem:rss_stat");
+    links_.push_back(link);
+  }
 
   absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
   if (!cpus.ok()) return cpus.status();
@@ -352,6 +368,11 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.native_jit = samples[PYSTROBE_COUNT_NATIVE_JIT];
   counters.native_truncated = samples[PYSTROBE_COUNT_NATIVE_TRUNCATED];
   counters.native_through_jit = samples[PYSTROBE_COUNT_NATIVE_THROUGH_JIT];
+  counters.memory_sent = samples[PYSTROBE_COUNT_MEMORY_SENT];
+  counters.memory_retaken = samples[PYSTROBE_COUNT_MEMORY_RETAKEN];
+  counters.memory_lost = samples[PYSTROBE_COUNT_MEMORY_LOST];
+  counters.allocations_sent = samples[PYSTROBE_COUNT_ALLOC_SENT];
+  counters.frees_sent = samples[PYSTROBE_COUNT_FREE_SENT];
   counters.period_redraws = detached_redraws_.set;
   counters.period_redraws_failed = detached_redraws_.failed;
   if (sampling_clock_ != nullptr) {
@@ -382,6 +403,33 @@ absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
     bpf_link* link = bpf_program__attach(program);
     if (link == nullptr) {
       return LibbpfError(-errno, absl::StrCat("attach ", bpf_program__name(program)));
+    }
+    links_.push_back(link);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachAllocationProbes(const std::string& libc, int pid) {
+  struct Probe {
+    bpf_program* program;
+    const char* function;
+    bool retprobe;
+  };
+  const Probe probes[] = {
+      {skeleton_->progs.alloc_malloc_entry, "malloc", false},
+      {skeleton_->progs.alloc_return, "malloc", true},
+      {skeleton_->progs.alloc_calloc_entry, "calloc", false},
+      {skeleton_->progs.alloc_return, "calloc", true},
+      {skeleton_->progs.alloc_realloc_entry, "realloc", false},
+      {skeleton_->progs.alloc_return, "realloc", true},
+      {skeleton_->progs.alloc_free, "free", false},
+  };
+  for (const Probe& probe : probes) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = probe.retprobe, .func_name = probe.function);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.program, pid, libc.c_str(), 0, &opts);
+    if (link == nullptr) {
+      return LibbpfError(-errno, absl::StrCat("attach a ", probe.retprobe ? "uretprobe" : "uprobe",
+                                              " on ", probe.function, " in ", libc));
     }
     links_.push_back(link);
   }

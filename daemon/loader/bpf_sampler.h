@@ -49,6 +49,15 @@ struct SamplerConfig {
   // native unwinding off and the maps at one entry. Processes handed to
   // unwind_maps() are then walked with tables, others with frame pointers.
   uint64_t native_unwind_bytes = 0;
+  // Sample the moments memory becomes resident (kmem:rss_stat): a MEMORY
+  // record every memory_sample_bytes of growth on average, weighted in bytes.
+  bool memory_growth = false;
+  uint32_t memory_sample_bytes = 512 * 1024;
+  // Sample allocations (record --allocations): an ALLOC record every
+  // alloc_sample_bytes allocated on average, FREE when a sampled block goes.
+  // The uprobes come with AttachAllocationProbes.
+  bool allocations = false;
+  uint32_t alloc_sample_bytes = 512 * 1024;
 };
 
 // The default of SamplerConfig::native_unwind_bytes where unwinding is on:
@@ -72,6 +81,11 @@ struct SamplerCounters {
   uint64_t native_jit = 0;             // ... that ended in JIT code
   uint64_t native_truncated = 0;       // ... deeper than a sample holds
   uint64_t native_through_jit = 0;     // ... that went on past JIT code
+  uint64_t memory_sent = 0;            // resident-growth samples sent
+  uint64_t memory_retaken = 0;         // ... taken twice (a tick overwrote the first)
+  uint64_t memory_lost = 0;            // ... lost (overwritten twice)
+  uint64_t allocations_sent = 0;       // sampled allocations sent
+  uint64_t frees_sent = 0;             // frees of sampled blocks sent
   // Per kernel drop reason (see kDropReasons in drop_reasons.h).
   std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
   // The sampling clock's redraws of a CPU's period, and those the kernel
@@ -157,6 +171,11 @@ class BpfSampler {
   // the syscall ones if asked). Counters cover the time from this call on.
   // After Load().
   absl::Status AttachAccounting(AccountingOptions options);
+  // Puts uprobes on the allocator of `libc` (a path): malloc, calloc,
+  // realloc (entry and return) and free, in process `pid` only (-1: every
+  // process that maps it: each of their calls then traps). Needs
+  // allocations in the config.
+  absl::Status AttachAllocationProbes(const std::string& libc, int pid);
   // Marks the processes the kernel's OOM killer chooses (oom_killed in
   // their process_counters entry, with their memory as it was), without the
   // rest of accounting; AttachAccounting does it too. After Load().
@@ -190,6 +209,7 @@ class BpfSampler {
   // AttachPythonGcProbes' result per file (device, inode).
   std::map<std::pair<uint64_t, uint64_t>, absl::Status> gc_probes_;
   bool offcpu_ = false;
+  bool memory_growth_ = false;
   ring_buffer* ring_buffer_ = nullptr;
   RecordHandler handler_;
   // When the handler stops the poll in progress.

@@ -36,10 +36,11 @@ std::string OffCpuReasonFrame(int reason) {
 
 // Kernel frames of the BPF program that took a stack, and of its tracepoint
 // glue: "bpf_prog_<tag>_<name>_[k]", "bpf_trace_run4_[k]", "__bpf_trace_..._[k]",
-// "__traceiter_sched_switch_[k]".
+// "__traceiter_sched_switch_[k]", and the rss_stat tracepoint's own "mm_trace_rss_stat_[k]".
 bool IsBpfMachinery(absl::string_view name) {
   return absl::StartsWith(name, "bpf_prog_") || absl::StartsWith(name, "bpf_trace_run") ||
-         absl::StartsWith(name, "__bpf_trace_") || absl::StartsWith(name, "__traceiter_");
+         absl::StartsWith(name, "__bpf_trace_") || absl::StartsWith(name, "__traceiter_") ||
+         absl::StartsWith(name, "mm_trace_rss_stat");
 }
 
 }  // namespace
@@ -72,7 +73,7 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
     // An off-CPU stack was taken inside our sched_switch program: its
     // innermost kernel frames are BPF's, not the thread's.
     size_t own_frames = 0;
-    if (stack.offcpu_reason >= 0) {
+    if (stack.offcpu_reason >= 0 || weighting.resident_growth) {
       while (own_frames < stack.kernel_ips.size() &&
              IsBpfMachinery(KernelName(FrameLookupAddress(stack.kernel_ips, own_frames)))) {
         ++own_frames;
@@ -102,7 +103,8 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
       }
       frames.push_back({std::string(kGpuWaitFrame), FrameKind::kMarker});
     }
-    profile.Add(std::move(frames), count, weight.nanoseconds);
+    // Resident growth weighs bytes (in its count), not time.
+    profile.Add(std::move(frames), count, weighting.resident_growth ? 0 : weight.nanoseconds);
   }
 }
 

@@ -70,6 +70,11 @@ class ProfileBuilder {
     double per_nanosecond = 0;
     // A frame above every process frame ("[on-cpu]", "[off-cpu]"), or none.
     std::string root = {};
+    // Stacks of resident growth or allocations (Recorder::memory_stacks,
+    // allocation_stacks): taken in a BPF program on a tracepoint or uprobe,
+    // whose frames and the tracepoint's are left out, and weighing bytes
+    // (per_nanosecond 1), not time.
+    bool resident_growth = false;
   };
 
   // Adds every stack of `stacks` to `profile`, counting samples.

@@ -41,11 +41,24 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
   std::memcpy(&kind, record.data(), sizeof(kind));
   switch (kind) {
     case PYSTROBE_EVENT_SAMPLE:
-      HandleSample(record, /*offcpu=*/false);
+      HandleSample(record, SampleKind::kOnCpu);
       return;
     case PYSTROBE_EVENT_OFFCPU:
-      HandleSample(record, /*offcpu=*/true);
+      HandleSample(record, SampleKind::kOffCpu);
       return;
+    case PYSTROBE_EVENT_MEMORY:
+      HandleSample(record, SampleKind::kMemory);
+      return;
+    case PYSTROBE_EVENT_ALLOC:
+      HandleSample(record, SampleKind::kAllocation);
+      return;
+    case PYSTROBE_EVENT_FREE: {
+      pystrobe_free_event event;
+      if (record.size() < sizeof(event)) break;
+      std::memcpy(&event, record.data(), sizeof(event));
+      live_blocks_.erase({event.pid, event.address});
+      return;
+    }
     case PYSTROBE_EVENT_EXEC:
     case PYSTROBE_EVENT_EXIT: {
       pystrobe_process_event event;
@@ -70,7 +83,8 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
   ++malformed_records_;
 }
 
-void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
+void Recorder::HandleSample(std::span<const uint8_t> record, SampleKind kind) {
+  const bool offcpu = kind == SampleKind::kOffCpu;
   // Copy the fixed part out: ring buffer records are only 8-byte aligned.
   constexpr size_t kHeaderSize = offsetof(pystrobe_sample, data);
   pystrobe_sample header;
@@ -97,7 +111,8 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
     return;
   }
   stack.image = *image_id;
-  if (!offcpu && options_.gil_only && (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
+  if (kind == SampleKind::kOnCpu && options_.gil_only &&
+      (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
     ++samples_without_gil_;
     return;
   }
@@ -133,14 +148,25 @@ void Recorder::HandleSample(std::span<const uint8_t> record, bool offcpu) {
   }
   if (offcpu)
     stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(header.offcpu_reason, 127));
-  StackAggregator& stacks = offcpu ? offcpu_stacks_ : stacks_;
-  if (stacks_.size() + offcpu_stacks_.size() >= options_.max_stacks && !stacks.Contains(stack)) {
+  StackAggregator& stacks = kind == SampleKind::kOnCpu    ? stacks_
+                            : kind == SampleKind::kOffCpu ? offcpu_stacks_
+                            : kind == SampleKind::kMemory ? memory_stacks_
+                                                          : allocation_stacks_;
+  if (stacks_.size() + offcpu_stacks_.size() + memory_stacks_.size() + allocation_stacks_.size() >=
+          options_.max_stacks &&
+      !stacks.Contains(stack)) {
     ++samples_over_stack_limit_;
     return;
   }
+  // A sampled block is in use until its FREE record comes.
+  if (kind == SampleKind::kAllocation) {
+    live_blocks_[{header.pid, header.address}] = {stack, header.weight_ns};
+  }
+  // Off CPU: the time away; memory and allocations: bytes.
   stacks.Add(std::move(stack),
-             {1, offcpu ? header.weight_ns
-                        : OnCpuSampleWeightNs(header.weight_ns, options_.mean_period_ns)});
+             {1, kind == SampleKind::kOnCpu
+                     ? OnCpuSampleWeightNs(header.weight_ns, options_.mean_period_ns)
+                     : header.weight_ns});
 }
 
 void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python) {
@@ -165,10 +191,17 @@ void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& pytho
   }
 }
 
+StackAggregator Recorder::InUseStacks() const {
+  StackAggregator in_use;
+  for (const auto& [block, held] : live_blocks_) in_use.Add(held.first, {1, held.second});
+  return in_use;
+}
+
 WindowStacks Recorder::TakeStacks() {
-  WindowStacks taken{std::move(stacks_), std::move(offcpu_stacks_)};
+  WindowStacks taken{std::move(stacks_), std::move(offcpu_stacks_), std::move(memory_stacks_)};
   stacks_ = StackAggregator();
   offcpu_stacks_ = StackAggregator();
+  memory_stacks_ = StackAggregator();
   return taken;
 }
 

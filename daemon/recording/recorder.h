@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/python/code_copies.h"
 #include "daemon/recording/native_name_cache.h"
 #include "daemon/recording/process_table.h"
@@ -39,6 +41,7 @@ uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns);
 struct WindowStacks {
   StackAggregator on_cpu;
   StackAggregator off_cpu;
+  StackAggregator memory;  // resident growth, in bytes
 };
 
 class Recorder {
@@ -60,6 +63,15 @@ class Recorder {
   const StackAggregator& stacks() const { return stacks_; }
   // Off-CPU intervals per stack (its leaf-most frame is why), and their time.
   const StackAggregator& offcpu_stacks() const { return offcpu_stacks_; }
+  // Resident-growth samples per stack; StackWeight::nanoseconds holds the
+  // bytes they stand for (record --memory, stat).
+  const StackAggregator& memory_stacks() const { return memory_stacks_; }
+  // Sampled allocations per stack, every one (alloc_space); nanoseconds
+  // holds their bytes (record --allocations).
+  const StackAggregator& allocation_stacks() const { return allocation_stacks_; }
+  // The sampled blocks not freed yet, per stack (inuse_space), bytes in
+  // nanoseconds.
+  StackAggregator InUseStacks() const;
   const PythonCodeTable& python_codes() const { return python_codes_; }
   // Code objects the kernel copied out of sampled processes, not yet used.
   const PythonCodeCopies& python_code_copies() const { return python_code_copies_; }
@@ -85,15 +97,20 @@ class Recorder {
   uint64_t samples_without_gil() const { return samples_without_gil_; }
 
  private:
-  // A cpu-clock sample, or (`offcpu`) an interval off CPU with its stack.
   // Adds the wall time since the last read of `python`'s tasks to every
   // suspended task's chain, as off-CPU time ending in [await].
   void ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python);
-  void HandleSample(std::span<const uint8_t> record, bool offcpu);
+  // A cpu-clock sample, an interval off CPU with its stack, or resident growth.
+  enum class SampleKind { kOnCpu, kOffCpu, kMemory, kAllocation };
+  void HandleSample(std::span<const uint8_t> record, SampleKind kind);
 
   ProcessTable processes_;
   StackAggregator stacks_;
   StackAggregator offcpu_stacks_;
+  StackAggregator memory_stacks_;
+  StackAggregator allocation_stacks_;
+  // Sampled blocks not yet freed, by (pid, address): their stack and bytes.
+  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, std::pair<RawStack, uint64_t>> live_blocks_;
   PythonCodeTable python_codes_;
   PythonCodeCopies python_code_copies_;
   NativeNameCache native_names_;

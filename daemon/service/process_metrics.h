@@ -82,6 +82,14 @@ class ProcessMetrics {
   uint64_t expired() const { return expired_; }
   // The OOM killer's victims seen since the last call (each once).
   std::vector<OomVictim> TakeOomVictims() { return std::move(new_oom_victims_); }
+  // pystrobe_oom_kills_total by (cgroup, container_id, comm): carried over to
+  // the next session's metrics when a reload starts one, so the counter does
+  // not go back to zero.
+  using OomKills = std::map<std::tuple<std::string, std::string, std::string>, uint64_t>;
+  const OomKills& oom_kills() const { return oom_kills_; }
+  void AddOomKills(const OomKills& kills) {
+    for (const auto& [key, count] : kills) oom_kills_[key] += count;
+  }
 
  private:
   struct Tracked {
@@ -105,7 +113,7 @@ class ProcessMetrics {
   TaskFigures other_;  // what unselected processes counted
   uint64_t expired_ = 0;
   // pystrobe_oom_kills_total by (cgroup, container_id, comm); never reset.
-  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> oom_kills_;
+  OomKills oom_kills_;
   std::vector<OomVictim> new_oom_victims_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -58,8 +59,13 @@ absl::Status ProfileDirectory::Open() {
   return EnforceRetention();
 }
 
-absl::Status ProfileDirectory::Consume(const ProfileWindow& window) {
-  fs::path final_path = fs::path(dir_) / FileName(window);
+std::string ProfileDirectory::MemoryFileName(const ProfileWindow& window) {
+  std::string name = FileName(window);
+  return absl::StrCat(name.substr(0, name.size() - std::strlen(kSuffix)), "-memory", kSuffix);
+}
+
+absl::Status ProfileDirectory::WriteProfile(const std::string& name, const Profile& profile) {
+  fs::path final_path = fs::path(dir_) / name;
   fs::path temporary = final_path;
   temporary += ".tmp";
   absl::Status status = [&]() -> absl::Status {
@@ -67,7 +73,7 @@ absl::Status ProfileDirectory::Consume(const ProfileWindow& window) {
     fs::create_directories(dir_, error);
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", temporary.string()));
-    if (absl::Status s = PprofWriter().Write(window.profile, out); !s.ok()) return s;
+    if (absl::Status s = PprofWriter().Write(profile, out); !s.ok()) return s;
     out.close();
     if (!out) return absl::DataLossError(absl::StrCat("writing ", temporary.string(), " failed"));
     fs::rename(temporary, final_path, error);
@@ -83,7 +89,15 @@ absl::Status ProfileDirectory::Consume(const ProfileWindow& window) {
     fs::remove(temporary, ignored);
     return status;
   }
-  ++stats_.windows_written;
+  return absl::OkStatus();
+}
+
+absl::Status ProfileDirectory::Consume(const ProfileWindow& window) {
+  absl::Status status = WriteProfile(FileName(window), window.profile);
+  if (status.ok()) ++stats_.windows_written;
+  // The resident-growth profile beside it (memory: true).
+  if (window.memory) status.Update(WriteProfile(MemoryFileName(window), *window.memory));
+  if (!status.ok()) return status;
   return EnforceRetention();
 }
 

@@ -44,12 +44,19 @@ class ProfileDirectory : public WindowSink {
 
   // The file name a window gets.
   static std::string FileName(const ProfileWindow& window);
+  // The window's resident-growth profile: FileName with "-memory" before
+  // ".pb.gz" (kept and deleted by the same retention).
+  static std::string MemoryFileName(const ProfileWindow& window);
 
   const std::string& dir() const { return dir_; }
   void set_retention(const RetentionConfig& retention) { retention_ = retention; }
   Stats stats() const { return stats_; }
 
  private:
+  // Writes `profile` as pprof to `name` in the directory, through a
+  // temporary file renamed into place.
+  absl::Status WriteProfile(const std::string& name, const Profile& profile);
+
   std::string dir_;
   RetentionConfig retention_;
   absl::Time (*now_)();

@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/accounting/stat_analysis.h"
 #include "daemon/loader/cpu_clock_events.h"
+#include "daemon/recording/profile_builder.h"
 #include "daemon/service/oom_report.h"
 
 namespace pystrobe {
@@ -23,6 +25,7 @@ WindowOptions WindowOptionsFrom(const DaemonConfig& config) {
   return WindowOptions{.window = config.window,
                        .rate_hz = config.rate_hz,
                        .offcpu = config.off_cpu,
+                       .memory = config.memory,
                        .static_labels = config.labels,
                        .max_native_names = budget.max_native_names,
                        .max_python_codes = budget.max_python_codes,
@@ -40,7 +43,7 @@ ProcessMetricsOptions ProcessMetricsOptionsFrom(const DaemonConfig& config) {
 
 bool NeedsNewSession(const DaemonConfig& a, const DaemonConfig& b) {
   return a.rate_hz != b.rate_hz || a.targets != b.targets || a.python != b.python ||
-         a.off_cpu != b.off_cpu || a.gpu != b.gpu;
+         a.off_cpu != b.off_cpu || a.gpu != b.gpu || a.memory != b.memory;
 }
 
 MemoryBudget BudgetFor(uint64_t memory_bytes) {
@@ -91,7 +94,8 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                   // keeps its frame-pointer stacks.
                   .native_unwind_bytes = config.python.walk && config.python.native_stacks
                                              ? kDefaultNativeUnwindBytes
-                                             : 0},
+                                             : 0,
+                  .memory_growth = config.memory},
       .target_pids = {},  // the target selector adds them
       .rate_hz = config.rate_hz,
       .recorder = {.threads = true,
@@ -175,7 +179,22 @@ void ProfilingSession::Tick(absl::Time now) {
   for (const OomVictim& victim : process_metrics_.TakeOomVictims()) {
     fprintf(stderr, "pystrobe daemon: the OOM killer chose %s (%u), resident %.1f MiB\n",
             victim.comm.c_str(), victim.pid, victim.memory.resident_bytes() / 1048576.0);
-    if (absl::Status s = WriteOomReport(config_.exporters.profile_dir, victim); !s.ok()) {
+    // With memory: true, what grew the victim's memory in this window.
+    StatReport growth;
+    growth.pid = victim.pid;
+    if (config_.memory) {
+      Recorder& recorder = sampling_->recorder();
+      ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(),
+                             &recorder.native_names(), sampling_->kernel_symbols(),
+                             ProfileBuilderOptions{});
+      Profile profile;
+      builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true},
+                    profile);
+      PickMemoryGrowthStacks(profile, growth);
+    }
+    if (absl::Status s =
+            WriteOomReport(config_.exporters.profile_dir, victim, growth.memory_growth_stacks);
+        !s.ok()) {
       fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
     }
   }

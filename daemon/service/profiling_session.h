@@ -78,6 +78,7 @@ class ProfilingSession {
   // Fills in what this session counts.
   void FillHealth(DaemonHealth& health);
   const ProcessMetrics& process_metrics() const { return process_metrics_; }
+  ProcessMetrics& process_metrics() { return process_metrics_; }
   const GpuMetrics& gpu_metrics() const { return *gpu_metrics_; }
   uint64_t next_sequence() const { return window_loop_->next_sequence(); }
   uint64_t windows() const { return window_loop_->windows(); }

@@ -111,7 +111,10 @@ std::string PushSink::LastError() const {
 
 absl::Status PushSink::Consume(const ProfileWindow& window) {
   if (pusher_ == nullptr) return absl::OkStatus();
-  return pusher_->Push(window.profile, window.start, window.end);
+  absl::Status status = pusher_->Push(window.profile, window.start, window.end);
+  // The resident-growth profile (memory: true), as a profile of its own type.
+  if (window.memory) status.Update(pusher_->Push(*window.memory, window.start, window.end));
+  return status;
 }
 
 }  // namespace pystrobe

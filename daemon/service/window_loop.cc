@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/loader/bpf_sampler.h"
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/time_weighting.h"
@@ -21,10 +22,10 @@ WindowLoop::WindowLoop(Recorder* recorder, const KernelSymbolizer* kernel, Conta
       window_start_(start),
       next_sequence_(next_sequence) {}
 
-Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now) {
+Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now, bool memory) {
   Profile profile;
-  profile.title = "pystrobe daemon";
-  profile.sample_rate_hz = options_.rate_hz;
+  profile.title = memory ? "pystrobe daemon: resident growth (bytes)" : "pystrobe daemon";
+  profile.sample_rate_hz = memory ? 0 : options_.rate_hz;
   profile.start_time = window_start_;
   profile.duration = now - window_start_;
   for (const auto& [key, value] : options_.static_labels) profile.labels.push_back({key, value});
@@ -34,15 +35,21 @@ Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now) {
   ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
                          &recorder_->native_names(), kernel_,
                          ProfileBuilderOptions{.threads = true, .native = options_.native_stacks});
-  AddOnAndOffCpuStacks(stacks.on_cpu, stacks.off_cpu,
-                       {.offcpu = options_.offcpu, .rate_hz = options_.rate_hz}, builder, profile);
-
   // Per process: where it runs, which Python it is, its pid in its container.
-  AddProcessLabels(recorder_->processes(), {&stacks.on_cpu, &stacks.off_cpu}, profile,
-                   [this](const ProcessImage& image) {
-                     return labels_ != nullptr ? labels_->ForCgroup(image.cgroup_id)
-                                               : std::vector<ProfileLabel>();
-                   });
+  auto container = [this](const ProcessImage& image) {
+    return labels_ != nullptr ? labels_->ForCgroup(image.cgroup_id) : std::vector<ProfileLabel>();
+  };
+  if (memory) {
+    profile.count_unit = "bytes";
+    profile.sampling_interval_bytes = SamplerConfig{}.memory_sample_bytes;
+    builder.AddTo(stacks.memory, {.per_nanosecond = 1, .resident_growth = true}, profile);
+    AddProcessLabels(recorder_->processes(), {&stacks.memory}, profile, container);
+  } else {
+    AddOnAndOffCpuStacks(stacks.on_cpu, stacks.off_cpu,
+                         {.offcpu = options_.offcpu, .rate_hz = options_.rate_hz}, builder,
+                         profile);
+    AddProcessLabels(recorder_->processes(), {&stacks.on_cpu, &stacks.off_cpu}, profile, container);
+  }
   return profile;
 }
 
@@ -54,6 +61,7 @@ void WindowLoop::Cut(absl::Time now, bool final) {
   window.end = now;
   window.final = final;
   window.profile = Build(stacks, now);
+  if (options_.memory) window.memory = Build(stacks, now, /*memory=*/true);
   for (WindowSink* sink : sinks_) {
     if (absl::Status s = sink->Consume(window); !s.ok()) {
       ++sink_errors_[sink->name()];

@@ -26,6 +26,8 @@ struct WindowOptions {
   absl::Duration window = absl::Seconds(60);
   int rate_hz = 19;
   bool offcpu = false;
+  // Each window also has a resident-growth profile (ProfileWindow::memory).
+  bool memory = false;
   std::map<std::string, std::string> static_labels;
   // Cache bounds applied after each window (see Recorder::EvictAfterWindow).
   size_t max_native_names = 200000;
@@ -62,7 +64,8 @@ class WindowLoop {
   const std::map<std::string, uint64_t>& sink_errors() const { return sink_errors_; }
 
  private:
-  Profile Build(const WindowStacks& stacks, absl::Time now);
+  // The window's CPU profile, and (`memory`) its resident-growth profile.
+  Profile Build(const WindowStacks& stacks, absl::Time now, bool memory = false);
 
   Recorder* recorder_;
   const KernelSymbolizer* kernel_;

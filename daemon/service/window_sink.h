@@ -4,6 +4,7 @@
 #define PYSTROBE_DAEMON_SERVICE_WINDOW_SINK_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -19,6 +20,8 @@ struct ProfileWindow {
   absl::Time start;
   absl::Time end;
   Profile profile;
+  // Resident growth over the window, in bytes (memory: true), else none.
+  std::optional<Profile> memory;
   // True for the last window, written on the way out: a sink should finish
   // quickly (SIGTERM gives the daemon 2 s in all).
   bool final = false;

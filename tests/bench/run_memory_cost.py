@@ -6,9 +6,12 @@ byte per 4 KiB page and unmaps it, at 1 GiB/s for SECONDS: about 262,000 page
 faults a second, each making a page resident. Three designs, side by side:
 
   none     nothing attached
-  ticks    pystrobe's: `pystrobe stat` on the workload (every accounting
-           program, which reads the mm's RSS counters on the scheduler events
-           it already handles: nothing runs per fault)
+  ticks    pystrobe's always-on design: `pystrobe daemon` at its defaults, whose
+           accounting programs read the mm's RSS counters on the scheduler
+           events they already handle (nothing runs per fault); the BPF time
+           counted is theirs, for the whole machine
+  memory   `record --memory`: resident growth sampled every 512 KiB on average
+           from a raw tracepoint on kmem:rss_stat (on demand, not always on)
   rss_stat the per-fault design: kmem:rss_stat traced (bpftrace 0.17, which
            has no raw tracepoints: the tracepoint's own sum of the per-CPU
            counters included), a per-CPU count per process: the least a
@@ -26,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -57,25 +61,27 @@ def programs_of(pid):
     return ids
 
 
-def program_stats(ids):
-    """run_time_ns and run_cnt by program id, for `ids`."""
+def program_stats(ids, prefixes):
+    """run_time_ns and run_cnt by program id, for `ids` whose name starts with one of
+    `prefixes`."""
     out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True,
                          check=True).stdout
     return {p["id"]: (p.get("run_time_ns", 0), p.get("run_cnt", 0)) for p in json.loads(out)
-            if p["id"] in ids}
+            if p["id"] in ids and p.get("name", "").startswith(prefixes)}
 
 
 class Watch:
     """The in-kernel time of one process's BPF programs, seen while it runs
     (its programs go with it)."""
 
-    def __init__(self, pid):
+    def __init__(self, pid, prefixes=("",)):
         self.pid = pid
+        self.prefixes = tuple(prefixes)
         self.first = {}
         self.last = {}
 
     def poll(self):
-        stats = program_stats(programs_of(self.pid))
+        stats = program_stats(programs_of(self.pid), self.prefixes)
         for pid, value in stats.items():
             self.first.setdefault(pid, value)
             self.last[pid] = value
@@ -108,13 +114,24 @@ def run(design, args, tmp):
         watch = Watch(tracer.pid)
         cmd = workload_cmd(tmp, args)
     elif design == "ticks":
-        cmd = [args.bin, "stat", "--no-daemon", "--no-offcpu-stacks", "-r", "1", "--",
-               *workload_cmd(tmp, args)]
+        # The always-on daemon, at its defaults: its accounting programs' time.
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        tracer = subprocess.Popen(
+            [args.bin, "daemon", "--prometheus-listen", f"127.0.0.1:{port}", "--profile-dir",
+             os.path.join(tmp, "profiles")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(4)  # loaded and attached
+        watch = Watch(tracer.pid, ("acct_",))
+        cmd = workload_cmd(tmp, args)
+    elif design == "memory":
+        cmd = [args.bin, "record", "--memory", "--no-daemon", "-r", "1", "-f", "folded", "-o",
+               os.devnull, "--", *workload_cmd(tmp, args)]
     else:
         cmd = workload_cmd(tmp, args)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if design == "ticks":
-        watch = Watch(proc.pid)
+    if design == "memory":
+        watch = Watch(proc.pid, ("sample_memory",))
     start = time.monotonic()
     watched = 0.0
     while proc.poll() is None:
@@ -142,7 +159,7 @@ def main():
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--mib-per-s", type=int, default=1024)
     args = parser.parse_args()
-    designs = ["none", "ticks"]
+    designs = ["none", "ticks", "memory"]
     if shutil.which("bpftrace"):
         designs.append("rss_stat")
     else:

@@ -11,6 +11,9 @@ MODE:
       kills it (run it in a memory-limited cgroup).
   rate MIB_PER_S SECONDS: first-touches fresh mmap'd memory at MIB_PER_S for
       SECONDS, unmapping each chunk after touching it (RSS stays flat).
+  leak MIB: leak_into() allocates MIB blocks of 1 MiB and keeps them;
+      churn() allocates as many and frees each at once; then it exits without
+      freeing anything (os._exit), so the leak is still held at the end.
 
 Before it exits (grow, rate) it writes the kernel's truth to TRUTH_PATH as
 JSON: its pid, VmHWM, VmRSS and the times of the peak, from
@@ -114,6 +117,28 @@ def rate(mib_per_s, seconds, truth_path):
         json.dump(truth, f)
 
 
+LEAKED = []
+
+
+def leak_into(held):
+    held.append(b"l" * (1 << 20))
+
+
+def churn():
+    block = b"c" * (1 << 20)
+    return len(block)
+
+
+def leak(mib, truth_path):
+    for _ in range(mib):
+        leak_into(LEAKED)
+        churn()
+    with open(truth_path, "w") as f:
+        json.dump({"pid": os.getpid(), "leaked_bytes": mib << 20}, f)
+    time.sleep(0.3)
+    os._exit(0)
+
+
 def main():
     mode, truth_path = sys.argv[1], sys.argv[2]
     args = [float(a) if "." in a else int(a) for a in sys.argv[3:]]
@@ -123,6 +148,8 @@ def main():
         oom(*args, truth_path)
     elif mode == "rate":
         rate(*args, truth_path)
+    elif mode == "leak":
+        leak(*args, truth_path)
     else:
         sys.exit(f"unknown mode {mode}")
 

@@ -1,6 +1,9 @@
 """Memory end to end, against a Python program whose memory is known
-(memory_workload.py reads its own /proc/self/status): `stat`'s peak equals
-the program's VmHWM and its timeline shows the growth and the fall; the
+(memory_workload.py reads its own /proc/self/status, and grows 240 MiB in
+grow_big() and 80 MiB in grow_small()): `record --memory` reads 75/25 in
+every format (three runs, 8 points); `stat`'s peak equals the program's VmHWM,
+its timeline shows the growth and the fall, its growth stacks name the
+functions that grew; the
 daemon's resident series match /proc/PID/status; `top` shows RSS. OOM kills:
 a program grows past the limit of a memory cgroup the test makes (v2
 memory.max or v1 memory.limit_in_bytes, whichever this machine has) and
@@ -15,7 +18,8 @@ import tempfile
 import time
 
 from pystrobe_testlib import HERE, PYSTROBE_BIN, BpfTestCase, run_pystrobe
-from test_daemon import Daemon, metric, remove_cgroup
+from test_daemon import Daemon, decode_pprof, metric, remove_cgroup
+import speedscope_render
 
 PYTHON = "/usr/bin/python3.11"
 WORKLOAD = os.path.join(HERE, "memory_workload.py")
@@ -66,6 +70,134 @@ def in_cgroup(path, argv):
     return ["sh", "-c", f"echo $$ > {path}/cgroup.procs && exec {quoted}"]
 
 
+SHARE_TOLERANCE = 0.08
+
+
+def growth_shares(weights):
+    """{function: share} of grow_big and grow_small in [(frames, bytes)]."""
+    totals = {"grow_big": 0, "grow_small": 0}
+    for frames, weight in weights:
+        for name in totals:
+            # "grow_big (file:line)", or "grow_big" where the line is apart (pprof)
+            if any(f == name or f.startswith(name + " ") for f in frames):
+                totals[name] += weight
+    both = sum(totals.values())
+    return {k: v / both for k, v in totals.items()} if both else totals, both
+
+
+class RecordMemoryTest(BpfTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        speedscope_render.ensure_node_modules()
+
+    def record(self, fmt, name):
+        output = os.path.join(self.tmp, f"{name}.{fmt}")
+        truth_path = os.path.join(self.tmp, f"{name}-truth.json")
+        rc, out, err, _ = run_pystrobe(
+            ["record", "--memory", "-f", fmt, "-o", output, "--", PYTHON, WORKLOAD, "grow",
+             truth_path, "240", "80", "0.2"], timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"memory: \d+ samples of resident growth \([\d.]+ MiB\)")
+        return output
+
+    def weights(self, fmt, path):
+        """[(frames root first, bytes)] of a recording in `fmt`."""
+        if fmt == "folded":
+            out = []
+            with open(path) as f:
+                for line in f:
+                    stack, _, count = line.rstrip("\n").rpartition(" ")
+                    out.append((stack.split(";"), int(count)))
+            return out
+        if fmt == "pprof":
+            profile = decode_pprof(path)
+            self.assertEqual(profile["sampleTypes"], [["resident_growth", "bytes"]])
+            self.assertEqual(profile["periodType"], ["space", "bytes"])
+            self.assertEqual(profile["errors"], [])
+            return [([frame["name"] for frame in reversed(sample["stack"])],
+                     int(sample["values"][0])) for sample in profile["samples"]]
+        if fmt == "speedscope":
+            with open(path) as f:
+                doc = json.load(f)
+            frames = doc["shared"]["frames"]
+            out = []
+            for profile in doc["profiles"]:
+                self.assertEqual(profile["unit"], "bytes")
+                for stack, weight in zip(profile["samples"], profile["weights"]):
+                    out.append(([frames[i]["name"] for i in stack], weight))
+            return out
+        raise AssertionError(fmt)
+
+    def test_240_and_80_mib_read_75_25_in_every_format(self):
+        for fmt in ("folded", "pprof", "speedscope"):
+            for run in range(3 if fmt == "folded" else 1):
+                path = self.record(fmt, f"grow-{fmt}-{run}")
+                shares, both = growth_shares(self.weights(fmt, path))
+                self.assertGreater(both, 250 * MIB, f"{fmt} run {run}: {both} bytes")
+                self.assertLessEqual(abs(shares["grow_big"] - 0.75), SHARE_TOLERANCE,
+                                     f"{fmt} run {run}: {shares}")
+                self.assertLessEqual(abs(shares["grow_small"] - 0.25), SHARE_TOLERANCE,
+                                     f"{fmt} run {run}: {shares}")
+
+    def test_svg_is_in_bytes_and_names_both_functions(self):
+        path = self.record("svg", "grow-svg")
+        with open(path) as f:
+            svg = f.read()
+        self.assertRegex(svg, r"\d+ bytes")
+        self.assertIn("grow_big", svg)
+        self.assertIn("grow_small", svg)
+
+    def test_memory_excludes_off_cpu(self):
+        rc, _, err, _ = run_pystrobe(["record", "--memory", "--off-cpu", "--", "true"])
+        self.assertEqual(rc, 2)
+        self.assertIn("--memory", err)
+
+
+class RecordAllocationsTest(BpfTestCase):
+    """A program leaks 200 MiB in leak_into() and allocates and frees as much
+    in churn(), in 1 MiB blocks, then exits without freeing (os._exit)."""
+
+    def record(self, *flags, fmt="folded"):
+        output = os.path.join(self.tmp, f"alloc{'-'.join(flags)}.{fmt}")
+        truth_path = os.path.join(self.tmp, "leak-truth.json")
+        rc, out, err, _ = run_pystrobe(
+            ["record", "--allocations", *flags, "-f", fmt, "-o", output, "--", PYTHON, WORKLOAD,
+             "leak", truth_path, "200"], timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("--allocations traps every malloc", err)
+        self.assertRegex(err, r"allocations: \d+ sampled \([\d.]+ MiB allocated\), \d+ freed")
+        return output
+
+    def shares(self, path):
+        totals = {"leak_into": 0, "churn": 0}
+        with open(path) as f:
+            for line in f:
+                stack, _, count = line.rstrip("\n").rpartition(" ")
+                for name in totals:
+                    if f";{name} (" in stack:
+                        totals[name] += int(count)
+        return totals
+
+    def test_inuse_space_shows_the_leak_and_alloc_space_both(self):
+        for run in range(2):
+            inuse = self.shares(self.record())
+            self.assertGreater(inuse["leak_into"], 150 * MIB, inuse)
+            self.assertLess(inuse["churn"], 0.1 * inuse["leak_into"], inuse)
+            allocated = self.shares(self.record("--alloc-space"))
+            both = allocated["leak_into"] + allocated["churn"]
+            self.assertGreater(both, 300 * MIB, allocated)
+            self.assertLessEqual(abs(allocated["leak_into"] / both - 0.5), SHARE_TOLERANCE,
+                                 allocated)
+
+    def test_pprof_has_inuse_space_in_bytes(self):
+        profile = decode_pprof(self.record(fmt="pprof"))
+        self.assertEqual(profile["sampleTypes"], [["inuse_space", "bytes"]])
+        self.assertEqual(profile["periodType"], ["space", "bytes"])
+        self.assertEqual(profile["errors"], [])
+
+
 class MemoryStatTest(BpfTestCase):
 
     def stat(self, *workload_args, options=()):
@@ -103,6 +235,12 @@ class MemoryStatTest(BpfTestCase):
             self.assertLessEqual(abs(report["rss_anon_bytes"] - truth["RssAnon"]),
                                  max(TOLERANCE * truth["RssAnon"], 2 * MIB))
             self.assertFalse(report["oom_killed"])
+            # What grew memory up to the peak: grow_big's stack first, 75/25.
+            stacks = report["memory_growth_stacks"]
+            self.assertTrue(report["memory_growth_sampled"])
+            self.assertTrue(any(f.startswith("grow_big ") for f in stacks[0]["stack"]), stacks[0])
+            shares, both = growth_shares([(s["stack"], s["bytes"]) for s in stacks])
+            self.assertLessEqual(abs(shares["grow_big"] - 0.75), SHARE_TOLERANCE, shares)
 
     def test_text_report_names_the_peak(self):
         truth_path = os.path.join(self.tmp, "truth-text.json")
@@ -138,6 +276,15 @@ class OomTest(BpfTestCase):
         self.assertGreater(report["peak_rss_bytes"], 0.6 * OOM_LIMIT)
         self.assertLess(report["peak_rss_bytes"], 1.1 * OOM_LIMIT)
         self.assertGreater(len(report["memory_timeline"]), 0)
+        # The function that grew, first among the growth stacks.
+        # What grew it: the victim's first touches, most of its memory. (Its
+        # Python frames are not asserted here: a victim that dies within a
+        # second of its exec is not always walked by the daemon; see stat's
+        # test above for the function.)
+        top = report["memory_growth_stacks"][0]
+        self.assertIn("do_anonymous_page_[k]", top["stack"], top)
+        self.assertGreater(top["share"], 0.5, top)
+        self.assertGreater(top["share"], 0.5, top)
 
     def test_record_prints_the_oom_kill(self):
         output = os.path.join(self.tmp, "oom.folded")
@@ -148,10 +295,14 @@ class OomTest(BpfTestCase):
         self.assertRegex(err, rf"python3\.11 \({pid}\) was killed by the kernel's OOM killer: "
                               r"resident [\d.]+ MiB")
 
-    def test_daemon_counts_the_kill_and_writes_a_report(self):
+    def test_daemon_counts_the_kill_and_writes_a_report_with_what_grew(self):
         tmp = tempfile.mkdtemp(dir=self.tmp)
-        daemon = Daemon(tmp)
+        daemon = Daemon(tmp, config="memory: true\n")
         self.addCleanup(daemon.stop)
+        # The daemon finds CPython in the executable on a first run, so that
+        # the victim is walked from its exec on.
+        subprocess.run([PYTHON, WORKLOAD, "grow", os.path.join(tmp, "warm.json"), "8", "4", "1"],
+                       check=True, timeout=60)
         child = subprocess.Popen(self.oom_program())
         child.wait(timeout=60)
         self.assertEqual(child.returncode, -9)  # SIGKILL, from the OOM killer
@@ -173,6 +324,13 @@ class OomTest(BpfTestCase):
             report = json.load(f)
         self.assertEqual(report["comm"], "python3.11")
         self.assertGreater(report["rss_bytes"], 0.6 * OOM_LIMIT)
+        # What grew it: the victim's first touches, most of its memory. (Its
+        # Python frames are not asserted here: a victim that dies within a
+        # second of its exec is not always walked by the daemon; see stat's
+        # test above for the function.)
+        top = report["memory_growth_stacks"][0]
+        self.assertIn("do_anonymous_page_[k]", top["stack"], top)
+        self.assertGreater(top["share"], 0.5, top)
 
 
 class MemoryDaemonTest(BpfTestCase):
@@ -208,6 +366,45 @@ class MemoryDaemonTest(BpfTestCase):
                              truth.get("VmSwap", 0))
             checked += 1
         self.assertEqual(checked, 3, f"no resident series for pid {child.pid}")
+
+
+class DaemonMemoryWindowsTest(BpfTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        speedscope_render.ensure_node_modules()
+
+    def test_memory_true_writes_a_resident_growth_profile_beside_each_window(self):
+        tmp = tempfile.mkdtemp(dir=self.tmp)
+        daemon = Daemon(tmp, config="window: 2\nmemory: true\n")
+        self.addCleanup(daemon.stop)
+        truth_path = os.path.join(tmp, "truth.json")
+        # A first run makes the daemon find CPython in the executable: the
+        # second is walked from its exec on (the growth takes a fraction of a
+        # second, less than the daemon may take to discover a new one).
+        subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "8", "4", "1"], check=True,
+                       timeout=60)
+        subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "240", "80", "0.2"], check=True,
+                       timeout=60)
+        with open(truth_path) as f:
+            pid = json.load(f)["pid"]
+        time.sleep(3)  # the window that saw it is cut
+        memory_files = sorted(p for p in os.listdir(daemon.profile_dir)
+                              if p.endswith("-memory.pb.gz"))
+        self.assertTrue(memory_files, os.listdir(daemon.profile_dir))
+        weights = []
+        for name in memory_files:
+            profile = decode_pprof(os.path.join(daemon.profile_dir, name))
+            self.assertEqual(profile["sampleTypes"], [["resident_growth", "bytes"]])
+            self.assertEqual(profile["errors"], [])
+            for sample in profile["samples"]:
+                if str(sample["labels"].get("pid")) == str(pid):
+                    weights.append(([f["name"] for f in reversed(sample["stack"])],
+                                    int(sample["values"][0])))
+        shares, both = growth_shares(weights)
+        self.assertGreater(both, 250 * MIB, f"{len(weights)} samples of pid {pid}")
+        self.assertLessEqual(abs(shares["grow_big"] - 0.75), SHARE_TOLERANCE, shares)
 
 
 class MemoryTopTest(BpfTestCase):

@@ -14,6 +14,7 @@
 namespace pystrobe {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -518,6 +519,30 @@ TEST(RenderTopScreen, ProcessRowsShowRssAndItsGrowthAndSortByIt) {
   EXPECT_THAT(text, HasSubstr("3.0G   +40.0M"));
   EXPECT_THAT(text, HasSubstr("5.0M        -"));
   EXPECT_EQ(TopSortForKey('m'), TopSort::kMemory);
+}
+
+TEST(PickMemoryGrowthStacks, TheProcesssStacksHeaviestFirstAndAMemoryVerdictNamesTheTop) {
+  Profile growth;
+  auto frames = [](const char* process, const char* leaf) {
+    return std::vector<Frame>{{process, FrameKind::kProcess},
+                              {"main (app.py:1)", FrameKind::kPython},
+                              {leaf, FrameKind::kPython}};
+  };
+  growth.Add(frames("python3 (7)", "grow_small (app.py:9)"), 1 << 20);
+  growth.Add(frames("python3 (7)", "grow_big (app.py:5)"), 3 << 20);
+  growth.Add(frames("other (8)", "grow_big (app.py:5)"), 9 << 20);
+  StatReport report;
+  report.pid = 7;
+  report.verdict = Verdict{.name = "memory-bound", .evidence = "faults", .bound = Bound::kMemory};
+  PickMemoryGrowthStacks(growth, report);
+  ASSERT_EQ(report.memory_growth_stacks.size(), 2u);
+  EXPECT_EQ(report.memory_growth_bytes, 4u << 20);
+  EXPECT_THAT(report.memory_growth_stacks[0].frames,
+              ElementsAre("main (app.py:1)", "grow_big (app.py:5)"));
+  EXPECT_DOUBLE_EQ(report.memory_growth_stacks[0].share, 0.75);
+  EXPECT_EQ(report.memory_growth_stacks[1].bytes, 1u << 20);
+  EXPECT_THAT(report.verdict.evidence,
+              HasSubstr("resident memory grew 4.0 MiB up to its peak, 75% of it in grow_big"));
 }
 
 }  // namespace

@@ -122,5 +122,16 @@ TEST(RecordOptionsTest, DefaultOutputNamesTheTargetAndTime) {
   EXPECT_EQ(DefaultOutputPath(all, now, "svg"), "pystrobe-all-20261121-230509.svg");
 }
 
+TEST(RecordOptionsTest, MemoryAndAllocationsWeighBytesAndExcludeTheTimeViews) {
+  EXPECT_TRUE(Parse({"--memory", "--", "python3"})->memory);
+  absl::StatusOr<RecordOptions> allocations = Parse({"--allocations", "--alloc-space", "-p", "1"});
+  ASSERT_TRUE(allocations.ok());
+  EXPECT_TRUE(allocations->allocations);
+  EXPECT_TRUE(allocations->alloc_space);
+  EXPECT_THAT(Parse({"--memory", "--off-cpu"}).status().message(), HasSubstr("--memory"));
+  EXPECT_THAT(Parse({"--allocations", "--memory"}).status().message(), HasSubstr("--allocations"));
+  EXPECT_THAT(Parse({"--alloc-space"}).status().message(), HasSubstr("view of --allocations"));
+}
+
 }  // namespace
 }  // namespace pystrobe

@@ -39,6 +39,7 @@ TEST(ConfigDefaultsTest, MatchTheDocumentedValues) {
   EXPECT_TRUE(c.python.walk);
   EXPECT_EQ(c.python.max_depth, 128);
   EXPECT_FALSE(c.off_cpu);
+  EXPECT_FALSE(c.memory);
   EXPECT_TRUE(c.gpu);
   EXPECT_EQ(c.window, absl::Seconds(60));
   EXPECT_EQ(c.exporters.profile_dir, "/var/lib/pystrobe/profiles");
@@ -73,6 +74,7 @@ python:
   walk: false
   max_depth: 384
 off_cpu: true
+memory: true
 gpu: false
 window: 5m
 exporters:
@@ -108,6 +110,7 @@ labels:
   EXPECT_FALSE(c.python.walk);
   EXPECT_EQ(c.python.max_depth, 384);
   EXPECT_TRUE(c.off_cpu);
+  EXPECT_TRUE(c.memory);
   EXPECT_FALSE(c.gpu);
   EXPECT_EQ(c.window, absl::Minutes(5));
   EXPECT_EQ(c.exporters.profile_dir, "/srv/profiles");

@@ -514,5 +514,33 @@ TEST(PprofWriterTest, RegisteredForFormatPprofWithPbGzExtension) {
   EXPECT_EQ((*writer)->extension(), "pb.gz");
 }
 
+TEST(PprofWriterTest, ResidentGrowthIsOneSampleTypeInBytesWithItsSamplingInterval) {
+  Profile profile = PythonProfile();
+  profile.count_unit = "bytes";
+  profile.sample_rate_hz = 0;
+  profile.sampling_interval_bytes = 512 * 1024;
+  pb::Profile p = WriteAndRead(profile);
+  Decoded d{p};
+  EXPECT_THAT(d.SampleTypes(), ElementsAre(Pair("resident_growth", "bytes")));
+  EXPECT_EQ(d.S(p.period_type().type()), "space");
+  EXPECT_EQ(d.S(p.period_type().unit()), "bytes");
+  EXPECT_EQ(p.period(), 512 * 1024);
+  EXPECT_EQ(d.S(p.default_sample_type()), "resident_growth");
+  EXPECT_THAT(p.sample(0).value(), ElementsAre(30));
+}
+
+TEST(PprofWriterTest, AllocationsAreInuseOrAllocSpaceInBytes) {
+  Profile profile = PythonProfile();
+  profile.sample_rate_hz = 0;
+  profile.sampling_interval_bytes = 512 * 1024;
+  profile.count_unit = "inuse_bytes";
+  pb::Profile inuse = WriteAndRead(profile);
+  EXPECT_THAT(Decoded{inuse}.SampleTypes(), ElementsAre(Pair("inuse_space", "bytes")));
+  profile.count_unit = "alloc_bytes";
+  pb::Profile alloc = WriteAndRead(profile);
+  EXPECT_THAT(Decoded{alloc}.SampleTypes(), ElementsAre(Pair("alloc_space", "bytes")));
+  EXPECT_EQ(Decoded{alloc}.S(alloc.period_type().type()), "space");
+}
+
 }  // namespace
 }  // namespace pystrobe

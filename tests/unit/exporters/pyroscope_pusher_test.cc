@@ -836,5 +836,22 @@ TEST(PyroscopePusherTest, ShutdownFlushesTheQueueWithinTheDeadline) {
   EXPECT_EQ(receiver.requests().size(), 5u);
 }
 
+TEST(IngestRequestTest, ResidentGrowthIsItsOwnTypeInBytesWithItsSampleTypeConfig) {
+  PyroscopePushOptions options = Options("http://store");
+  options.labels.clear();
+  HttpRequest request =
+      BuildIngestRequest(options, *ParseHttpUrl(options.url), "GZ", absl::FromUnixSeconds(5),
+                         absl::FromUnixSeconds(6), 0, "B", /*resident_growth=*/true);
+  EXPECT_EQ(request.target,
+            "/ingest?name=pystrobe.resident_growth%7B%7D&from=5&until=6&spyName=pystrobe"
+            "&units=bytes&aggregationType=sum");
+  EXPECT_THAT(request.body,
+              testing::HasSubstr("Content-Disposition: form-data; name=\"sample_type_config\""));
+  EXPECT_THAT(request.body,
+              testing::HasSubstr("{\"resident_growth\":{\"units\":\"bytes\",\"aggregation\":"
+                                 "\"sum\",\"display-name\":\"resident_growth_bytes\"}}"
+                                 "\r\n--B--\r\n"));
+}
+
 }  // namespace
 }  // namespace pystrobe

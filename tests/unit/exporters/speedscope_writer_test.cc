@@ -169,5 +169,14 @@ TEST(SpeedscopeWriterTest, RegisteredForFormatSpeedscope) {
   EXPECT_EQ((*writer)->extension(), "speedscope.json");
 }
 
+TEST(SpeedscopeWriterTest, ResidentGrowthIsInBytes) {
+  Profile profile = TwoProcesses();
+  profile.count_unit = "bytes";
+  Struct file = WriteAndParse(profile);
+  for (const Value& p : Field(file, "profiles").list_value().values()) {
+    EXPECT_EQ(Field(p.struct_value(), "unit").string_value(), "bytes");
+  }
+}
+
 }  // namespace
 }  // namespace pystrobe

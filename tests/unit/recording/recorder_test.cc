@@ -470,5 +470,70 @@ TEST(RecorderTest, StacksInCudaWaitsEndInGpuWaitOnAndOffCpu) {
                                            Pair("train (3);main;cudaMemcpyAsync;[sleep]", 2000)));
 }
 
+std::vector<uint8_t> MemoryRecord(uint32_t pid, const char* comm, std::vector<uint64_t> kernel,
+                                  std::vector<uint64_t> user, uint64_t bytes) {
+  std::vector<uint8_t> record = SampleRecord(pid, pid, comm, std::move(kernel), std::move(user));
+  auto* sample = reinterpret_cast<pystrobe_sample*>(record.data());
+  sample->kind = PYSTROBE_EVENT_MEMORY;
+  sample->weight_ns = bytes;
+  return record;
+}
+
+TEST(RecorderTest, ResidentGrowthIsWeighedInBytesApartFromCpuSamples) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(TimedSampleRecord(4, "svc", {0x10}, 7'000'000));
+  recorder.HandleRecord(MemoryRecord(4, "svc", {}, {0x20}, 512 * 1024));
+  recorder.HandleRecord(MemoryRecord(4, "svc", {}, {0x20}, 1024 * 1024));
+  recorder.HandleRecord(MemoryRecord(4, "svc", {}, {0x30}, 512 * 1024));
+  EXPECT_EQ(recorder.samples(), 1u);
+  EXPECT_EQ(recorder.memory_stacks().total(), 3u);
+  EXPECT_EQ(recorder.memory_stacks().total_nanoseconds(), 2u * 1024 * 1024);  // bytes
+
+  Profile profile;
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                         nullptr, {});
+  builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true}, profile);
+  std::map<std::string, uint64_t> folded;
+  for (const ProfileStack& stack : profile.stacks()) {
+    std::vector<std::string> names;
+    for (const Frame& frame : stack.frames) names.push_back(frame.name);
+    folded[absl::StrJoin(names, ";")] += stack.count;
+  }
+  EXPECT_THAT(folded, UnorderedElementsAre(Pair("svc (4);fn_20_in_4#1", 1536 * 1024),
+                                           Pair("svc (4);fn_30_in_4#1", 512 * 1024)));
+  // Bytes, not time: the profile is not weighed by nanoseconds.
+  EXPECT_EQ(profile.total_nanoseconds(), 0u);
+}
+
+std::vector<uint8_t> AllocRecord(uint32_t pid, std::vector<uint64_t> user, uint64_t bytes,
+                                 uint64_t address) {
+  std::vector<uint8_t> record = MemoryRecord(pid, "svc", {}, std::move(user), bytes);
+  auto* sample = reinterpret_cast<pystrobe_sample*>(record.data());
+  sample->kind = PYSTROBE_EVENT_ALLOC;
+  sample->address = address;
+  return record;
+}
+
+std::vector<uint8_t> FreeRecord(uint32_t pid, uint64_t address) {
+  pystrobe_free_event event = {.kind = PYSTROBE_EVENT_FREE, .pid = pid, .address = address};
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&event);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(event));
+}
+
+TEST(RecorderTest, SampledBlocksStayInUseUntilFreedAndAllCountAsAllocated) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(AllocRecord(4, {0x20}, 1000, 0xa000));  // leaks
+  recorder.HandleRecord(AllocRecord(4, {0x30}, 3000, 0xb000));  // freed
+  recorder.HandleRecord(FreeRecord(4, 0xb000));
+  recorder.HandleRecord(FreeRecord(5, 0xa000));  // another process's block: not ours
+  EXPECT_EQ(recorder.allocation_stacks().total_nanoseconds(), 4000u);
+  StackAggregator in_use = recorder.InUseStacks();
+  EXPECT_EQ(in_use.total(), 1u);
+  EXPECT_EQ(in_use.total_nanoseconds(), 1000u);
+  EXPECT_EQ(recorder.malformed_records(), 0u);
+}
+
 }  // namespace
 }  // namespace pystrobe

@@ -349,6 +349,26 @@ TEST(ProcessMetricsTest, OomKillIsCountedAndReportedOnceAndTheCountStays) {
   EXPECT_THAT(OomReportJson(victims[0]),
               testing::HasSubstr("\"pid\":9,\"comm\":\"proc9\",\"cgroup\":\"\""));
   EXPECT_THAT(OomReportJson(victims[0]), testing::HasSubstr("\"rss_anon_bytes\":157286400"));
+  EXPECT_THAT(OomReportJson(victims[0], {{.frames = {"main", "grow"}, .bytes = 7, .share = 1}}),
+              testing::HasSubstr("\"memory_growth_stacks\":[{\"stack\":[\"main\",\"grow\"],"
+                                 "\"bytes\":7,\"share\":1.0000}]}"));
+}
+
+TEST(ProfileDirectoryTest, AWindowsResidentGrowthIsAMemoryFileBesideIt) {
+  TempDir dir;
+  ProfileDirectory profiles(dir.path() + "/profiles", RetentionConfig{});
+  ASSERT_TRUE(profiles.Open().ok());
+  ProfileWindow window = WindowAt(1, absl::FromUnixSeconds(1700000000));
+  window.memory.emplace();
+  window.memory->count_unit = "bytes";
+  window.memory->Add({{"main (1)", FrameKind::kProcess}, {"grow", FrameKind::kNative}}, 1 << 20);
+  ASSERT_TRUE(profiles.Consume(window).ok());
+  EXPECT_TRUE(fs::exists(dir.path() + "/profiles/pystrobe-20231114T221320Z-000001.pb.gz"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/profiles/pystrobe-20231114T221320Z-000001-memory.pb.gz"));
+  EXPECT_EQ(ProfileDirectory::MemoryFileName(window),
+            "pystrobe-20231114T221320Z-000001-memory.pb.gz");
+  EXPECT_EQ(profiles.stats().windows_written, 1u);
+  EXPECT_EQ(profiles.stats().files, 2u);  // both under the retention
 }
 
 }  // namespace

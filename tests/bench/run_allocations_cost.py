@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""What `record --allocations` costs an allocation-heavy Python program.
+
+The workload (Debian's python3.11) runs two loops and times them itself
+(perf_counter around them, so start-up is not counted):
+  malloc  2,000,000 bytes objects of 1 KiB made and dropped: each a malloc and
+          a free (objects over 512 bytes bypass pymalloc)
+  mixed   2,000,000 iterations of small lists, dicts and strings (pymalloc,
+          which calls malloc only for new 256 KiB arenas) and one 1 KiB bytes
+under each of, alternating, ROUNDS times:
+  none         unprofiled
+  allocations  `pystrobe record --allocations -f folded` (uprobes on libc's malloc,
+               calloc, realloc, free; sampled every 512 KiB in the kernel)
+  tracemalloc  python3.11 -X tracemalloc=1 (exact, one frame)
+and memray or scalene when installed (named when not). Medians, and the
+slowdown against none.
+
+usage: sudo python3 tests/bench/run_allocations_cost.py [--bin build/pystrobe] [--rounds 3]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PYTHON = "/usr/bin/python3.11"
+
+WORKLOAD = r"""
+import json, sys, time
+def malloc_loop(n):
+    for _ in range(n):
+        b = bytes(1024)
+def mixed_loop(n):
+    for i in range(n):
+        l = [i, i + 1, i + 2]
+        d = {"a": i}
+        s = str(i)
+        if i % 4 == 0:
+            b = bytes(1024)
+n = 2_000_000
+t0 = time.perf_counter(); malloc_loop(n); t1 = time.perf_counter(); mixed_loop(n)
+t2 = time.perf_counter()
+with open(sys.argv[1], "w") as f:
+    json.dump({"malloc": t1 - t0, "mixed": t2 - t1}, f)
+"""
+
+
+def run(design, args, tmp):
+    script = os.path.join(tmp, "workload.py")
+    truth = os.path.join(tmp, "times.json")
+    cmd = {
+        "none": [PYTHON, script, truth],
+        "allocations": [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
+                        os.path.join(tmp, "alloc.folded"), "--", PYTHON, script, truth],
+        "tracemalloc": [PYTHON, "-X", "tracemalloc=1", script, truth],
+    }[design]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(truth) as f:
+        return json.load(f)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", default=os.path.join(REPO, "build", "pystrobe"))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    for peer in ("memray", "scalene"):
+        if subprocess.run([PYTHON, "-c", f"import {peer}"], capture_output=True).returncode:
+            print(f"{peer} is not installed for {PYTHON}: not measured", file=sys.stderr)
+    designs = ["none", "allocations", "tracemalloc"]
+    results = {d: [] for d in designs}
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "workload.py"), "w") as f:
+            f.write(WORKLOAD)
+        for _ in range(args.rounds):
+            for design in designs:
+                results[design].append(run(design, args, tmp))
+    base = {k: statistics.median(r[k] for r in results["none"]) for k in ("malloc", "mixed")}
+    print(f"medians of {args.rounds} runs, seconds (slowdown against none)")
+    print(f"{'design':12} {'malloc loop':>20} {'mixed loop':>20}")
+    for design in designs:
+        cells = []
+        for k in ("malloc", "mixed"):
+            t = statistics.median(r[k] for r in results[design])
+            cells.append(f"{t:8.3f} ({t / base[k]:5.2f}x)")
+        print(f"{design:12} {cells[0]:>20} {cells[1]:>20}")
+
+
+if __name__ == "__main__":
+    main()
