@@ -312,7 +312,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
     profile.sampling_interval_bytes = SamplerConfig{}.alloc_sample_bytes;
     StackAggregator in_use = recorder.InUseStacks();
     const StackAggregator& chosen = options.alloc_space ? recorder.allocation_stacks() : in_use;
-    builder.AddTo(chosen, {.per_nanosecond = 1, .resident_growth = true}, profile);
+    builder.AddBytesTo(chosen, profile);
     AddProcessLabels(recorder.processes(), {&chosen}, profile);
   } else if (options.memory) {
     // Resident growth: each stack weighs the bytes its samples stand for.
@@ -321,8 +321,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
     profile.count_unit = "bytes";
     profile.sample_rate_hz = 0;
     profile.sampling_interval_bytes = SamplerConfig{}.memory_sample_bytes;
-    builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true},
-                  profile);
+    builder.AddBytesTo(recorder.memory_stacks(), profile);
     AddProcessLabels(recorder.processes(), {&recorder.memory_stacks()}, profile);
   } else {
     AddOnAndOffCpuStacks(

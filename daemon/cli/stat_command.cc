@@ -242,7 +242,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // What grew memory up to the peak, in bytes (after the verdict: a
   // memory-bound one names it).
   Profile growth;
-  builder.AddTo(growth_to_peak, {.per_nanosecond = 1, .resident_growth = true}, growth);
+  builder.AddBytesTo(growth_to_peak, growth);
   report.memory_growth_sampled = true;
   PickMemoryGrowthStacks(growth, report);
 

@@ -82,6 +82,11 @@ class ProfileBuilder {
     AddTo(stacks, {.per_sample = 1}, profile);
   }
   void AddTo(const StackAggregator& stacks, const Weighting& weighting, Profile& profile);
+  // Adds every stack of resident growth or allocations, counting the bytes
+  // its samples stand for.
+  void AddBytesTo(const StackAggregator& stacks, Profile& profile) {
+    AddTo(stacks, {.per_nanosecond = 1, .resident_growth = true}, profile);
+  }
 
  private:
   // The running kernel's build id (/sys/kernel/notes), "" when unknown.

@@ -188,8 +188,7 @@ void ProfilingSession::Tick(absl::Time now) {
                              &recorder.native_names(), sampling_->kernel_symbols(),
                              ProfileBuilderOptions{});
       Profile profile;
-      builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true},
-                    profile);
+      builder.AddBytesTo(recorder.memory_stacks(), profile);
       PickMemoryGrowthStacks(profile, growth);
     }
     if (absl::Status s =

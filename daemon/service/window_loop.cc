@@ -42,7 +42,7 @@ Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now, bool memor
   if (memory) {
     profile.count_unit = "bytes";
     profile.sampling_interval_bytes = SamplerConfig{}.memory_sample_bytes;
-    builder.AddTo(stacks.memory, {.per_nanosecond = 1, .resident_growth = true}, profile);
+    builder.AddBytesTo(stacks.memory, profile);
     AddProcessLabels(recorder_->processes(), {&stacks.memory}, profile, container);
   } else {
     AddOnAndOffCpuStacks(stacks.on_cpu, stacks.off_cpu,

@@ -493,7 +493,7 @@ TEST(RecorderTest, ResidentGrowthIsWeighedInBytesApartFromCpuSamples) {
   Profile profile;
   ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
                          nullptr, {});
-  builder.AddTo(recorder.memory_stacks(), {.per_nanosecond = 1, .resident_growth = true}, profile);
+  builder.AddBytesTo(recorder.memory_stacks(), profile);
   std::map<std::string, uint64_t> folded;
   for (const ProfileStack& stack : profile.stacks()) {
     std::vector<std::string> names;
