@@ -102,6 +102,11 @@ class Daemon:
         self.config_path = os.path.join(tmp, f"config-{self.port}.yaml")
         cmd = [PYSTROBE_BIN, "daemon", "--prometheus-listen", f"127.0.0.1:{self.port}",
                "--profile-dir", self.profile_dir, *args]
+        # A control socket of its own: at the default path it would answer
+        # the record/stat/top of every other test (and take a running
+        # daemon's place).
+        if "--socket" not in args:
+            cmd += ["--socket", os.path.join(tmp, f"control-{self.port}.sock")]
         if config is not None:
             self.write_config(config)
             cmd += ["--config", self.config_path]

@@ -53,7 +53,8 @@ class DaemonSdNotifyTest(BpfTestCase):
         self.addCleanup(log.close)
         daemon = subprocess.Popen(
             [PYSTROBE_BIN, "daemon", "--prometheus-listen", f"127.0.0.1:{port}",
-             "--profile-dir", os.path.join(work, "profiles"), "--window", "5"],
+             "--profile-dir", os.path.join(work, "profiles"), "--window", "5",
+             "--socket", os.path.join(work, "control.sock")],
             env=env, stdout=log, stderr=subprocess.STDOUT)
 
         def output():
