@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 13
+#define PYSTROBE_ABI_VERSION 14
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -52,6 +52,10 @@ enum pystrobe_event_kind {
 	PYSTROBE_EVENT_ALLOC = 7,
 	/* A sampled block was freed: struct pystrobe_free_event. */
 	PYSTROBE_EVENT_FREE = 8,
+	/* A thread of a process the kernel's OOM killer chose, as it took its
+	 * SIGKILL: a pystrobe_sample of what the thread was doing when killed
+	 * (no kernel stack: that is the signal's delivery). */
+	PYSTROBE_EVENT_OOM_KILLED = 9,
 };
 
 /* Why a thread left the CPU, from prev_state at sched_switch (and, for
@@ -261,7 +265,9 @@ enum pystrobe_sample_counter {
 	/* Sampled allocations sent (PYSTROBE_EVENT_ALLOC), and frees of them. */
 	PYSTROBE_COUNT_ALLOC_SENT = 18,
 	PYSTROBE_COUNT_FREE_SENT = 19,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 20,
+	/* Stacks of OOM-killed threads sent (PYSTROBE_EVENT_OOM_KILLED). */
+	PYSTROBE_COUNT_OOM_KILLED_SENT = 20,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 21,
 };
 
 /* ==== CPython frame walking ===========================================

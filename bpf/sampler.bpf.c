@@ -293,9 +293,22 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/* The counter of records of `kind` sent by send_event_sample. */
+static __always_inline __u32 event_sent_counter(__u32 kind)
+{
+	switch (kind) {
+	case PYSTROBE_EVENT_ALLOC:
+		return PYSTROBE_COUNT_ALLOC_SENT;
+	case PYSTROBE_EVENT_OOM_KILLED:
+		return PYSTROBE_COUNT_OOM_KILLED_SENT;
+	default:
+		return PYSTROBE_COUNT_MEMORY_SENT;
+	}
+}
+
 /*
- * Takes the current thread's stack as a record of `kind` (MEMORY, ALLOC)
- * weighing `weight` bytes, from a program that runs in process context: a
+ * Takes the current thread's stack as a record of `kind` (MEMORY, ALLOC,
+ * OOM_KILLED) weighing `weight` bytes, from a program that runs in process context: a
  * cpu-clock tick may interrupt it and take the same per-CPU scratch. The
  * tick's program counts PYSTROBE_COUNT_TAKEN on entry, so a change of that
  * count means this sample was overwritten: it is taken again, once.
@@ -327,9 +340,7 @@ static __always_inline void send_event_sample(void *ctx, __u64 pid_tgid, bool ke
 			if (bpf_ringbuf_output(&events, sample, size, flags))
 				count_drop(PYSTROBE_DROP_RINGBUF_FULL);
 			else
-				count_sample(kind == PYSTROBE_EVENT_ALLOC
-						 ? PYSTROBE_COUNT_ALLOC_SENT
-						 : PYSTROBE_COUNT_MEMORY_SENT);
+				count_sample(event_sent_counter(kind));
 			return;
 		}
 		count_sample(attempt == 0 ? PYSTROBE_COUNT_MEMORY_RETAKEN
@@ -421,6 +432,37 @@ int sample_memory_growth(struct bpf_raw_tracepoint_args *ctx)
 	}
 
 	send_event_sample(ctx, pid_tgid, true, PYSTROBE_EVENT_MEMORY, weight, 0);
+	return 0;
+}
+
+/* ---- OOM kills: what each thread of the victim was doing -------------------- */
+
+#define SIGKILL_SIGNAL 9
+
+/*
+ * Each signal a thread takes. The OOM killer marks its victim's signal_struct
+ * (oom_mm) and sends it SIGKILL; every thread of it then comes here, in its
+ * own context with its user registers saved, on its way to exit: the one
+ * moment its whole stack, Python frames too, can still be read. The victim's
+ * memory is reaped only seconds later (the OOM reaper waits), and its threads
+ * die within milliseconds. Args: (int sig, struct kernel_siginfo *info,
+ * struct k_sigaction *ka).
+ */
+SEC("raw_tp/signal_deliver")
+int sample_oom_killed(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task;
+	__u64 pid_tgid;
+
+	if ((int)ctx->args[0] != SIGKILL_SIGNAL)
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (!BPF_CORE_READ(task, signal, oom_mm))
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if (!is_target(pid_tgid >> 32))
+		return 0;
+	send_event_sample(ctx, pid_tgid, false, PYSTROBE_EVENT_OOM_KILLED, 1, 0);
 	return 0;
 }
 

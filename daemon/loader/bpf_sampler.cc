@@ -257,6 +257,15 @@ absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
     if (link == nullptr) return LibbpfError(-errno, "attach the memory program to kmem:rss_stat");
     links_.push_back(link);
   }
+  // Always: it runs on each signal a thread takes and sends only the stacks
+  // of OOM-killed targets, what their OOM reports show.
+  {
+    bpf_link* link = bpf_program__attach(skeleton_->progs.sample_oom_killed);
+    if (link == nullptr) {
+      return LibbpfError(-errno, "attach the OOM-kill program to signal:signal_deliver");
+    }
+    links_.push_back(link);
+  }
 
   absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
   if (!cpus.ok()) return cpus.status();
@@ -373,6 +382,7 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.memory_lost = samples[PYSTROBE_COUNT_MEMORY_LOST];
   counters.allocations_sent = samples[PYSTROBE_COUNT_ALLOC_SENT];
   counters.frees_sent = samples[PYSTROBE_COUNT_FREE_SENT];
+  counters.oom_killed_sent = samples[PYSTROBE_COUNT_OOM_KILLED_SENT];
   counters.period_redraws = detached_redraws_.set;
   counters.period_redraws_failed = detached_redraws_.failed;
   if (sampling_clock_ != nullptr) {

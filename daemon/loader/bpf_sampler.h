@@ -86,6 +86,7 @@ struct SamplerCounters {
   uint64_t memory_lost = 0;            // ... lost (overwritten twice)
   uint64_t allocations_sent = 0;       // sampled allocations sent
   uint64_t frees_sent = 0;             // frees of sampled blocks sent
+  uint64_t oom_killed_sent = 0;        // stacks of OOM-killed threads sent
   // Per kernel drop reason (see kDropReasons in drop_reasons.h).
   std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
   // The sampling clock's redraws of a CPU's period, and those the kernel

@@ -14,6 +14,10 @@
 namespace pystrobe {
 namespace {
 
+// Bounds on the threads of OOM-killed processes kept until taken.
+constexpr size_t kMaxKilledProcesses = 64;
+constexpr size_t kMaxKilledThreadsPerProcess = 1024;
+
 // A comm from the kernel is NUL-padded, but not always NUL-terminated.
 absl::string_view CommView(const char (&comm)[PYSTROBE_COMM_LEN]) {
   return absl::string_view(comm, strnlen(comm, PYSTROBE_COMM_LEN));
@@ -51,6 +55,9 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
       return;
     case PYSTROBE_EVENT_ALLOC:
       HandleSample(record, SampleKind::kAllocation);
+      return;
+    case PYSTROBE_EVENT_OOM_KILLED:
+      HandleSample(record, SampleKind::kOomKilled);
       return;
     case PYSTROBE_EVENT_FREE: {
       pystrobe_free_event event;
@@ -148,6 +155,18 @@ void Recorder::HandleSample(std::span<const uint8_t> record, SampleKind kind) {
   }
   if (offcpu)
     stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(header.offcpu_reason, 127));
+  if (kind == SampleKind::kOomKilled) {
+    stack.tid = header.tid;
+    auto victim = killed_threads_.find(header.pid);
+    if (victim == killed_threads_.end()) {
+      if (killed_threads_.size() >= kMaxKilledProcesses) return;
+      victim = killed_threads_.try_emplace(header.pid).first;
+    }
+    if (victim->second.size() < kMaxKilledThreadsPerProcess) {
+      victim->second.push_back({header.tid, std::string(CommView(header.comm)), std::move(stack)});
+    }
+    return;
+  }
   StackAggregator& stacks = kind == SampleKind::kOnCpu    ? stacks_
                             : kind == SampleKind::kOffCpu ? offcpu_stacks_
                             : kind == SampleKind::kMemory ? memory_stacks_
@@ -189,6 +208,14 @@ void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& pytho
     }
     offcpu_stacks_.Add(std::move(stack), {1, charge});
   }
+}
+
+std::vector<KilledThread> Recorder::TakeKilledThreads(uint32_t pid) {
+  auto victim = killed_threads_.find(pid);
+  if (victim == killed_threads_.end()) return {};
+  std::vector<KilledThread> threads = std::move(victim->second);
+  killed_threads_.erase(victim);
+  return threads;
 }
 
 StackAggregator Recorder::InUseStacks() const {

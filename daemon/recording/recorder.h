@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "daemon/python/code_copies.h"
@@ -44,6 +46,14 @@ struct WindowStacks {
   StackAggregator memory;  // resident growth, in bytes
 };
 
+// A thread of a process the kernel's OOM killer chose, as it took the
+// SIGKILL: what it was doing when killed.
+struct KilledThread {
+  uint32_t tid = 0;
+  std::string name;  // the thread's comm
+  RawStack stack;
+};
+
 class Recorder {
  public:
   // `symbolizer` must outlive the recorder.
@@ -77,6 +87,9 @@ class Recorder {
   const PythonCodeCopies& python_code_copies() const { return python_code_copies_; }
   NativeNameCache& native_names() { return native_names_; }
   uint64_t samples() const { return stacks_.total(); }
+  // The threads of OOM-killed process `pid` seen so far, in the order they
+  // took the kill; forgets them.
+  std::vector<KilledThread> TakeKilledThreads(uint32_t pid);
 
   // For a daemon's windows: hands over the stacks so far and starts afresh.
   // Processes, code objects and names stay (they are still needed).
@@ -101,7 +114,7 @@ class Recorder {
   // suspended task's chain, as off-CPU time ending in [await].
   void ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python);
   // A cpu-clock sample, an interval off CPU with its stack, or resident growth.
-  enum class SampleKind { kOnCpu, kOffCpu, kMemory, kAllocation };
+  enum class SampleKind { kOnCpu, kOffCpu, kMemory, kAllocation, kOomKilled };
   void HandleSample(std::span<const uint8_t> record, SampleKind kind);
 
   ProcessTable processes_;
@@ -111,6 +124,9 @@ class Recorder {
   StackAggregator allocation_stacks_;
   // Sampled blocks not yet freed, by (pid, address): their stack and bytes.
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, std::pair<RawStack, uint64_t>> live_blocks_;
+  // Threads of OOM-killed processes, by pid, until taken. Bounded: a
+  // recording nobody takes them from keeps the first victims' only.
+  absl::flat_hash_map<uint32_t, std::vector<KilledThread>> killed_threads_;
   PythonCodeTable python_codes_;
   PythonCodeCopies python_code_copies_;
   NativeNameCache native_names_;

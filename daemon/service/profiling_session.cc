@@ -2,9 +2,11 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/accounting/stat_analysis.h"
@@ -176,27 +178,27 @@ void ProfilingSession::Tick(absl::Time now) {
   }
   std::vector<ProcessCounters> processes = accounting_->Processes();
   process_metrics_.Update(processes, now);
+  absl::flat_hash_set<uint32_t> exited;
+  for (const ProcessCounters& process : processes) {
+    if (process.exited) exited.insert(process.pid);
+  }
   for (const OomVictim& victim : process_metrics_.TakeOomVictims()) {
     fprintf(stderr, "pystrobe daemon: the OOM killer chose %s (%u), resident %.1f MiB\n",
             victim.comm.c_str(), victim.pid, victim.memory.resident_bytes() / 1048576.0);
+    OomReport report{.victim = victim};
     // With memory: true, what grew the victim's memory in this window.
-    StatReport growth;
-    growth.pid = victim.pid;
     if (config_.memory) {
-      Recorder& recorder = sampling_->recorder();
-      ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(),
-                             &recorder.native_names(), sampling_->kernel_symbols(),
-                             ProfileBuilderOptions{});
       Profile profile;
-      builder.AddBytesTo(recorder.memory_stacks(), profile);
+      ProfileBuilder builder = StackNamer(ProfileBuilderOptions{});
+      builder.AddBytesTo(sampling_->recorder().memory_stacks(), profile);
+      StatReport growth;
+      growth.pid = victim.pid;
       PickMemoryGrowthStacks(profile, growth);
+      report.growth = std::move(growth.memory_growth_stacks);
     }
-    if (absl::Status s =
-            WriteOomReport(config_.exporters.profile_dir, victim, growth.memory_growth_stacks);
-        !s.ok()) {
-      fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
-    }
+    pending_oom_reports_.Add(std::move(report), now);
   }
+  WriteOomReports(pending_oom_reports_.TakeDue(now, exited));
   gpu_metrics_->Update(now);
   on_demand_accounting_->OnProcesses(processes);
   // Their final figures are read: the kernel's map may let them go.
@@ -216,6 +218,7 @@ void ProfilingSession::Tick(absl::Time now) {
   if (usage.resident_bytes > kMemoryPressureShare * limit) {
     if (sampling_->recorder().stacks().size() + sampling_->recorder().offcpu_stacks().size() > 0) {
       ++memory_pressure_cuts_;
+      WriteOomReports(pending_oom_reports_.TakeDue(now, {}, /*all=*/true));
       window_loop_->Cut(now);
       malloc_trim(0);
     }
@@ -226,8 +229,50 @@ void ProfilingSession::Tick(absl::Time now) {
   }
 }
 
+ProfileBuilder ProfilingSession::StackNamer(ProfileBuilderOptions options) {
+  Recorder& recorder = sampling_->recorder();
+  return ProfileBuilder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                        sampling_->kernel_symbols(), options);
+}
+
+std::vector<KilledThreadStack> ProfilingSession::KilledThreadStacks(uint32_t pid) {
+  std::vector<KilledThread> killed = sampling_->recorder().TakeKilledThreads(pid);
+  std::sort(killed.begin(), killed.end(),
+            [](const KilledThread& a, const KilledThread& b) { return a.tid < b.tid; });
+  // Named as the windows' stacks are.
+  ProfileBuilder builder =
+      StackNamer({.native = config_.python.walk && config_.python.native_stacks});
+  std::vector<KilledThreadStack> threads;
+  for (KilledThread& thread : killed) {
+    StackAggregator one;
+    one.Add(std::move(thread.stack), {1, 0});
+    Profile profile;
+    builder.AddTo(one, profile);
+    KilledThreadStack named{.tid = thread.tid, .name = std::move(thread.name)};
+    for (const ProfileStack& stack : profile.stacks()) {
+      for (const Frame& frame : stack.frames) {
+        if (frame.kind != FrameKind::kProcess) named.frames.push_back(frame.name);
+      }
+    }
+    threads.push_back(std::move(named));
+  }
+  return threads;
+}
+
+void ProfilingSession::WriteOomReports(std::vector<OomReport> reports) {
+  for (OomReport& report : reports) {
+    report.threads = KilledThreadStacks(report.victim.pid);
+    if (absl::Status s = WriteOomReport(config_.exporters.profile_dir, report); !s.ok()) {
+      fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
+    }
+  }
+}
+
 void ProfilingSession::MaybeCut(absl::Time now, bool force) {
   if (force || window_loop_->Due(now)) {
+    // A cut lets exited processes' names go: reports still waiting are
+    // written with what has come.
+    WriteOomReports(pending_oom_reports_.TakeDue(now, {}, /*all=*/true));
     window_loop_->Cut(now);
     malloc_trim(0);
   }
@@ -237,6 +282,7 @@ void ProfilingSession::Finish(absl::Time now) {
   if (absl::Status s = sampling_->Finish(); !s.ok()) {
     fprintf(stderr, "pystrobe daemon: %s\n", std::string(s.message()).c_str());
   }
+  WriteOomReports(pending_oom_reports_.TakeDue(now, {}, /*all=*/true));
   window_loop_->Cut(now, /*final=*/true);
   on_demand_accounting_->FinishAll(now);
   on_demand_->FinishAll(now);

@@ -16,11 +16,13 @@
 #include "config/config.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/loader/bpf_sampler.h"
+#include "daemon/recording/profile_builder.h"
 #include "daemon/recording/sampling_session.h"
 #include "daemon/service/container_labels.h"
 #include "daemon/service/gpu_metrics.h"
 #include "daemon/service/on_demand_accounting.h"
 #include "daemon/service/on_demand_recordings.h"
+#include "daemon/service/oom_report.h"
 #include "daemon/service/process_metrics.h"
 #include "daemon/service/self_metrics.h"
 #include "daemon/service/target_selector.h"
@@ -86,6 +88,12 @@ class ProfilingSession {
  private:
   ProfilingSession(const DaemonConfig& config, ContainerLabels* labels);
 
+  // A builder that names the recorder's stacks.
+  ProfileBuilder StackNamer(ProfileBuilderOptions options);
+  // What each thread of OOM-killed `pid` was doing at the kill, named.
+  std::vector<KilledThreadStack> KilledThreadStacks(uint32_t pid);
+  void WriteOomReports(std::vector<OomReport> reports);
+
   DaemonConfig config_;
   // First, so it goes last: everything below reads its recorder.
   std::unique_ptr<SamplingSession> sampling_;
@@ -100,6 +108,7 @@ class ProfilingSession {
   std::vector<BpfSampler::MapFill> map_fill_;
   absl::Time next_map_read_ = absl::InfinitePast();
   uint64_t memory_pressure_cuts_ = 0;
+  PendingOomReports pending_oom_reports_;
 };
 
 }  // namespace pystrobe

@@ -8,7 +8,8 @@ MODE:
       written), holds it HOLD_S seconds, frees it all, then sleeps 0.5 s: the
       peak is passed before the end.
   oom STEP_MIB: grows_until_killed() adds STEP_MIB at a time until the kernel
-      kills it (run it in a memory-limited cgroup).
+      kills it (run it in a memory-limited cgroup), while a second thread
+      sleeps in waits_beside(). Writes its pid and that thread's tid first.
   rate MIB_PER_S SECONDS: first-touches fresh mmap'd memory at MIB_PER_S for
       SECONDS, unmapping each chunk after touching it (RSS stays flat).
   leak MIB: leak_into() allocates MIB blocks of 1 MiB and keeps them;
@@ -24,6 +25,7 @@ import json
 import mmap
 import os
 import sys
+import threading
 import time
 
 CHUNK = 4 << 20
@@ -83,9 +85,16 @@ def grows_until_killed(step_mib, held):
     held.append(b"y" * (step_mib << 20))
 
 
+def waits_beside():
+    while True:
+        time.sleep(0.01)
+
+
 def oom(step_mib, truth_path):
+    waiter = threading.Thread(target=waits_beside, name="waiter", daemon=True)
+    waiter.start()
     with open(truth_path, "w") as f:
-        json.dump({"pid": os.getpid()}, f)
+        json.dump({"pid": os.getpid(), "waiter_tid": waiter.native_id}, f)
     held = []
     while True:
         grows_until_killed(step_mib, held)

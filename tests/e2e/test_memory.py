@@ -277,13 +277,9 @@ class OomTest(BpfTestCase):
         self.assertLess(report["peak_rss_bytes"], 1.1 * OOM_LIMIT)
         self.assertGreater(len(report["memory_timeline"]), 0)
         # The function that grew, first among the growth stacks.
-        # What grew it: the victim's first touches, most of its memory. (Its
-        # Python frames are not asserted here: a victim that dies within a
-        # second of its exec is not always walked by the daemon; see stat's
-        # test above for the function.)
         top = report["memory_growth_stacks"][0]
         self.assertIn("do_anonymous_page_[k]", top["stack"], top)
-        self.assertGreater(top["share"], 0.5, top)
+        self.assertTrue(any(f.startswith("grows_until_killed (") for f in top["stack"]), top)
         self.assertGreater(top["share"], 0.5, top)
 
     def test_record_prints_the_oom_kill(self):
@@ -324,12 +320,24 @@ class OomTest(BpfTestCase):
             report = json.load(f)
         self.assertEqual(report["comm"], "python3.11")
         self.assertGreater(report["rss_bytes"], 0.6 * OOM_LIMIT)
-        # What grew it: the victim's first touches, most of its memory. (Its
-        # Python frames are not asserted here: a victim that dies within a
-        # second of its exec is not always walked by the daemon; see stat's
-        # test above for the function.)
+        # Every thread's stack as it took the kill: the one that grew, in the
+        # function that grew, and the one sleeping beside it.
+        with open(self.truth_path) as f:
+            waiter_tid = json.load(f)["waiter_tid"]
+        threads = {t["tid"]: t for t in report["threads"]}
+        self.assertEqual(set(threads), {pid, waiter_tid}, report["threads"])
+        self.assertTrue(any(f.startswith("grows_until_killed (") for f in threads[pid]["stack"]),
+                        threads[pid])
+        self.assertTrue(any(f.startswith("oom (") for f in threads[pid]["stack"]), threads[pid])
+        self.assertTrue(any(f.startswith("waits_beside (") for f in threads[waiter_tid]["stack"]),
+                        threads[waiter_tid])
+        self.assertFalse(any(f.startswith("grows_until_killed (")
+                             for f in threads[waiter_tid]["stack"]), threads[waiter_tid])
+        # What grew it: the victim's first touches, most of its memory, in
+        # the function that grew it.
         top = report["memory_growth_stacks"][0]
         self.assertIn("do_anonymous_page_[k]", top["stack"], top)
+        self.assertTrue(any(f.startswith("grows_until_killed (") for f in top["stack"]), top)
         self.assertGreater(top["share"], 0.5, top)
 
 

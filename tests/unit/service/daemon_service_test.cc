@@ -346,12 +346,42 @@ TEST(ProcessMetricsTest, OomKillIsCountedAndReportedOnceAndTheCountStays) {
   EXPECT_EQ(kills, 1);
   EXPECT_THAT(OomReportFileName(victims[0]),
               testing::MatchesRegex("oom-[0-9]{8}T[0-9]{6}Z-9\\.json"));
-  EXPECT_THAT(OomReportJson(victims[0]),
+  OomReport report{.victim = victims[0]};
+  EXPECT_THAT(OomReportJson(report),
               testing::HasSubstr("\"pid\":9,\"comm\":\"proc9\",\"cgroup\":\"\""));
-  EXPECT_THAT(OomReportJson(victims[0]), testing::HasSubstr("\"rss_anon_bytes\":157286400"));
-  EXPECT_THAT(OomReportJson(victims[0], {{.frames = {"main", "grow"}, .bytes = 7, .share = 1}}),
-              testing::HasSubstr("\"memory_growth_stacks\":[{\"stack\":[\"main\",\"grow\"],"
+  EXPECT_THAT(OomReportJson(report), testing::HasSubstr("\"rss_anon_bytes\":157286400"));
+  report.growth = {{.frames = {"main", "grow"}, .bytes = 7, .share = 1}};
+  report.threads = {{.tid = 9, .name = "proc9", .frames = {"<module> (x.py:3)", "grow (x.py:1)"}},
+                    {.tid = 11, .name = "loader \"1\"", .frames = {}}};
+  EXPECT_THAT(OomReportJson(report),
+              testing::HasSubstr("\"threads\":[{\"tid\":9,\"name\":\"proc9\",\"stack\":["
+                                 "\"<module> (x.py:3)\",\"grow (x.py:1)\"]},{\"tid\":11,"
+                                 "\"name\":\"loader \\\"1\\\"\",\"stack\":[]}],"
+                                 "\"memory_growth_stacks\":[{\"stack\":[\"main\",\"grow\"],"
                                  "\"bytes\":7,\"share\":1.0000}]}"));
+}
+
+TEST(PendingOomReportsTest, AReportIsDueTheTickAfterItsVictimExitedOrAfterTheLongestWait) {
+  PendingOomReports pending;
+  absl::Time now = absl::FromUnixSeconds(1'795'000'000);
+  OomReport exiting, stuck;
+  exiting.victim.pid = 7;
+  stuck.victim.pid = 8;
+  pending.Add(exiting, now);
+  pending.Add(stuck, now);
+  // Its exit seen at this tick: its threads' stacks are read by the next.
+  EXPECT_TRUE(pending.TakeDue(now, {7}).empty());
+  std::vector<OomReport> due = pending.TakeDue(now + absl::Seconds(1), {});
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].victim.pid, 7u);
+  EXPECT_TRUE(pending.TakeDue(now + absl::Seconds(2), {}).empty());
+  due = pending.TakeDue(now + PendingOomReports::kMaxWait, {});
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].victim.pid, 8u);
+  EXPECT_TRUE(pending.empty());
+  // Before a window is cut, every report is written with what has come.
+  pending.Add(stuck, now);
+  EXPECT_EQ(pending.TakeDue(now, {}, /*all=*/true).size(), 1u);
 }
 
 TEST(ProfileDirectoryTest, AWindowsResidentGrowthIsAMemoryFileBesideIt) {
