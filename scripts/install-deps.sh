@@ -20,6 +20,8 @@ packages=(
   python3 python3-yaml python3-numpy python3-torch chromium prometheus nodejs systemd
   # The push tests' own certificate authority.
   openssl
+  # A peer the allocation benchmark compares with (tests/bench/run_allocations_cost.py).
+  python3-scalene
 )
 
 if [ "$(id -u)" -ne 0 ]; then

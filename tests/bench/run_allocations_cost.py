@@ -12,8 +12,10 @@ under each of, alternating, ROUNDS times:
   allocations  `pystrobe record --allocations -f folded` (uprobes on libc's malloc,
                calloc, realloc, free; sampled every 512 KiB in the kernel)
   tracemalloc  python3.11 -X tracemalloc=1 (exact, one frame)
-and memray or scalene when installed (named when not). Medians, and the
-slowdown against none.
+  scalene      python3.11 -m scalene --cli --memory (Debian's python3-scalene: its
+               own allocator shim, sampled), when installed
+and memray when installed (named when not; it is not packaged for Debian 12).
+Medians, and the slowdown against none.
 
 usage: sudo python3 tests/bench/run_allocations_cost.py [--bin build/pystrobe] [--rounds 3]
 """
@@ -59,6 +61,10 @@ def run(design, args, tmp):
         "allocations": [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
                         os.path.join(tmp, "alloc.folded"), "--", PYTHON, script, truth],
         "tracemalloc": [PYTHON, "-X", "tracemalloc=1", script, truth],
+        "scalene": [PYTHON, "-m", "scalene", "--cli", "--memory", "--outfile",
+                    os.path.join(tmp, "scalene.txt"), script, truth],
+        "memray": [PYTHON, "-m", "memray", "run", "-q", "-f", "-o",
+                   os.path.join(tmp, "memray.bin"), script, truth],
     }[design]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(truth) as f:
@@ -70,10 +76,12 @@ def main():
     parser.add_argument("--bin", default=os.path.join(REPO, "build", "pystrobe"))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    for peer in ("memray", "scalene"):
+    designs = ["none", "allocations", "tracemalloc"]
+    for peer in ("scalene", "memray"):
         if subprocess.run([PYTHON, "-c", f"import {peer}"], capture_output=True).returncode:
             print(f"{peer} is not installed for {PYTHON}: not measured", file=sys.stderr)
-    designs = ["none", "allocations", "tracemalloc"]
+        else:
+            designs.append(peer)
     results = {d: [] for d in designs}
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "workload.py"), "w") as f:
