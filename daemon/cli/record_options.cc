@@ -89,9 +89,10 @@ Memory:
                        seen through uprobes, sampled in the kernel every 512 KiB
                        allocated on average, each stack weighed in bytes; no
                        restart, no ptrace. Every call of the target's allocator
-                       traps into the kernel, about 8 us a call on this VM: a
-                       loop of 1 KiB mallocs runs 310x slower, a mixed Python
-                       loop 35x (tracemalloc: 9x and 12x; docs/benchmarks.md).
+                       traps into the kernel, 8 to 11 us a call on this VM: a
+                       loop of 1 KiB mallocs runs 310x to 640x slower, a mixed
+                       Python loop 35x to 65x (tracemalloc: 9x to 12x; scalene,
+                       which needs a restart under it: 1.9x; docs/benchmarks.md).
                        It says so before it starts
       --alloc-space    with --allocations: every sampled allocation, freed or
                        not (alloc_space)
