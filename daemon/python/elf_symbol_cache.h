@@ -16,7 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "daemon/python/elf_file.h"
+#include "daemon/elf/elf_file.h"
 
 namespace pystrobe {
 

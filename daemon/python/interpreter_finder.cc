@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "daemon/python/elf_file.h"
+#include "daemon/elf/elf_file.h"
 #include "daemon/python/elf_symbol_cache.h"
 #include "daemon/python/process_memory.h"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/elf/elf_file.h"
 
 namespace pystrobe {
 namespace {
@@ -26,8 +26,6 @@ constexpr uint64_t kMaxNoteSegmentBytes = 1 << 16;
 
 // Reads `size` bytes at `offset` into `out`; false when they are not there.
 using ReadAt = std::function<bool(uint64_t offset, size_t size, void* out)>;
-
-size_t AlignUp(size_t value, size_t align) { return (value + align - 1) / align * align; }
 
 // ELF32 and ELF64 differ in field widths and order; this is what we use of a
 // program header, whichever class the file is.
@@ -98,29 +96,6 @@ absl::StatusOr<ElfIdentity> ReadIdentity(const ReadAt& read_at) {
 }
 
 }  // namespace
-
-std::optional<std::string> GnuBuildIdInNotes(absl::string_view notes, size_t align) {
-  // Each note: namesz, descsz, type (32-bit in both classes), then the name
-  // and the descriptor, each padded to the alignment.
-  Elf64_Nhdr note;
-  for (size_t at = 0; notes.size() - at >= sizeof(note);) {
-    memcpy(&note, notes.data() + at, sizeof(note));
-    size_t name_at = at + sizeof(note);
-    size_t desc_at = name_at + AlignUp(note.n_namesz, align);
-    if (note.n_namesz > notes.size() || note.n_descsz > notes.size() ||
-        desc_at + note.n_descsz > notes.size()) {
-      return std::nullopt;
-    }
-    // The name is "GNU" with its NUL.
-    if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == sizeof(ELF_NOTE_GNU) &&
-        memcmp(notes.data() + name_at, ELF_NOTE_GNU, sizeof(ELF_NOTE_GNU)) == 0 &&
-        note.n_descsz > 0) {
-      return absl::BytesToHexString(notes.substr(desc_at, note.n_descsz));
-    }
-    at = desc_at + AlignUp(note.n_descsz, align);
-  }
-  return std::nullopt;
-}
 
 absl::StatusOr<ElfIdentity> ReadElfIdentity(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

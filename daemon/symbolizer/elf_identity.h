@@ -1,6 +1,8 @@
 // What identifies an ELF file to a profile reader: its GNU build id, and its
 // executable segments, which turn a file offset into the ELF virtual address
-// that symbol tables, addr2line and pprof use.
+// that symbol tables, addr2line and pprof use. Read with a few preads, never
+// mapping the file (daemon/elf/elf_file.h reads whole files, and parses the
+// notes for both).
 #ifndef PYSTROBE_DAEMON_SYMBOLIZER_ELF_IDENTITY_H_
 #define PYSTROBE_DAEMON_SYMBOLIZER_ELF_IDENTITY_H_
 
@@ -30,11 +32,6 @@ absl::StatusOr<ElfIdentity> ReadElfIdentity(const std::string& path);
 
 // The same, of an ELF image mapped whole in this process (the vDSO).
 absl::StatusOr<ElfIdentity> ReadElfIdentityInMemory(const void* image, size_t size);
-
-// The GNU build id in a run of ELF notes (a PT_NOTE segment, or
-// /sys/kernel/notes, which is the kernel's notes as is); `align` is the
-// segment's alignment (4 or 8). nullopt when no NT_GNU_BUILD_ID is there.
-std::optional<std::string> GnuBuildIdInNotes(absl::string_view notes, size_t align = 4);
 
 // The running kernel's build id from /sys/kernel/notes; empty when unknown.
 std::string ReadKernelBuildId(const std::string& notes_path = "/sys/kernel/notes");

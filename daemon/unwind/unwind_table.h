@@ -12,15 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bpf/pystrobe_abi.h"
+#include "daemon/elf/elf_file.h"
 
 namespace pystrobe {
-
-struct ElfLoadRange {
-  uint64_t vaddr = 0;
-  uint64_t offset = 0;
-  uint64_t file_size = 0;
-  bool executable = false;
-};
 
 struct UnwindTable {
   // Sorted by addr, no two neighbours alike; a gap between functions is an
@@ -34,7 +28,7 @@ struct UnwindTable {
   // The NT_GNU_BUILD_ID in lowercase hex; empty when the file has none.
   std::string build_id;
   // The PT_LOAD segments, to turn a mapping into a bias (LoadBias).
-  std::vector<ElfLoadRange> load_segments;
+  std::vector<ElfLoadSegment> load_segments;
   // Where the rows came from: ".eh_frame", ".debug_frame", or those of a
   // debug file ("/usr/lib/debug/...: .debug_frame").
   std::vector<std::string> sources;
@@ -69,7 +63,7 @@ absl::StatusOr<UnwindTable> BuildUnwindTable(const std::string& path,
 // What to add to a link-time address of the file to get the address in a
 // process that maps the file's bytes from `file_offset` at `start`.
 // nullopt when no PT_LOAD segment holds that offset.
-std::optional<uint64_t> LoadBias(const std::vector<ElfLoadRange>& segments, uint64_t start,
+std::optional<uint64_t> LoadBias(const std::vector<ElfLoadSegment>& segments, uint64_t start,
                                  uint64_t file_offset);
 
 }  // namespace pystrobe

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "daemon/python/elf_file.h"
+#include "daemon/elf/elf_file.h"
 
 namespace pystrobe {
 namespace {

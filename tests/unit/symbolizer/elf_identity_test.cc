@@ -28,7 +28,6 @@ namespace {
 using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
 using ::testing::Not;
-using ::testing::Optional;
 
 // Files of this machine the daemon meets most: Debian's python3.11 (non-PIE),
 // libc (PIE), the dynamic loader, and this test (built here).
@@ -108,48 +107,6 @@ TEST(ElfIdentityTest, ModuleSymbolsKeepTheFilesBuildIdAndSegments) {
   ASSERT_TRUE(symbols.ok()) << symbols.status();
   EXPECT_EQ((*symbols)->build_id(), ReadelfBuildId("/usr/bin/python3.11"));
   EXPECT_EQ((*symbols)->code_segments(), ReadelfCodeSegments("/usr/bin/python3.11"));
-}
-
-// Notes as a PT_NOTE segment holds them: header, name, descriptor, each
-// padded to `align`.
-void AppendNote(std::string& notes, uint32_t type, const std::string& name, const std::string& desc,
-                size_t align) {
-  Elf64_Nhdr header = {static_cast<Elf64_Word>(name.size()), static_cast<Elf64_Word>(desc.size()),
-                       type};
-  notes.append(reinterpret_cast<const char*>(&header), sizeof(header));
-  notes.append(name);
-  notes.append((align - name.size() % align) % align, '\0');
-  notes.append(desc);
-  notes.append((align - desc.size() % align) % align, '\0');
-}
-
-TEST(GnuBuildIdInNotesTest, FindsTheBuildIdAfterOtherNotesAtEitherAlignment) {
-  const std::string gnu("GNU\0", 4);
-  for (size_t align : {4, 8}) {
-    std::string notes;
-    AppendNote(notes, NT_GNU_ABI_TAG, gnu, std::string(16, '\x01'), align);
-    AppendNote(notes, NT_GNU_BUILD_ID, std::string("Xen\0", 4), "\xaa\xbb", align);
-    AppendNote(notes, NT_GNU_BUILD_ID, gnu, "\x01\x23\xab\xcd\xef", align);
-    EXPECT_THAT(GnuBuildIdInNotes(notes, align), Optional(std::string("0123abcdef")))
-        << "align " << align;
-  }
-}
-
-TEST(GnuBuildIdInNotesTest, TruncatedOrAbsentNotesGiveNothing) {
-  const std::string gnu("GNU\0", 4);
-  std::string notes;
-  AppendNote(notes, NT_GNU_BUILD_ID, gnu, std::string(20, '\x5a'), 4);
-  EXPECT_EQ(GnuBuildIdInNotes(notes.substr(0, notes.size() - 1)), std::nullopt);
-  EXPECT_EQ(GnuBuildIdInNotes(notes.substr(0, 5)), std::nullopt);
-  EXPECT_EQ(GnuBuildIdInNotes(""), std::nullopt);
-  std::string other;
-  AppendNote(other, NT_GNU_ABI_TAG, gnu, std::string(16, '\0'), 4);
-  EXPECT_EQ(GnuBuildIdInNotes(other), std::nullopt);
-  // A name size that points past the end is not followed.
-  Elf64_Nhdr huge = {0xfffffff0u, 20, NT_GNU_BUILD_ID};
-  EXPECT_EQ(GnuBuildIdInNotes(std::string(reinterpret_cast<const char*>(&huge), sizeof(huge)) +
-                              std::string(64, 'x')),
-            std::nullopt);
 }
 
 TEST(KernelBuildIdTest, ReadFromSysKernelNotesWhenTheKernelHasOne) {

@@ -282,7 +282,13 @@ TEST(UnwindTableCacheTest, OneTableSharedUntilItsLastUserReleasesIt) {
 }
 
 TEST(LoadBiasTest, PieMappedAtItsLoadAddress) {
-  std::vector<ElfLoadRange> segments = {{0x0, 0x0, 0x1000, false}, {0x1000, 0x1000, 0x2000, true}};
+  std::vector<ElfLoadSegment> segments = {
+      {.vaddr = 0x0, .offset = 0x0, .file_size = 0x1000, .mem_size = 0x1000, .executable = false},
+      {.vaddr = 0x1000,
+       .offset = 0x1000,
+       .file_size = 0x2000,
+       .mem_size = 0x2000,
+       .executable = true}};
   EXPECT_EQ(LoadBias(segments, 0x555555555000, 0x1000), 0x555555554000u);
   EXPECT_EQ(LoadBias(segments, 0x400000, 0x0), 0x400000u);
   EXPECT_EQ(LoadBias(segments, 0x400000, 0x9000), std::nullopt);

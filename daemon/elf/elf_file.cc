@@ -1,10 +1,11 @@
-#include "daemon/python/elf_file.h"
+#include "daemon/elf/elf_file.h"
 
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace pystrobe {
@@ -26,7 +28,36 @@ absl::string_view StringAt(absl::Span<const uint8_t> table, uint64_t offset) {
   return absl::string_view(start, static_cast<const char*>(end) - start);
 }
 
+size_t AlignUp(size_t value, size_t align) { return (value + align - 1) / align * align; }
+
+// Inflated sections larger than this are refused: no section a reader
+// wants is near it, and a corrupt header must not allocate gigabytes.
+constexpr uint64_t kMaxInflatedBytes = uint64_t{1} << 31;
+
 }  // namespace
+
+std::optional<std::string> GnuBuildIdInNotes(absl::string_view notes, size_t align) {
+  // Each note: namesz, descsz, type (32-bit in both classes), then the name
+  // and the descriptor, each padded to the alignment.
+  Elf64_Nhdr note;
+  for (size_t at = 0; notes.size() - at >= sizeof(note);) {
+    std::memcpy(&note, notes.data() + at, sizeof(note));
+    size_t name_at = at + sizeof(note);
+    size_t desc_at = name_at + AlignUp(note.n_namesz, align);
+    if (note.n_namesz > notes.size() || note.n_descsz > notes.size() ||
+        desc_at + note.n_descsz > notes.size()) {
+      return std::nullopt;
+    }
+    // The name is "GNU" with its NUL.
+    if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == sizeof(ELF_NOTE_GNU) &&
+        std::memcmp(notes.data() + name_at, ELF_NOTE_GNU, sizeof(ELF_NOTE_GNU)) == 0 &&
+        note.n_descsz > 0) {
+      return absl::BytesToHexString(notes.substr(desc_at, note.n_descsz));
+    }
+    at = desc_at + AlignUp(note.n_descsz, align);
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -59,8 +90,11 @@ ElfFile::ElfFile(ElfFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       identity_(other.identity_),
+      machine_(other.machine_),
       load_segments_(std::move(other.load_segments_)),
-      sections_(std::move(other.sections_)) {}
+      sections_(std::move(other.sections_)),
+      build_id_(std::move(other.build_id_)),
+      debuglink_(std::move(other.debuglink_)) {}
 
 ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
   if (this != &other) {
@@ -68,8 +102,11 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     identity_ = other.identity_;
+    machine_ = other.machine_;
     load_segments_ = std::move(other.load_segments_);
     sections_ = std::move(other.sections_);
+    build_id_ = std::move(other.build_id_);
+    debuglink_ = std::move(other.debuglink_);
   }
   return *this;
 }
@@ -95,13 +132,22 @@ absl::Status ElfFile::Parse() {
   if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB) {
     return absl::UnimplementedError("only 64-bit little-endian ELF is supported");
   }
+  machine_ = header.e_machine;
+  auto as_view = [](absl::Span<const uint8_t> bytes) {
+    return absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  };
   if (header.e_phentsize == sizeof(Elf64_Phdr)) {
     absl::Span<const uint8_t> phdrs = Bytes(header.e_phoff, header.e_phnum, sizeof(Elf64_Phdr));
     for (size_t i = 0; i * sizeof(Elf64_Phdr) < phdrs.size(); ++i) {
       Elf64_Phdr ph;
       std::memcpy(&ph, phdrs.data() + i * sizeof(ph), sizeof(ph));
       if (ph.p_type == PT_LOAD) {
-        load_segments_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz});
+        load_segments_.push_back(
+            {ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz, (ph.p_flags & PF_X) != 0});
+      } else if (ph.p_type == PT_NOTE && build_id_.empty()) {
+        build_id_ =
+            GnuBuildIdInNotes(as_view(Bytes(ph.p_offset, ph.p_filesz, 1)), ph.p_align == 8 ? 8 : 4)
+                .value_or("");
       }
     }
   }
@@ -115,9 +161,20 @@ absl::Status ElfFile::Parse() {
     names = Bytes(strtab.sh_offset, strtab.sh_size, 1);
   }
   for (const Elf64_Shdr& sh : raw) {
-    sections_.push_back({std::string(StringAt(names, sh.sh_name)), sh.sh_type, sh.sh_link,
-                         sh.sh_offset, sh.sh_type == SHT_NOBITS ? 0 : sh.sh_size, sh.sh_entsize});
+    sections_.push_back({.name = std::string(StringAt(names, sh.sh_name)),
+                         .type = sh.sh_type,
+                         .flags = sh.sh_flags,
+                         .address = sh.sh_addr,
+                         .link = sh.sh_link,
+                         .offset = sh.sh_offset,
+                         .size = sh.sh_type == SHT_NOBITS ? 0 : sh.sh_size,
+                         .entry_size = sh.sh_entsize});
   }
+  if (build_id_.empty()) {
+    build_id_ = GnuBuildIdInNotes(as_view(Section(".note.gnu.build-id"))).value_or("");
+  }
+  absl::Span<const uint8_t> debuglink = Section(".gnu_debuglink");
+  debuglink_ = std::string(as_view(debuglink).substr(0, as_view(debuglink).find('\0')));
   return absl::OkStatus();
 }
 
@@ -126,12 +183,12 @@ absl::flat_hash_map<std::string, ElfSymbol> ElfFile::FindSymbols(
   absl::flat_hash_set<absl::string_view> wanted(names.begin(), names.end());
   absl::flat_hash_map<std::string, ElfSymbol> found;
   for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
-    for (const SectionInfo& section : sections_) {
+    for (const ElfSection& section : sections_) {
       if (section.type != type || section.entry_size != sizeof(Elf64_Sym) ||
           section.link >= sections_.size()) {
         continue;
       }
-      const SectionInfo& strings = sections_[section.link];
+      const ElfSection& strings = sections_[section.link];
       absl::Span<const uint8_t> string_table = Bytes(strings.offset, strings.size, 1);
       absl::Span<const uint8_t> symbols =
           Bytes(section.offset, section.size / sizeof(Elf64_Sym), sizeof(Elf64_Sym));
@@ -148,11 +205,35 @@ absl::flat_hash_map<std::string, ElfSymbol> ElfFile::FindSymbols(
   return found;
 }
 
-absl::Span<const uint8_t> ElfFile::Section(absl::string_view name) const {
-  for (const SectionInfo& section : sections_) {
-    if (section.name == name) return Bytes(section.offset, section.size, 1);
+const ElfSection* ElfFile::FindSection(absl::string_view name) const {
+  for (const ElfSection& section : sections_) {
+    if (section.name == name) return &section;
   }
-  return {};
+  return nullptr;
+}
+
+absl::Span<const uint8_t> ElfFile::Section(absl::string_view name) const {
+  const ElfSection* section = FindSection(name);
+  return section ? Bytes(section->offset, section->size, 1) : absl::Span<const uint8_t>();
+}
+
+std::vector<uint8_t> ElfFile::SectionBytes(const ElfSection* section) const {
+  if (section == nullptr) return {};
+  absl::Span<const uint8_t> bytes = Bytes(section->offset, section->size, 1);
+  if (bytes.empty()) return {};
+  if ((section->flags & SHF_COMPRESSED) == 0) return {bytes.begin(), bytes.end()};
+  Elf64_Chdr compressed;
+  if (bytes.size() < sizeof(compressed)) return {};
+  std::memcpy(&compressed, bytes.data(), sizeof(compressed));
+  if (compressed.ch_type != ELFCOMPRESS_ZLIB || compressed.ch_size > kMaxInflatedBytes) return {};
+  std::vector<uint8_t> out(compressed.ch_size);
+  uLongf out_size = out.size();
+  if (uncompress(out.data(), &out_size, bytes.data() + sizeof(compressed),
+                 bytes.size() - sizeof(compressed)) != Z_OK ||
+      out_size != out.size()) {
+    return {};
+  }
+  return out;
 }
 
 }  // namespace pystrobe
