@@ -439,6 +439,10 @@ int sample_memory_growth(struct bpf_raw_tracepoint_args *ctx)
 
 #define SIGKILL_SIGNAL 9
 
+/* Set by the loader (the daemon, for its OOM reports). Off, the verifier
+ * prunes the program to its first test. */
+const volatile __u8 oom_kill_stacks_enabled = 0;
+
 /*
  * Each signal a thread takes. The OOM killer marks its victim's signal_struct
  * (oom_mm) and sends it SIGKILL; every thread of it then comes here, in its
@@ -454,7 +458,7 @@ int sample_oom_killed(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *task;
 	__u64 pid_tgid;
 
-	if ((int)ctx->args[0] != SIGKILL_SIGNAL)
+	if (!oom_kill_stacks_enabled || (int)ctx->args[0] != SIGKILL_SIGNAL)
 		return 0;
 	task = bpf_get_current_task_btf();
 	if (!BPF_CORE_READ(task, signal, oom_mm))

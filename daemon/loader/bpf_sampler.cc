@@ -127,6 +127,8 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   }
   skeleton_->rodata->allocations_enabled = config.allocations ? 1 : 0;
   skeleton_->rodata->alloc_sample_bytes = config.alloc_sample_bytes;
+  skeleton_->rodata->oom_kill_stacks_enabled = config.oom_kill_stacks ? 1 : 0;
+  oom_kill_stacks_ = config.oom_kill_stacks;
   skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
   skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
   // The tables' maps: rows in blocks of 16, page entries an eighth of the
@@ -257,9 +259,7 @@ absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
     if (link == nullptr) return LibbpfError(-errno, "attach the memory program to kmem:rss_stat");
     links_.push_back(link);
   }
-  // Always: it runs on each signal a thread takes and sends only the stacks
-  // of OOM-killed targets, what their OOM reports show.
-  {
+  if (oom_kill_stacks_) {
     bpf_link* link = bpf_program__attach(skeleton_->progs.sample_oom_killed);
     if (link == nullptr) {
       return LibbpfError(-errno, "attach the OOM-kill program to signal:signal_deliver");

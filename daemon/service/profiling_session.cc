@@ -97,7 +97,8 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                   .native_unwind_bytes = config.python.walk && config.python.native_stacks
                                              ? kDefaultNativeUnwindBytes
                                              : 0,
-                  .memory_growth = config.memory},
+                  .memory_growth = config.memory,
+                  .oom_kill_stacks = true},
       .target_pids = {},  // the target selector adds them
       .rate_hz = config.rate_hz,
       .recorder = {.threads = true,

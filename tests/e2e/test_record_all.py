@@ -21,7 +21,9 @@ def kernel_frames(stack):
 
 class RecordAllTest(BpfTestCase):
     """One 3.5-second --all recording while cpu_split, bystander and syscall_storm
-    run, and short_lived starts half a second in and exits a second later."""
+    run, and short_lived starts 1.5 s after the command (the recording has been
+    sampling for a second by then: loading takes about half a second) and exits a
+    second later."""
 
     @classmethod
     def setUpClass(cls):
@@ -33,7 +35,7 @@ class RecordAllTest(BpfTestCase):
         started = threading.Event()
 
         def start_short_lived():
-            time.sleep(0.5)
+            time.sleep(1.5)
             try:
                 cls.short_lived = Workload("short_lived", ["--seconds", "1"])
             finally:
@@ -128,7 +130,10 @@ class RecordAllTest(BpfTestCase):
 class RecordPidUntilExitTest(BpfTestCase):
 
     def test_pid_recording_ends_when_target_exits_and_names_its_frames(self):
-        target = Workload("short_lived", ["--seconds", "1"])
+        # Its CPU counts from its start, the samples from the recording's
+        # (loading takes about half a second): it burns long enough that the
+        # floor holds with a start twice as slow.
+        target = Workload("short_lived", ["--seconds", "2.5"])
         try:
             recording = record(["--pid", str(target.pid), "-r", str(RATE), "-d", "20"], self.tmp)
         finally:

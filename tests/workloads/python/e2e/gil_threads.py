@@ -1,8 +1,10 @@
 """Three threads, for the --gil test of tests/e2e/test_record_python.py:
   gil_spinner   spins in pure Python: on a CPU holding the GIL;
-  nogil_hasher  hashes 16 MiB buffers: on a CPU in OpenSSL, the GIL released
-                (compresses them with zlib where hashlib has no OpenSSL, as
-                pyenv's 2.7 and 3.6 here: its fallback keeps the GIL);
+  nogil_hasher  hashes a 16 MiB buffer: on a CPU in OpenSSL, the GIL released
+                (compresses it with zlib where hashlib has no OpenSSL, as
+                pyenv's 2.7 and 3.6 here: its fallback keeps the GIL); the
+                buffer is made before the threads start, as writing 16 MiB
+                holds the GIL (tens of milliseconds on a busy machine);
   gil_sleeper   sleeps in time.sleep: off the CPU, the GIL released.
 Runs for --seconds; prints "ready", then one JSON line with the threads'
 native ids and CPU seconds. Runs on 2.7 and 3.6+."""
@@ -33,8 +35,11 @@ def gil_spinner(seconds):
             x += i
 
 
+DATA = []  # the buffer nogil_hasher hashes, made by main()
+
+
 def nogil_hasher(seconds):
-    data = b"x" * (16 << 20)
+    data = DATA[0]
     end = portable.monotonic() + seconds
     while portable.monotonic() < end:
         if OPENSSL:
@@ -59,6 +64,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=3)
     args = parser.parse_args()
+    DATA.append(b"x" * (16 << 20))
     threads = [threading.Thread(target=run, args=(f, args.seconds))
                for f in (gil_spinner, nogil_hasher, gil_sleeper)]
     for t in threads:
