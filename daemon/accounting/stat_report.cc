@@ -70,6 +70,8 @@ void AppendMemoryJson(const StatReport& r, std::vector<std::string>& fields) {
   fields.push_back(absl::StrCat("\"oom_killed\":", r.oom_killed ? "true" : "false"));
   fields.push_back(
       absl::StrCat("\"memory_growth_sampled\":", r.memory_growth_sampled ? "true" : "false"));
+  fields.push_back(
+      absl::StrCat("\"memory_growth_to_peak\":", r.memory_growth_to_peak ? "true" : "false"));
   fields.push_back(absl::StrCat("\"memory_growth_bytes\":", r.memory_growth_bytes));
   std::vector<std::string> stacks;
   for (const MemoryGrowthStack& stack : r.memory_growth_stacks) {
@@ -112,8 +114,10 @@ void AppendMemoryText(const StatReport& r, std::string& out) {
     absl::StrAppend(&out, "\n");
   }
   if (!r.memory_growth_stacks.empty()) {
-    absl::StrAppend(&out, absl::StrFormat("memory growth up to the peak (%s sampled):\n",
-                                          Bytes(r.memory_growth_bytes)));
+    absl::StrAppend(&out,
+                    absl::StrFormat("memory growth %s (%s sampled):\n",
+                                    r.memory_growth_to_peak ? "up to the peak" : "over the window",
+                                    Bytes(r.memory_growth_bytes)));
     for (const MemoryGrowthStack& stack : r.memory_growth_stacks) {
       absl::StrAppend(&out, absl::StrFormat("  %5.1f%% %10s  %s\n", 100 * stack.share,
                                             Bytes(stack.bytes), absl::StrJoin(stack.frames, ";")));

@@ -68,6 +68,9 @@ struct StatReport {
   // The stacks that made memory resident up to the peak, heaviest first
   // (memory_growth_sampled: growth was sampled at all).
   bool memory_growth_sampled = false;
+  // The growth stacks are those up to the peak (a local stat), or of the
+  // whole window (the daemon's, which does not keep them per peak).
+  bool memory_growth_to_peak = true;
   uint64_t memory_growth_bytes = 0;
   std::vector<MemoryGrowthStack> memory_growth_stacks;
 };

@@ -11,6 +11,7 @@
 #include "daemon/accounting/top_screen.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/recording/process_table.h"
+#include "daemon/recording/profile_builder.h"
 
 namespace pystrobe {
 namespace {
@@ -85,6 +86,9 @@ void OnDemandAccounting::BeginStat(std::shared_ptr<RecordJob> job, absl::Time no
     stat->before = entry->raw;
   }
   stat->gpus = OpenGpus();
+  stat->timeline.emplace(MonotonicNowNs());
+  if (caps_.memory) stat->memory_baseline = recordings_->recorder().memory_stacks();
+  ObserveMemory(*stat, /*force=*/true);
   RecordRequest oncpu;
   oncpu.pids = {pid};
   stat->oncpu = StartRecording(oncpu, now);
@@ -254,9 +258,51 @@ std::unique_ptr<GpuSampler> OnDemandAccounting::OpenGpus() const {
   return std::move(*gpus);
 }
 
+void OnDemandAccounting::ObserveMemory(Stat& stat, bool force) {
+  uint32_t pid = stat.job->stat_request().pid;
+  for (const ProcessCounters& entry : reader_->Processes(pid)) {
+    if (stat.start_ns == 0 || entry.start_ns == stat.start_ns) {
+      stat.timeline->Observe(entry.memory, MonotonicNowNs(), force);
+      return;
+    }
+  }
+}
+
+void OnDemandAccounting::AddMemoryGrowth(Stat& stat, const StackAggregator& stacks) {
+  uint32_t pid = stat.job->stat_request().pid;
+  const ProcessTable& processes = recordings_->recorder().processes();
+  StackAggregator gained = stacks.Since(stat.memory_baseline);
+  for (const auto& [stack, weight] : gained.weights()) {
+    if (processes.image(stack.image).pid == pid) stat.memory_grown.Add(stack, weight);
+  }
+}
+
+void OnDemandAccounting::OnWindowTaken(const WindowStacks& stacks) {
+  if (!caps_.memory) return;
+  for (std::unique_ptr<Stat>& stat : stats_) {
+    if (stat->stopped) continue;
+    AddMemoryGrowth(*stat, stacks.memory);
+    stat->memory_baseline = StackAggregator();
+  }
+}
+
+void OnDemandAccounting::PickMemoryGrowth(Stat& stat, StatReport& report) {
+  if (!caps_.memory) return;
+  Recorder& recorder = recordings_->recorder();
+  AddMemoryGrowth(stat, recorder.memory_stacks());
+  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                         recordings_->kernel(), ProfileBuilderOptions{});
+  Profile growth;
+  builder.AddBytesTo(stat.memory_grown, growth);
+  report.memory_growth_sampled = true;
+  report.memory_growth_to_peak = false;
+  PickMemoryGrowthStacks(growth, report);
+}
+
 void OnDemandAccounting::StopDue(absl::Time now) {
   for (std::unique_ptr<Stat>& stat : stats_) {
     if (stat->stopped) continue;
+    ObserveMemory(*stat, /*force=*/false);
     uint32_t pid = stat->job->stat_request().pid;
     if (stat->job->stop_requested() || now - stat->start >= stat->job->stat_request().duration ||
         stat->final_seen || !ProcessIsAlive(pid)) {
@@ -290,11 +336,9 @@ void OnDemandAccounting::AnswerStat(Stat& stat) {
   report.drops = reader_->Drops();
   report.memory = stat.at_end.memory;
   report.oom_killed = stat.at_end.oom_killed;
-  // The kernel's clock, from now back to the window's start.
-  report.peak_seconds =
-      (static_cast<double>(stat.at_end.memory.peak_ns) - static_cast<double>(MonotonicNowNs())) *
-          1e-9 +
-      absl::ToDoubleSeconds(absl::Now() - stat.start);
+  stat.timeline->Observe(stat.at_end.memory, MonotonicNowNs(), /*force=*/true);
+  report.memory_timeline = stat.timeline->points();
+  report.peak_seconds = stat.timeline->SecondsOf(stat.at_end.memory.peak_ns);
   if (stat.gpu_window) {
     report.gpu_measured = true;
     report.gpu_devices = stat.gpu_window->devices;
@@ -307,6 +351,8 @@ void OnDemandAccounting::AnswerStat(Stat& stat) {
   if (stat.offcpu && stat.offcpu->result().ok()) offcpu = OffCpuPart(*stat.offcpu->result());
   MeasureGpuWait(oncpu, offcpu, report);
   DecideStatVerdict(stat.tally.Of(request.pid), caps_.rate_hz, report);
+  // After the verdict: a memory-bound one names what grew memory.
+  PickMemoryGrowth(stat, report);
   PickStatStacks(oncpu, offcpu,
                  stat.offcpu ? ""
                              : "off-CPU stacks need off_cpu: true in the daemon's configuration "

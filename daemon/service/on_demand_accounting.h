@@ -17,8 +17,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/sample_tally.h"
+#include "daemon/accounting/stat_report.h"
 #include "daemon/gpu/gpu_sampler.h"
 #include "daemon/service/on_demand_recordings.h"
 
@@ -38,6 +40,9 @@ struct AccountingCapabilities {
   // NVML sees a GPU: a stat or top polls it over its own window (a sampler
   // of its own, so its figures are the window's).
   bool gpus = false;
+  // The session samples resident growth (memory: true): a stat names the
+  // stacks that grew its process's memory.
+  bool memory = false;
 };
 
 class OnDemandAccounting {
@@ -54,6 +59,8 @@ class OnDemandAccounting {
   // The processes the session read, before it lets the exited ones go:
   // their final figures.
   void OnProcesses(const std::vector<ProcessCounters>& processes);
+  // A window was cut: the recorder's stacks start afresh.
+  void OnWindowTaken(const WindowStacks& stacks);
   // Ends the measurements that are over (their recordings asked to stop),
   // before the recordings are polled...
   void StopDue(absl::Time now);
@@ -81,6 +88,12 @@ class OnDemandAccounting {
     std::shared_ptr<RecordJob> offcpu;  // null without off_cpu in the config
     std::unique_ptr<GpuSampler> gpus;   // null without NVML
     std::optional<GpuWindow> gpu_window;
+    std::optional<MemoryTimeline> timeline;
+    // Resident growth (caps.memory): the recorder's growth stacks when the
+    // stat began or the window was last cut, and the target's growth in
+    // the windows cut since.
+    StackAggregator memory_baseline;
+    StackAggregator memory_grown;
   };
   struct Top {
     std::shared_ptr<RecordJob> job;
@@ -95,6 +108,11 @@ class OnDemandAccounting {
   };
 
   void BeginStat(std::shared_ptr<RecordJob> job, absl::Time now);
+  // Notes the memory of a running stat's process on its timeline.
+  void ObserveMemory(Stat& stat, bool force);
+  // Adds what `stacks` gained over the stat's baseline, of its process.
+  void AddMemoryGrowth(Stat& stat, const StackAggregator& stacks);
+  void PickMemoryGrowth(Stat& stat, StatReport& report);
   void BeginTop(std::shared_ptr<RecordJob> job, absl::Time now);
   void StopStat(Stat& stat, absl::Time now);
   void StopTop(Top& top, absl::Time now);

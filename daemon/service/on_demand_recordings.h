@@ -92,6 +92,11 @@ class OnDemandRecordings {
   OnDemandRecordings(Recorder* recorder, const KernelSymbolizer* kernel, RecordCapabilities caps)
       : recorder_(recorder), kernel_(kernel), caps_(caps) {}
 
+  // The recorder and kernel symbols the recordings read: stat's resident
+  // growth is read from them too.
+  Recorder& recorder() { return *recorder_; }
+  const KernelSymbolizer* kernel() const { return kernel_; }
+
   // Starts `job`, or completes it at once with the reason it cannot be
   // recorded here.
   void Begin(std::shared_ptr<RecordJob> job, absl::Time now);

@@ -149,11 +149,15 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                                  [discovery = python_discovery](uint32_t pid) {
                                    return discovery != nullptr && discovery->GcMeasured(pid);
                                  },
-                             .gpus = session->gpu_metrics_->available()});
+                             .gpus = session->gpu_metrics_->available(),
+                             .memory = config.memory});
   OnDemandRecordings* on_demand = session->on_demand_.get();
-  session->window_loop_->set_window_observer(
-      [on_demand](const WindowStacks& stacks) { on_demand->OnWindowTaken(stacks); });
   OnDemandAccounting* on_demand_accounting = session->on_demand_accounting_.get();
+  session->window_loop_->set_window_observer(
+      [on_demand, on_demand_accounting](const WindowStacks& stacks) {
+        on_demand->OnWindowTaken(stacks);
+        on_demand_accounting->OnWindowTaken(stacks);
+      });
   if (absl::Status s = sampling_session.Start(
           [on_demand_accounting](std::span<const uint8_t> r) { on_demand_accounting->Observe(r); });
       !s.ok()) {

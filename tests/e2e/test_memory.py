@@ -376,6 +376,48 @@ class MemoryDaemonTest(BpfTestCase):
         self.assertEqual(checked, 3, f"no resident series for pid {child.pid}")
 
 
+class DaemonStatMemoryTest(BpfTestCase):
+    """`stat --pid` answered by the daemon has the memory a local stat has: the
+    timeline, the peak and, with memory: true, what grew it."""
+
+    def test_daemon_stat_has_the_timeline_the_peak_and_the_growth_stacks(self):
+        tmp = tempfile.mkdtemp(dir=self.tmp)
+        sock = os.path.join(tmp, "control.sock")
+        daemon = Daemon(tmp, ("--socket", sock), config="memory: true\n")
+        self.addCleanup(daemon.stop)
+        truth_path = os.path.join(tmp, "truth.json")
+        # A first run makes the daemon find CPython in the executable.
+        subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "8", "4", "0.1"], check=True,
+                       timeout=60)
+        # Grows 120 + 40 MiB a second after it starts (stat is counting by
+        # then), holds it a second, frees it, exits.
+        program = (f"import sys, time; sys.path.insert(0, {HERE!r}); import memory_workload as w; "
+                   f"time.sleep(1); w.grow(120, 40, 1, {truth_path!r})")
+        child = subprocess.Popen([PYTHON, "-c", program])
+        self.addCleanup(child.kill)
+        rc, out, err, _ = run_pystrobe(["stat", "--socket", sock, "--json", "--pid",
+                                        str(child.pid), "-d", "20"], timeout=60)
+        child.wait(timeout=30)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("using the running daemon", err)
+        report = json.loads(out)
+        with open(truth_path) as f:
+            truth = json.load(f)
+        self.assertEqual(report["pid"], truth["pid"])
+        self.assertLessEqual(abs(report["peak_rss_bytes"] - truth["VmHWM"]),
+                             TOLERANCE * truth["VmHWM"], (report["peak_rss_bytes"], truth))
+        timeline = report["memory_timeline"]
+        self.assertGreater(len(timeline), 5, timeline)
+        self.assertGreater(max(p["rss_bytes"] for p in timeline), 140 * MIB, timeline)
+        self.assertLess(timeline[-1]["rss_bytes"], 100 * MIB, timeline)  # freed at the end
+        self.assertTrue(report["memory_growth_sampled"])
+        self.assertFalse(report["memory_growth_to_peak"])
+        self.assertTrue(report["memory_growth_stacks"], report)
+        top = report["memory_growth_stacks"][0]
+        self.assertTrue(any(f.startswith("grow_big (") for f in top["stack"]), top)
+        self.assertGreater(top["share"], 0.5, report["memory_growth_stacks"])
+
+
 class DaemonMemoryWindowsTest(BpfTestCase):
 
     @classmethod
