@@ -171,4 +171,28 @@ std::string RenderTopScreen(TopScreen screen) {
   return out;
 }
 
+void ResidentGrowth::Observe(Key key, double interval_seconds, TopRow& row) {
+  auto [before, first] = seen_.try_emplace(key, row.rss_bytes);
+  if (row.rss_known && !first && interval_seconds > 0) {
+    row.rss_growth_known = true;
+    row.rss_growth_per_second =
+        (static_cast<double>(row.rss_bytes) - static_cast<double>(before->second)) /
+        interval_seconds;
+  }
+  before->second = row.rss_bytes;
+}
+
+double ResidentGrowth::Observe(Key key, double interval_seconds, uint64_t resident_bytes) {
+  TopRow row;
+  row.rss_known = true;
+  row.rss_bytes = resident_bytes;
+  Observe(key, interval_seconds, row);
+  return row.rss_growth_per_second;
+}
+
+std::string ProcessRssTitle(uint64_t resident_bytes, double growth_per_second) {
+  return absl::StrFormat(", RSS %.1f MiB (%+.1f MiB/s)", resident_bytes / 1048576.0,
+                         growth_per_second / 1048576.0);
+}
+
 }  // namespace pystrobe

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/gpu/gpu_figures.h"
 #include "exporters/profile.h"
@@ -74,6 +76,25 @@ struct TopScreen {
 // The leaf Python function of each stack of `profile`, by samples, heaviest
 // first; `total` is the samples behind them.
 std::vector<TopFunction> HottestFunctions(const Profile& profile, uint64_t& total);
+
+// Each process's resident bytes at the last screen, for its growth per
+// second on the next: the same for a local top and one the daemon answers.
+class ResidentGrowth {
+ public:
+  using Key = std::pair<uint32_t, uint64_t>;  // pid, and its start time where known
+  // Notes `row`'s resident bytes under `key` and sets its growth since the
+  // last screen (none on the process's first).
+  void Observe(Key key, double interval_seconds, TopRow& row);
+  // The process's growth per second (0 on its first screen), noting it.
+  double Observe(Key key, double interval_seconds, uint64_t resident_bytes);
+  void Forget(Key key) { seen_.erase(key); }
+
+ private:
+  absl::flat_hash_map<Key, uint64_t> seen_;
+};
+
+// ", RSS 1.5 MiB (+0.2 MiB/s)": the process's memory in a per-thread title.
+std::string ProcessRssTitle(uint64_t resident_bytes, double growth_per_second);
 
 // Sorts rows by the screen's key, heaviest first.
 void SortTopRows(TopSort sort, std::vector<TopRow>& rows);

@@ -56,7 +56,7 @@ void AddGpuFigures(const TopSnapshot& snapshot, TopScreen& screen) {
   }
 }
 
-std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot) {
+std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot, ResidentGrowth& rss_growth) {
   std::vector<TopRow> rows;
   rows.reserve(snapshot.rows.size());
   for (const TopSnapshotRow& in : snapshot.rows) {
@@ -70,6 +70,11 @@ std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot) {
     row.comm = in.comm;
     row.exited = in.exited;
     row.figures = FiguresFrom(raw);
+    row.rss_known = in.rss_known;
+    row.rss_bytes = in.rss_bytes;
+    // The daemon's rows do not carry the process's start: a pid reused
+    // between two screens reads as growth once.
+    if (in.tid == 0) rss_growth.Observe({in.pid, 0}, snapshot.interval_seconds, row);
     rows.push_back(std::move(row));
   }
   return rows;
@@ -129,6 +134,7 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonCl
     }
   };
   bool first = true;
+  ResidentGrowth rss_growth;
   while (!Signals::StopRequested()) {
     if (!first) {
       fd = ConnectToDaemon(flags.socket);
@@ -158,7 +164,14 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonCl
     screen.sort = options.sort;
     screen.max_rows = options.rows;
     screen.clear = tty && !options.once;
-    screen.rows = TopRowsFrom(*snapshot);
+    if (snapshot->process_rss_known && options.pid) {
+      absl::StrAppend(
+          &screen.title,
+          ProcessRssTitle(snapshot->process_rss_bytes,
+                          rss_growth.Observe({*options.pid, 0}, snapshot->interval_seconds,
+                                             snapshot->process_rss_bytes)));
+    }
+    screen.rows = TopRowsFrom(*snapshot, rss_growth);
     AddGpuFigures(*snapshot, screen);
     for (const TopSnapshotFunction& fn : snapshot->functions) {
       screen.functions.push_back({fn.name, fn.samples});

@@ -24,8 +24,9 @@ std::optional<int> MaybeStatThroughDaemon(const StatOptions& options,
 // else the exit status, the screens printed.
 std::optional<int> MaybeTopThroughDaemon(const TopOptions& options, const DaemonClientFlags& flags);
 
-// The rows of a snapshot as the local top has them.
-std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot);
+// The rows of a snapshot as the local top has them; the process rows' RSS
+// growth is since the last snapshot `rss_growth` saw.
+std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot, ResidentGrowth& rss_growth);
 // The snapshot's GPU section, where there is one: the screen's GPU lines and
 // its process rows' GPU columns.
 void AddGpuFigures(const TopSnapshot& snapshot, TopScreen& screen);

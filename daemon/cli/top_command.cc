@@ -86,8 +86,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
   StackAggregator stacks_at_last_screen;
   // Counters at the last screen, by process (pid, start) or by tid.
   absl::flat_hash_map<std::pair<uint32_t, uint64_t>, pystrobe_task_counters> before;
-  // Each process's resident bytes at the last screen, for its growth per second.
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, uint64_t> rss_seen;
+  ResidentGrowth rss_growth;
   absl::Time last = absl::Now();
   bool tty = isatty(STDOUT_FILENO);
   while (!Signals::StopRequested()) {
@@ -134,14 +133,9 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
                                   ", per thread");
       if (!process.empty() && process[0].memory.known()) {
         uint64_t rss = process[0].memory.resident_bytes();
-        auto [rss_before, first] = rss_seen.try_emplace({process[0].pid, 0}, rss);
-        double growth = first
-                            ? 0
-                            : (static_cast<double>(rss) - static_cast<double>(rss_before->second)) /
-                                  screen.interval_seconds;
-        rss_before->second = rss;
-        absl::StrAppend(&screen.title, absl::StrFormat(", RSS %.1f MiB (%+.1f MiB/s)",
-                                                       rss / 1048576.0, growth / 1048576.0));
+        absl::StrAppend(&screen.title,
+                        ProcessRssTitle(rss, rss_growth.Observe({process[0].pid, 0},
+                                                                screen.interval_seconds, rss)));
       }
       if (std::optional<GpuProcessFigures> gpu = gpu_of(*options.pid)) {
         absl::StrAppend(&screen.title,
@@ -170,15 +164,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
         row.gpu = gpu_of(process.pid);
         row.rss_known = process.memory.known();
         row.rss_bytes = process.memory.resident_bytes();
-        auto [rss_before, first] =
-            rss_seen.try_emplace({process.pid, process.start_ns}, row.rss_bytes);
-        if (row.rss_known && !first) {
-          row.rss_growth_known = true;
-          row.rss_growth_per_second =
-              (static_cast<double>(row.rss_bytes) - static_cast<double>(rss_before->second)) /
-              screen.interval_seconds;
-        }
-        rss_before->second = row.rss_bytes;
+        rss_growth.Observe({process.pid, process.start_ns}, screen.interval_seconds, row);
         seen = process.raw;
         screen.rows.push_back(std::move(row));
         if (process.exited) exited.push_back({process.pid, process.start_ns});
@@ -188,7 +174,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
     for (const auto& [pid, start] : exited) {
       reader.Forget(pid, start).IgnoreError();
       before.erase(std::make_pair(pid, start));
-      rss_seen.erase(std::make_pair(pid, start));
+      rss_growth.Forget({pid, start});
     }
 
     StackAggregator delta = recorder.stacks().Since(stacks_at_last_screen);

@@ -24,7 +24,9 @@ absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.s
 // The profile encoding, versioned: 2 added native modules (path, build id,
 // segments) and each native frame's module and file offset.
 constexpr char kProfileMagic[] = "PSPF3";
-constexpr char kTopMagic[] = "PSTP1";  // the top snapshot encoding, versioned
+// The top snapshot encoding, versioned: 2 added resident memory per process
+// row and of a pid's process.
+constexpr char kTopMagic[] = "PSTP2";
 constexpr size_t kMaxTopCounterFields = 256;
 constexpr size_t kMaxRemotePids = 1024;
 
@@ -357,12 +359,16 @@ std::string EncodeTopSnapshot(const TopSnapshot& s) {
     out.push_back(row.exited ? 1 : 0);
     PutU32(out, static_cast<uint32_t>(row.counters.size()));
     for (uint64_t v : row.counters) PutU64(out, v);
+    out.push_back(row.rss_known ? 1 : 0);
+    PutU64(out, row.rss_bytes);
   }
   PutU32(out, static_cast<uint32_t>(s.functions.size()));
   for (const TopSnapshotFunction& fn : s.functions) {
     PutString(out, fn.name);
     PutU64(out, fn.samples);
   }
+  out.push_back(s.process_rss_known ? 1 : 0);
+  PutU64(out, s.process_rss_bytes);
   if (!s.gpu) return out;
   auto put_double = [&out](double value) {
     uint64_t bits = 0;
@@ -397,7 +403,7 @@ absl::StatusOr<TopSnapshot> DecodeTopSnapshot(std::string_view bytes, size_t cou
   uint64_t interval_bits = 0;
   uint32_t n = 0;
   if (!in.String(s.title) || !in.U64(interval_bits) || !in.U32(s.cpus) ||
-      !in.U64(s.function_samples) || !in.Count(n, 17)) {
+      !in.U64(s.function_samples) || !in.Count(n, 26)) {
     return bad();
   }
   std::memcpy(&s.interval_seconds, &interval_bits, sizeof(interval_bits));
@@ -415,6 +421,9 @@ absl::StatusOr<TopSnapshot> DecodeTopSnapshot(std::string_view bytes, size_t cou
     for (uint64_t& v : row.counters) {
       if (!in.U64(v)) return bad();
     }
+    uint8_t rss_known = 0;
+    if (!in.U8(rss_known) || rss_known > 1 || !in.U64(row.rss_bytes)) return bad();
+    row.rss_known = rss_known == 1;
     s.rows.push_back(std::move(row));
   }
   if (!in.Count(n, 12)) return bad();
@@ -423,6 +432,11 @@ absl::StatusOr<TopSnapshot> DecodeTopSnapshot(std::string_view bytes, size_t cou
     if (!in.String(fn.name) || !in.U64(fn.samples)) return bad();
     s.functions.push_back(std::move(fn));
   }
+  uint8_t process_rss_known = 0;
+  if (!in.U8(process_rss_known) || process_rss_known > 1 || !in.U64(s.process_rss_bytes)) {
+    return bad();
+  }
+  s.process_rss_known = process_rss_known == 1;
   if (in.empty()) return s;
   // The GPU section: utilizations are shares, at most a GPU each.
   auto get_share = [&in](double& value, double most) {

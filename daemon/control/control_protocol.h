@@ -141,6 +141,10 @@ struct TopSnapshotRow {
   std::string comm;
   bool exited = false;
   std::vector<uint64_t> counters;  // pystrobe_task_counters, field by field
+  // Resident memory at the end of the interval (process rows; rss_known:
+  // the kernel has read it).
+  bool rss_known = false;
+  uint64_t rss_bytes = 0;
 
   friend bool operator==(const TopSnapshotRow&, const TopSnapshotRow&) = default;
 };
@@ -176,6 +180,9 @@ struct TopSnapshot {
   uint64_t function_samples = 0;
   std::vector<TopSnapshotRow> rows;
   std::vector<TopSnapshotFunction> functions;
+  // Per thread (a pid's top): the whole process's resident memory.
+  bool process_rss_known = false;
+  uint64_t process_rss_bytes = 0;
   bool gpu = false;  // the GPU section is there
   std::vector<TopSnapshotGpuDevice> gpu_devices;
   std::vector<TopSnapshotGpuProcess> gpu_processes;

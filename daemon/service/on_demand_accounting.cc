@@ -204,6 +204,10 @@ void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
     s.title = absl::StrCat("pid ", *request.pid,
                            process.empty() ? "" : absl::StrCat(" (", process[0].comm, ")"),
                            ", per thread");
+    if (!process.empty() && process[0].memory.known()) {
+      s.process_rss_known = true;
+      s.process_rss_bytes = process[0].memory.resident_bytes();
+    }
     for (const ThreadCounters& thread : reader_->Threads(*request.pid)) {
       s.rows.push_back(TopSnapshotRow{.pid = thread.pid,
                                       .tid = thread.tid,
@@ -218,14 +222,18 @@ void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
           TopSnapshotRow{.pid = process.pid,
                          .comm = process.comm,
                          .exited = process.exited,
-                         .counters = Fields(since({process.pid, process.start_ns}, process.raw))});
+                         .counters = Fields(since({process.pid, process.start_ns}, process.raw)),
+                         .rss_known = process.memory.known(),
+                         .rss_bytes = process.memory.resident_bytes()});
     }
     // Exited during the interval and already let go by the session.
     for (const auto& [key, process] : top.exited) {
       s.rows.push_back(TopSnapshotRow{.pid = process.pid,
                                       .comm = process.comm,
                                       .exited = true,
-                                      .counters = Fields(since(key, process.raw))});
+                                      .counters = Fields(since(key, process.raw)),
+                                      .rss_known = process.memory.known(),
+                                      .rss_bytes = process.memory.resident_bytes()});
     }
   }
   top.before.clear();

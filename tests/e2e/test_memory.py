@@ -457,6 +457,23 @@ class DaemonMemoryWindowsTest(BpfTestCase):
         self.assertLessEqual(abs(shares["grow_big"] - 0.75), SHARE_TOLERANCE, shares)
 
 
+TOP_MEMORY_COLUMNS = re.compile(
+    r"(?P<rss>[\d.]+)(?P<rss_unit>[kMG]?)\s+(?P<growth>[+-][\d.]+)(?P<growth_unit>[kMG]?)\s*$")
+
+
+def top_row_memory(screen, pid):
+    """(row, RSS in bytes, RSS/s) of `pid`'s row on a top screen; (None, 0, 0)
+    when it has none or its columns have no growth yet."""
+    scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}
+    for line in screen.splitlines():
+        if re.match(rf"\s*{pid}\s", line):
+            match = TOP_MEMORY_COLUMNS.search(line)
+            if match:
+                return (line, float(match["rss"]) * scale[match["rss_unit"]],
+                        float(match["growth"]) * scale[match["growth_unit"]])
+    return None, 0, 0
+
+
 class MemoryTopTest(BpfTestCase):
 
     def test_top_shows_rss_and_its_growth(self):
@@ -472,15 +489,41 @@ class MemoryTopTest(BpfTestCase):
         top.terminate()
         out, err = top.communicate(timeout=30)
         self.assertIn("RSS/s", out, err)
-        last_screen = out.split("pystrobe top")[-1]
-        row = next((line for line in last_screen.splitlines()
-                    if re.match(rf"\s*{child.pid}\s", line)), None)
+        row, _, growth = top_row_memory(out.split("pystrobe top")[-1], child.pid)
         self.assertIsNotNone(row, out)
         # 8 MiB every 50 ms or so: RSS grows by tens of MB a second.
-        growth = re.search(r"\+([\d.]+)([kMG]?)\s*$", row)
-        self.assertIsNotNone(growth, row)
-        scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[growth.group(2)]
-        self.assertGreater(float(growth.group(1)) * scale, 20e6, row)
+        self.assertGreater(growth, 20e6, row)
+
+    def test_top_answered_by_the_daemon_shows_rss_and_its_growth(self):
+        tmp = tempfile.mkdtemp(dir=self.tmp)
+        sock = os.path.join(tmp, "control.sock")
+        daemon = Daemon(tmp, ("--socket", sock))
+        self.addCleanup(daemon.stop)
+        grower = subprocess.Popen([PYTHON, "-c", (
+            "import time\nheld = []\nend = time.time() + 20\n"
+            "while time.time() < end:\n    held.append(b'x' * (8 << 20)); time.sleep(0.05)\n")])
+        self.addCleanup(grower.kill)
+        holder = subprocess.Popen([PYTHON, "-c", (
+            "import time\nheld = b'x' * (200 << 20)\ntime.sleep(30)\n")])
+        self.addCleanup(holder.kill)
+        time.sleep(1)
+        top = subprocess.Popen([PYSTROBE_BIN, "top", "--socket", sock, "-i", "1", "-s", "memory"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(4.5)
+        truth = proc_status(holder.pid)
+        top.terminate()
+        out, err = top.communicate(timeout=30)
+        self.assertIn("using the running daemon", err)
+        self.assertIn("RSS/s", out, err)
+        last_screen = out.split("pystrobe top")[-1]
+        row, rss, _ = top_row_memory(last_screen, holder.pid)
+        self.assertIsNotNone(row, out)
+        self.assertLessEqual(abs(rss - truth["VmRSS"]), TOLERANCE * truth["VmRSS"],
+                             (row, truth["VmRSS"]))
+        row, _, growth = top_row_memory(last_screen, grower.pid)
+        self.assertIsNotNone(row, out)
+        # 8 MiB every 50 ms or so: RSS grows by tens of MB a second.
+        self.assertGreater(growth, 20e6, row)
 
 
 if __name__ == "__main__":

@@ -258,11 +258,18 @@ TEST(ControlProtocolTest, TopSnapshotRoundTripsAndMutationsAreErrorsNotCrashes) 
   snapshot.interval_seconds = 1.5;
   snapshot.cpus = 8;
   snapshot.function_samples = 12;
-  snapshot.rows.push_back(
-      {.pid = 1, .tid = 0, .comm = "init", .exited = false, .counters = {1, 2, 3, 4}});
+  snapshot.rows.push_back({.pid = 1,
+                           .tid = 0,
+                           .comm = "init",
+                           .exited = false,
+                           .counters = {1, 2, 3, 4},
+                           .rss_known = true,
+                           .rss_bytes = 12345678});
   snapshot.rows.push_back(
       {.pid = 2, .tid = 3, .comm = "python3", .exited = true, .counters = {5, 6, 7, 8}});
   snapshot.functions.push_back({.name = "f (a.py:1)", .samples = 12});
+  snapshot.process_rss_known = true;
+  snapshot.process_rss_bytes = 1 << 30;
   std::string good = EncodeTopSnapshot(snapshot);
   absl::StatusOr<TopSnapshot> back = DecodeTopSnapshot(good, 4);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -270,6 +277,14 @@ TEST(ControlProtocolTest, TopSnapshotRoundTripsAndMutationsAreErrorsNotCrashes) 
   // Rows with another number of counters than the client knows: refused.
   EXPECT_FALSE(DecodeTopSnapshot(good, 5).ok());
   EXPECT_FALSE(DecodeTopSnapshot(good.substr(0, good.size() - 1), 4).ok());
+  // A known flag other than 0 or 1: refused.
+  std::string bad_flag = good;
+  bad_flag[good.size() - 9] = 2;
+  EXPECT_FALSE(DecodeTopSnapshot(bad_flag, 4).ok());
+  // A snapshot of the encoding before memory (PSTP1): refused, not misread.
+  std::string older = good;
+  older[4] = '1';
+  EXPECT_FALSE(DecodeTopSnapshot(older, 4).ok());
   std::mt19937_64 random(11);
   for (int i = 0; i < 5000; ++i) {
     std::string buffer = good;
