@@ -21,6 +21,8 @@ constexpr uint8_t kInstrumentedResume312 = 240;
 // gi_frame_state values (Include/internal/pycore_frame.h).
 constexpr int8_t kFrameSuspendedYieldFrom313 = -1;
 constexpr int8_t kFrameSuspended311 = -1;
+constexpr int8_t kFrameCreated311 = -2;
+constexpr int8_t kFrameCreated313 = -3;
 constexpr int8_t kFrameCompleted = 1;
 
 // Reads that fail because the process is gone or closed to us end the whole
@@ -77,7 +79,10 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
       const int32_t lasti = Load<int32_t>(raw + o.frame_instr);
       out.instr_offset =
           o.frame_model == PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS && lasti >= 0 ? lasti * 2 : lasti;
-      if (out.instr_offset < 0) break;
+      if (out.instr_offset < 0) {
+        out.started = false;
+        break;
+      }
       absl::StatusOr<uint64_t> bytecode = objects_.Pointer(out.code_address + o.code_code);
       if (!bytecode.ok()) return bytecode.status();
       absl::StatusOr<uint8_t> next = memory.ReadValue<uint8_t>(
@@ -90,6 +95,7 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
       const uint64_t instr = Load<uint64_t>(raw + o.frame_instr);
       out.instr_offset = static_cast<int32_t>(
           static_cast<int64_t>(instr - (out.code_address + o.code_code_adaptive)));
+      out.started = state != (l.minor >= 13 ? kFrameCreated313 : kFrameCreated311);
       if (l.minor >= 13) {
         awaiting = state == kFrameSuspendedYieldFrom313;
       } else if (state == kFrameSuspended311) {
@@ -436,6 +442,9 @@ absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
           break;
         }
         task.stack.push_back(std::move(*symbol));
+        // A task whose coroutine has not started waits for its loop, not in
+        // an await: it has no suspended frames to charge.
+        if (depth == 0 && !frame->started) break;
         if (!task.running) {
           task.suspended_frames.push_back(
               {frame->code_address, *stamp, frame->instr_offset, frame->frame_address});

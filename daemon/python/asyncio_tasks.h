@@ -66,6 +66,9 @@ class AsyncioTaskReader {
     uint64_t code_address = 0;
     int32_t instr_offset = -1;
     uint64_t awaiting = 0;
+    // False for a coroutine that has not run yet: a task made but not yet
+    // stepped by its loop is ready to run, not suspended in an await.
+    bool started = true;
   };
   // Errors for objects that are no coroutine or generator; FailedPrecondition
   // for one that finished (no frame).

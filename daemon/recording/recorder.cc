@@ -233,6 +233,9 @@ WindowStacks Recorder::TakeStacks() {
 }
 
 void Recorder::EvictAfterWindow(size_t max_native_names, size_t max_python_codes) {
+  // The daemon writes its OOM reports before each cut: threads of a victim
+  // still here were never asked for (its kill went unseen by the accounting).
+  killed_threads_.clear();
   std::vector<ImageId> evicted = processes_.EvictExited();
   absl::flat_hash_set<ImageId> gone(evicted.begin(), evicted.end());
   for (ImageId id : evicted) native_names_.Forget(id);

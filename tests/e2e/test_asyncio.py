@@ -200,6 +200,26 @@ class RecordAsyncioTest(BpfTestCase):
             with self.subTest(python=python.label):
                 self.check_await(python, pure_python=True)
 
+    def test_a_task_not_yet_started_is_not_charged_await_time(self):
+        workload = python_workload("asyncio_not_started.py")
+        for python in installed_pythons():
+            with self.subTest(python=python.label):
+                recording = record(["-r", "99", "--asyncio", "--off-cpu", "--", python.executable,
+                                    workload, "--hold", "2"], self.tmp,
+                                   name="not-started-" + python.label.replace(" ", "_"),
+                                   timeout=60)
+                self.assertRecorded(recording)
+                with open(recording.output_path, encoding="utf-8") as f:
+                    stacks = parse_folded(f.read())
+                # The loop was held: its samples are there, on CPU...
+                held = sum(c for s, c in stacks.items()
+                           if any(f.startswith("hold_the_loop") for f in s))
+                self.assertGreater(held, 50, list(stacks.items())[:5])
+                # ... and the task it held back awaited nothing meanwhile.
+                charged = {s: c for s, c in stacks.items()
+                           if s[-1] == "[await]" and any("never_started" in f for f in s)}
+                self.assertLess(sum(charged.values()), 0.2e6, charged)  # under 0.2 s
+
     def test_crunch_is_under_its_task_c_tasks(self):
         for python in installed_pythons():
             with self.subTest(python=python.label):

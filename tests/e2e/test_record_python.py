@@ -181,7 +181,7 @@ class CpuSplitTest(PythonRecordTest):
 
 class FourThreadsTest(PythonRecordTest):
 
-    def test_four_threads_appear_with_equal_shares(self):
+    def test_four_threads_appear_with_the_shares_of_their_own_cpu_time(self):
         functions = ("worker_a", "worker_b", "worker_c", "worker_d")
 
         def check(python):
@@ -196,7 +196,10 @@ class FourThreadsTest(PythonRecordTest):
                                     f"too few samples for {cpu:.2f} s of CPU:\n"
                                     f"{summarize(recording.stacks)}")
             for function in functions:
-                self.assertShare(counts[function] / four, 0.25, 0.10, function, mine)
+                # About a quarter each, but the GIL is not fair (2.7's least):
+                # the truth is each thread's own CPU clock.
+                share = truth["threads"][function]["cpu_s"] / cpu
+                self.assertShare(counts[function] / four, share, 0.10, function, mine)
                 self.assertWellShaped(mine, function, threads=True)
                 # Each function's samples sit under its own thread's frame.
                 tids = {THREAD_FRAME.match(s[1]).group("tid")

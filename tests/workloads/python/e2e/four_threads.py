@@ -1,6 +1,6 @@
 """Four threads, each spinning in its own function (worker_a .. worker_d) for
 --seconds, for tests/e2e/test_record_python.py. The GIL serialises them, so
-each gets about a quarter of the process's CPU. Prints "ready" when they run,
+each gets about a quarter of the process's CPU (2.7's GIL less evenly). Prints "ready" when they run,
 then one JSON line with each thread's CPU seconds and native id. Runs on 2.7
 and 3.6+."""
 import argparse
