@@ -8,8 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/python/asyncio_tasks.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/object_reader.h"
 
 namespace pystrobe {
