@@ -26,6 +26,7 @@ usage: sudo python3 tests/bench/run_memory_cost.py [--bin build/pystrobe] [--rou
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -92,6 +93,33 @@ class Watch:
         return ns, cnt
 
 
+@contextlib.contextmanager
+def bpf_stats():
+    """kernel.bpf_stats_enabled=1 for the block (programs' run_time_ns and
+    run_cnt count), restored to what it was afterwards."""
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        was = f.read().strip()
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={was}"], check=True)
+
+
+def start_daemon(binary, tmp):
+    """`pystrobe daemon` at its defaults, on a free port and a control socket
+    of its own, loaded and attached when this returns."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    daemon = subprocess.Popen(
+        [binary, "daemon", "--prometheus-listen", f"127.0.0.1:{port}", "--profile-dir",
+         os.path.join(tmp, "profiles"), "--socket", os.path.join(tmp, f"control-{port}.sock")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(4)
+    return daemon
+
+
 def workload_cmd(tmp, args):
     return [PYTHON, WORKLOAD, "rate", os.path.join(tmp, "truth.json"), str(args.mib_per_s),
             str(args.seconds)]
@@ -115,13 +143,7 @@ def run(design, args, tmp):
         cmd = workload_cmd(tmp, args)
     elif design == "ticks":
         # The always-on daemon, at its defaults: its accounting programs' time.
-        with socket.socket() as free:
-            free.bind(("127.0.0.1", 0))
-            port = free.getsockname()[1]
-        tracer = subprocess.Popen(
-            [args.bin, "daemon", "--prometheus-listen", f"127.0.0.1:{port}", "--profile-dir",
-             os.path.join(tmp, "profiles")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(4)  # loaded and attached
+        tracer = start_daemon(args.bin, tmp)
         watch = Watch(tracer.pid, ("acct_",))
         cmd = workload_cmd(tmp, args)
     elif design == "memory":
@@ -169,17 +191,13 @@ def main():
     if "rss_stat" in designs and not os.path.exists("/sys/kernel/tracing/events"):
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
         mounted_tracefs = True
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        stats_was = f.read().strip()
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     results = {d: [] for d in designs}
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
             for _ in range(args.rounds):
                 for design in designs:
                     results[design].append(run(design, args, tmp))
     finally:
-        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={stats_was}"], check=True)
         if mounted_tracefs:
             subprocess.run(["umount", "/sys/kernel/tracing"], check=False)
     base = statistics.median(r[0] for r in results["none"])

@@ -19,15 +19,13 @@ usage: sudo python3 tests/bench/run_oom_stack_cost.py [--bin build/pystrobe] [--
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_memory_cost import PYTHON, REPO, Watch  # noqa: E402
+from run_memory_cost import PYTHON, REPO, Watch, bpf_stats, start_daemon  # noqa: E402
 
 STORM = """
 import os, signal, sys, time
@@ -44,14 +42,7 @@ def run(design, args, tmp):
     """Returns (workload ns per signal, sample_oom_killed runs, its ns per run)."""
     daemon = watch = None
     if design == "daemon":
-        with socket.socket() as free:
-            free.bind(("127.0.0.1", 0))
-            port = free.getsockname()[1]
-        daemon = subprocess.Popen(
-            [args.bin, "daemon", "--prometheus-listen", f"127.0.0.1:{port}", "--profile-dir",
-             os.path.join(tmp, "profiles"), "--socket", os.path.join(tmp, "control.sock")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(4)  # loaded and attached
+        daemon = start_daemon(args.bin, tmp)
         watch = Watch(daemon.pid, ("sample_oom",))
         watch.poll()
     try:
@@ -73,17 +64,11 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--signals", type=int, default=200000)
     args = parser.parse_args()
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        stats_was = f.read().strip()
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     results = {"none": [], "daemon": []}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for _ in range(args.rounds):
-                for design in results:
-                    results[design].append(run(design, args, tmp))
-    finally:
-        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={stats_was}"], check=True)
+    with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.rounds):
+            for design in results:
+                results[design].append(run(design, args, tmp))
     base = statistics.median(r[0] for r in results["none"])
     print(f"{args.signals} self-sent SIGUSR1 with a Python handler, medians of {args.rounds} runs")
     print(f"{'design':8} {'ns/signal':>10} {'vs none':>8} {'BPF runs':>9} {'BPF ns/run':>10}")
