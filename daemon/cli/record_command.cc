@@ -300,8 +300,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   profile.sample_rate_hz = options.rate_hz;
   ProfileBuilderOptions build_options = ProfileBuilderOptionsFrom(options);
   build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
-  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                         (*session)->kernel_symbols(), build_options);
+  ProfileBuilder builder(recorder, (*session)->kernel_symbols(), build_options);
   if (options.allocations) {
     // Sampled allocations, still held at the end (inuse) or all (alloc).
     profile.title =

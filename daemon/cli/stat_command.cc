@@ -228,8 +228,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   }
 
   Profile oncpu, offcpu;
-  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                         (*session)->kernel_symbols(), ProfileBuilderOptions{});
+  ProfileBuilder builder(recorder, (*session)->kernel_symbols(), ProfileBuilderOptions{});
   builder.AddTo(recorder.stacks(), oncpu);
   // Off-CPU stacks weigh their time: kept as microseconds.
   builder.AddTo(recorder.offcpu_stacks(), {.per_nanosecond = 1e-3}, offcpu);

@@ -180,8 +180,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
     StackAggregator delta = recorder.stacks().Since(stacks_at_last_screen);
     stacks_at_last_screen = recorder.stacks();
     Profile profile;
-    ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(),
-                           &recorder.native_names(), nullptr,
+    ProfileBuilder builder(recorder, nullptr,
                            ProfileBuilderOptions{.python_lines = PythonLineMode::kFunction});
     builder.AddTo(delta, profile);
     screen.functions = HottestFunctions(profile, screen.function_samples);

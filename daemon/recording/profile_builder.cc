@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/gpu/gpu_wait.h"
+#include "daemon/recording/recorder.h"
 #include "daemon/symbolizer/elf_identity.h"
 
 namespace pystrobe {
@@ -216,6 +217,11 @@ void ProfileBuilder::AddPythonStack(const ProcessImage& image, const RawStack& s
     frames.push_back({"[native]", FrameKind::kMarker});
   }
 }
+
+ProfileBuilder::ProfileBuilder(Recorder& recorder, const KernelSymbolizer* kernel,
+                               ProfileBuilderOptions options)
+    : ProfileBuilder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
+                     kernel, options) {}
 
 ProfileBuilder::ProfileBuilder(const ProcessTable* processes, const PythonCodeTable* python_codes,
                                NativeNameCache* native_names, const KernelSymbolizer* kernel,

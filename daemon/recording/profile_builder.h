@@ -27,6 +27,8 @@ enum class PythonLineMode {
   kNone,         // no line at all (--nolineno)
 };
 
+class Recorder;
+
 struct ProfileBuilderOptions {
   bool threads = false;  // add "<thread name> tid=<tid>" under the process
   // Keep native frames around the Python ones (--native); otherwise a
@@ -61,6 +63,9 @@ class ProfileBuilder {
   ProfileBuilder(const ProcessTable* processes, const PythonCodeTable* python_codes,
                  NativeNameCache* native_names, const KernelSymbolizer* kernel,
                  ProfileBuilderOptions options);
+  // Names the stacks `recorder` holds, with its processes, code objects and
+  // native names; `recorder` and `kernel` must outlive the builder.
+  ProfileBuilder(Recorder& recorder, const KernelSymbolizer* kernel, ProfileBuilderOptions options);
 
   // How a set of stacks is weighed into a profile: a stack's count there is
   // samples x per_sample + nanoseconds x per_nanosecond, rounded. The time

@@ -298,8 +298,7 @@ void OnDemandAccounting::PickMemoryGrowth(Stat& stat, StatReport& report) {
   if (!caps_.memory) return;
   Recorder& recorder = recordings_->recorder();
   AddMemoryGrowth(stat, recorder.memory_stacks());
-  ProfileBuilder builder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                         recordings_->kernel(), ProfileBuilderOptions{});
+  ProfileBuilder builder(recorder, recordings_->kernel(), ProfileBuilderOptions{});
   Profile growth;
   builder.AddBytesTo(stat.memory_grown, growth);
   report.memory_growth_sampled = true;

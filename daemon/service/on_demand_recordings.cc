@@ -117,8 +117,7 @@ void OnDemandRecordings::AddDelta(Active& active, const StackAggregator& now_on,
   StackAggregator off;
   if (request.offcpu || request.idle) off = delta(now_off, active.baseline_off);
 
-  ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
-                         &recorder_->native_names(), kernel_, ProfileBuilderOptionsFrom(request));
+  ProfileBuilder builder(*recorder_, kernel_, ProfileBuilderOptionsFrom(request));
   AddOnAndOffCpuStacks(on, off,
                        {.offcpu = request.offcpu, .idle = request.idle, .rate_hz = caps_.rate_hz},
                        builder, active.profile);

@@ -194,7 +194,7 @@ void ProfilingSession::Tick(absl::Time now) {
     // With memory: true, what grew the victim's memory in this window.
     if (config_.memory) {
       Profile profile;
-      ProfileBuilder builder = StackNamer(ProfileBuilderOptions{});
+      ProfileBuilder builder(sampling_->recorder(), sampling_->kernel_symbols(), {});
       builder.AddBytesTo(sampling_->recorder().memory_stacks(), profile);
       StatReport growth;
       growth.pid = victim.pid;
@@ -234,19 +234,13 @@ void ProfilingSession::Tick(absl::Time now) {
   }
 }
 
-ProfileBuilder ProfilingSession::StackNamer(ProfileBuilderOptions options) {
-  Recorder& recorder = sampling_->recorder();
-  return ProfileBuilder(&recorder.processes(), &recorder.python_codes(), &recorder.native_names(),
-                        sampling_->kernel_symbols(), options);
-}
-
 std::vector<KilledThreadStack> ProfilingSession::KilledThreadStacks(uint32_t pid) {
   std::vector<KilledThread> killed = sampling_->recorder().TakeKilledThreads(pid);
   std::sort(killed.begin(), killed.end(),
             [](const KilledThread& a, const KilledThread& b) { return a.tid < b.tid; });
   // Named as the windows' stacks are.
-  ProfileBuilder builder =
-      StackNamer({.native = config_.python.walk && config_.python.native_stacks});
+  ProfileBuilder builder(sampling_->recorder(), sampling_->kernel_symbols(),
+                         {.native = config_.python.walk && config_.python.native_stacks});
   std::vector<KilledThreadStack> threads;
   for (KilledThread& thread : killed) {
     StackAggregator one;

@@ -88,8 +88,6 @@ class ProfilingSession {
  private:
   ProfilingSession(const DaemonConfig& config, ContainerLabels* labels);
 
-  // A builder that names the recorder's stacks.
-  ProfileBuilder StackNamer(ProfileBuilderOptions options);
   // What each thread of OOM-killed `pid` was doing at the kill, named.
   std::vector<KilledThreadStack> KilledThreadStacks(uint32_t pid);
   void WriteOomReports(std::vector<OomReport> reports);

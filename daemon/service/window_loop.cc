@@ -32,8 +32,7 @@ Profile WindowLoop::Build(const WindowStacks& stacks, absl::Time now, bool memor
 
   // The builder keeps its kernel names for one window only: a fresh one per
   // window keeps that cache bounded too.
-  ProfileBuilder builder(&recorder_->processes(), &recorder_->python_codes(),
-                         &recorder_->native_names(), kernel_,
+  ProfileBuilder builder(*recorder_, kernel_,
                          ProfileBuilderOptions{.threads = true, .native = options_.native_stacks});
   // Per process: where it runs, which Python it is, its pid in its container.
   auto container = [this](const ProcessImage& image) {
