@@ -23,6 +23,7 @@ constexpr int8_t kFrameSuspendedYieldFrom313 = -1;
 constexpr int8_t kFrameSuspended311 = -1;
 constexpr int8_t kFrameCreated311 = -2;
 constexpr int8_t kFrameCreated313 = -3;
+constexpr int8_t kFrameExecuting = 0;
 constexpr int8_t kFrameCompleted = 1;
 
 // Reads that fail because the process is gone or closed to us end the whole
@@ -109,13 +110,20 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
       break;
     }
   }
-  if (!awaiting) return out;
+  // Before 3.11 a running frame has no stack top (3.8-3.9) or a depth of -1
+  // (3.10); from 3.11 its state says so.
+  if (l.gen_frame_state != kNoObjectField) {
+    out.executing = state == kFrameExecuting;
+  } else if (l.frame_stacktop != kNoObjectField) {
+    out.executing = Load<uint64_t>(raw + l.frame_stacktop) == 0;
+  } else {
+    out.executing = Load<int32_t>(raw + l.frame_stackdepth) < 0;
+  }
+  if (!awaiting || out.executing) return out;
   // The awaited object is the top of the suspended frame's value stack.
   uint64_t top_slot = 0;
   if (l.frame_stacktop != kNoObjectField) {
-    const uint64_t stacktop = Load<uint64_t>(raw + l.frame_stacktop);
-    if (stacktop == 0) return out;
-    top_slot = stacktop - 8;
+    top_slot = Load<uint64_t>(raw + l.frame_stacktop) - 8;
   } else {
     const int32_t depth = Load<int32_t>(raw + l.frame_stackdepth);
     if (depth <= 0 || depth > (1 << 16)) return out;
@@ -127,6 +135,34 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
   if (!top.ok()) return top.status();
   out.awaiting = *top;
   return out;
+}
+
+absl::StatusOr<AsyncioTaskReader::AwaitChain> AsyncioTaskReader::ReadAwaitChain(
+    uint64_t coroutine) {
+  AwaitChain chain;
+  uint64_t current = coroutine;
+  for (int depth = 0; current != 0 && depth < kMaxAwaitDepth; ++depth) {
+    absl::StatusOr<CoroutineFrame> frame = ReadCoroutineFrame(current);
+    if (!frame.ok()) {
+      if (IsFatal(frame.status())) return frame.status();
+      chain.end = frame.status().code();
+      break;
+    }
+    chain.frames.push_back(*frame);
+    // A coroutine that has not started awaits nothing; a running one is
+    // where its thread is, not in an await.
+    if (!frame->started || frame->executing) break;
+    current = frame->awaiting;
+  }
+  return chain;
+}
+
+bool AsyncioTaskReader::AwaitChain::SteppedUnderRead() const {
+  for (const CoroutineFrame& frame : frames) {
+    if (frame.executing) return true;
+  }
+  // A coroutine awaited by a suspended one cannot have finished yet.
+  return !frames.empty() && end == absl::StatusCode::kFailedPrecondition;
 }
 
 absl::StatusOr<std::vector<uint64_t>> AsyncioTaskReader::FutureCallbacks(uint64_t future) {
@@ -425,31 +461,34 @@ absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
     // A suspended task (or a running one whose frames were not found): follow
     // what each coroutine awaits.
     if (task.stack.empty()) {
-      uint64_t current = coro;
-      for (int depth = 0; current != 0 && depth < kMaxAwaitDepth; ++depth) {
-        absl::StatusOr<CoroutineFrame> frame = ReadCoroutineFrame(current);
-        if (!frame.ok()) {
-          if (IsFatal(frame.status())) return frame.status();
-          break;
-        }
-        absl::StatusOr<uint32_t> stamp = code_.CurrentStamp(frame->code_address);
+      absl::StatusOr<AwaitChain> chain = ReadAwaitChain(coro);
+      if (!chain.ok()) return chain.status();
+      // The loop may step the task while its chain is read: then the chain
+      // is part before, part after, or a frame is running. Only a chain that
+      // reads the same twice is where the task is suspended.
+      bool suspended = !task.running && !chain->frames.empty() && chain->frames[0].started;
+      if (suspended) {
+        absl::StatusOr<AwaitChain> again = ReadAwaitChain(coro);
+        if (!again.ok()) return again.status();
+        suspended = !chain->SteppedUnderRead() && *again == *chain;
+        if (!suspended) ++snapshot.unreadable;
+      }
+      for (const CoroutineFrame& frame : chain->frames) {
+        absl::StatusOr<uint32_t> stamp = code_.CurrentStamp(frame.code_address);
         absl::StatusOr<PythonFrameSymbol> symbol =
-            stamp.ok() ? code_.Symbolize(frame->code_address, *stamp, frame->instr_offset)
+            stamp.ok() ? code_.Symbolize(frame.code_address, *stamp, frame.instr_offset)
                        : absl::StatusOr<PythonFrameSymbol>(stamp.status());
         if (!symbol.ok()) {
           if (IsFatal(symbol.status())) return symbol.status();
           ++snapshot.unreadable;
+          task.suspended_frames.clear();
           break;
         }
         task.stack.push_back(std::move(*symbol));
-        // A task whose coroutine has not started waits for its loop, not in
-        // an await: it has no suspended frames to charge.
-        if (depth == 0 && !frame->started) break;
-        if (!task.running) {
+        if (suspended) {
           task.suspended_frames.push_back(
-              {frame->code_address, *stamp, frame->instr_offset, frame->frame_address});
+              {frame.code_address, *stamp, frame.instr_offset, frame.frame_address});
         }
-        current = frame->awaiting;
       }
     }
     std::vector<uint64_t> awaiters;

@@ -69,10 +69,26 @@ class AsyncioTaskReader {
     // False for a coroutine that has not run yet: a task made but not yet
     // stepped by its loop is ready to run, not suspended in an await.
     bool started = true;
+    // True while the frame runs: its task is being stepped now.
+    bool executing = false;
+    bool operator==(const CoroutineFrame&) const = default;
   };
   // Errors for objects that are no coroutine or generator; FailedPrecondition
   // for one that finished (no frame).
   absl::StatusOr<CoroutineFrame> ReadCoroutineFrame(uint64_t coroutine);
+
+  // A coroutine and what it awaits, inwards, up to an object that is no
+  // coroutine (a future), a bare yield, or a frame that is running.
+  struct AwaitChain {
+    std::vector<CoroutineFrame> frames;            // outermost first
+    absl::StatusCode end = absl::StatusCode::kOk;  // why the walk stopped early
+    // A frame running, or an awaited coroutine that finished: read while the
+    // loop stepped its task.
+    bool SteppedUnderRead() const;
+    bool operator==(const AwaitChain&) const = default;
+  };
+  // Errors only when the process cannot be read at all.
+  absl::StatusOr<AwaitChain> ReadAwaitChain(uint64_t coroutine);
 
  private:
   struct TaskFields {

@@ -220,6 +220,36 @@ class RecordAsyncioTest(BpfTestCase):
                            if s[-1] == "[await]" and any("never_started" in f for f in s)}
                 self.assertLess(sum(charged.values()), 0.2e6, charged)  # under 0.2 s
 
+    def test_a_task_stepped_while_read_is_not_charged_await_time(self):
+        # Forty tasks each burn 0.3 ms per step: the loop is stepping one of
+        # them nearly always, and the reader often reads a chain mid-step.
+        # Such a chain ends in a running frame, not in an await: charging it
+        # would put [await] time under the busy line.
+        workload = python_workload("asyncio_busy_steps.py")
+        for python in installed_pythons():
+            for pure_python in (False, True):
+                label = python.label + (" pure-Python tasks" if pure_python else "")
+                with self.subTest(python=label):
+                    args = ["-r", "99", "--asyncio", "--off-cpu", "--", python.executable,
+                            workload, "--seconds", "3"]
+                    if pure_python:
+                        args.append("--pure-python")
+                    recording = record(args, self.tmp, timeout=60,
+                                       name="busy-steps-" + label.replace(" ", "_"))
+                    self.assertRecorded(recording)
+                    with open(recording.output_path, encoding="utf-8") as f:
+                        stacks = parse_folded(f.read())
+                    awaited = {s: c for s, c in stacks.items()
+                               if s[-1] == "[await]" and s[2].startswith("[task busy-")}
+                    # Suspended chains are charged (40 tasks, most of 3 s each)...
+                    self.assertGreater(sum(awaited.values()), 40 * 1.5e6,
+                                       list(stacks.items())[:5])
+                    # ... and each ends in asyncio's sleep, never in step's loop.
+                    torn = {s: c for s, c in awaited.items()
+                            if not any(f.startswith("step (") for f in s)
+                            or s[-2].startswith(("step (", "work ("))}
+                    self.assertEqual(torn, {}, label)
+
     def test_crunch_is_under_its_task_c_tasks(self):
         for python in installed_pythons():
             with self.subTest(python=python.label):
