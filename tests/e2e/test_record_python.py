@@ -319,7 +319,13 @@ class KnownInterpreterTest(PythonRecordTest):
             self.assertRecorded(recording)
             summary = recording.summary
             self.assertGreaterEqual(summary["python"]["known_from_exec"], runs - 1, summary)
-            self.assertEqual(summary["dropped"]["python_read_failed"], 0, summary)
+            # A walk's read fails when its sample lands while the thread takes a
+            # copy-on-write fault on the very page the walk reads (the kernel
+            # unmaps it for an instant; seen in ptep_clear_flush): start-up
+            # writes to the binary's deep-frozen objects take many. A wrong
+            # runtime address would fail every walk of those runs.
+            self.assertLessEqual(summary["dropped"]["python_read_failed"],
+                                 0.01 * summary["python"]["samples_walked"], summary)
             pids = [json.loads(line)["pid"] for line in recording.stdout.splitlines()
                     if line.startswith("{")]
             self.assertEqual(len(pids), runs, recording.stdout)
