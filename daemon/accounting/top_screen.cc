@@ -119,6 +119,7 @@ std::string RenderTopScreen(TopScreen screen) {
     gil_total += row.figures.gil_wait_seconds;
     gc_total += row.figures.gc_seconds;
   }
+  if (screen.resident_bytes) rss_total = static_cast<double>(*screen.resident_bytes);
   std::string out = screen.clear ? kClear : "";
   absl::StrAppend(&out, kBold, "pystrobe top", kReset, " - ", screen.title,
                   absl::StrFormat(" - %.1f s interval, %d CPUs, sorted by %s\n", dt, screen.cpus,

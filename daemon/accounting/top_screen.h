@@ -65,6 +65,9 @@ struct TopScreen {
   TopSort sort = TopSort::kCpu;
   int max_rows = 20;
   std::vector<TopRow> rows;
+  // The process's resident bytes on a per-thread screen, whose rows (its
+  // threads) carry none; unset, the rows' sum.
+  std::optional<uint64_t> resident_bytes;
   std::vector<TopFunction> functions;  // heaviest first
   uint64_t function_samples = 0;       // samples behind `functions`
   bool clear = false;                  // start with "clear screen"

@@ -165,6 +165,7 @@ std::optional<int> MaybeTopThroughDaemon(const TopOptions& given, const DaemonCl
     screen.max_rows = options.rows;
     screen.clear = tty && !options.once;
     if (snapshot->process_rss_known && options.pid) {
+      screen.resident_bytes = snapshot->process_rss_bytes;
       absl::StrAppend(
           &screen.title,
           ProcessRssTitle(snapshot->process_rss_bytes,

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/thread_view.h"
 #include "daemon/accounting/top_screen.h"
 #include "daemon/cli/accounting_options.h"
 #include "daemon/cli/command_lifecycle.h"
@@ -127,22 +128,21 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
     };
     std::vector<std::pair<uint32_t, uint64_t>> exited;
     if (options.pid) {
-      std::vector<ProcessCounters> process = reader.Processes(*options.pid);
-      screen.title = absl::StrCat("pid ", *options.pid,
-                                  process.empty() ? "" : absl::StrCat(" (", process[0].comm, ")"),
-                                  ", per thread");
-      if (!process.empty() && process[0].memory.known()) {
-        uint64_t rss = process[0].memory.resident_bytes();
-        absl::StrAppend(&screen.title,
-                        ProcessRssTitle(rss, rss_growth.Observe({process[0].pid, 0},
-                                                                screen.interval_seconds, rss)));
+      PerThreadView view = ReadPerThreadView(reader, *options.pid);
+      screen.title = PerThreadTitle(*options.pid, view);
+      if (view.resident_bytes) {
+        screen.resident_bytes = view.resident_bytes;
+        absl::StrAppend(&screen.title, ProcessRssTitle(*view.resident_bytes,
+                                                       rss_growth.Observe({*options.pid, 0},
+                                                                          screen.interval_seconds,
+                                                                          *view.resident_bytes)));
       }
       if (std::optional<GpuProcessFigures> gpu = gpu_of(*options.pid)) {
         absl::StrAppend(&screen.title,
                         absl::StrFormat(", GPU %.1f%%, GPU memory %d MiB", 100 * gpu->utilization,
                                         gpu->memory_bytes >> 20));
       }
-      for (const ThreadCounters& thread : reader.Threads(*options.pid)) {
+      for (const ThreadCounters& thread : view.threads) {
         pystrobe_task_counters& seen = before[{thread.tid, 0}];
         TopRow row;
         row.pid = thread.pid;

@@ -8,6 +8,7 @@
 #include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
+#include "daemon/accounting/thread_view.h"
 #include "daemon/accounting/top_screen.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/recording/process_table.h"
@@ -200,15 +201,11 @@ void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
     return it == top.before.end() ? raw : CountersSince(raw, it->second);
   };
   if (request.pid) {
-    std::vector<ProcessCounters> process = reader_->Processes(*request.pid);
-    s.title = absl::StrCat("pid ", *request.pid,
-                           process.empty() ? "" : absl::StrCat(" (", process[0].comm, ")"),
-                           ", per thread");
-    if (!process.empty() && process[0].memory.known()) {
-      s.process_rss_known = true;
-      s.process_rss_bytes = process[0].memory.resident_bytes();
-    }
-    for (const ThreadCounters& thread : reader_->Threads(*request.pid)) {
+    PerThreadView view = ReadPerThreadView(*reader_, *request.pid);
+    s.title = PerThreadTitle(*request.pid, view);
+    s.process_rss_known = view.resident_bytes.has_value();
+    s.process_rss_bytes = view.resident_bytes.value_or(0);
+    for (const ThreadCounters& thread : view.threads) {
       s.rows.push_back(TopSnapshotRow{.pid = thread.pid,
                                       .tid = thread.tid,
                                       .comm = thread.comm,

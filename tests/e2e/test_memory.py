@@ -525,6 +525,39 @@ class MemoryTopTest(BpfTestCase):
         # 8 MiB every 50 ms or so: RSS grows by tens of MB a second.
         self.assertGreater(growth, 20e6, row)
 
+    def test_top_of_a_process_asleep_since_before_it_names_its_threads_and_rss(self):
+        # Asleep (two threads, 64 MiB held) before the daemon and top start:
+        # the accounting never sees it run, /proc still knows it.
+        sleeper = subprocess.Popen([PYTHON, "-c", (
+            "import threading, time\nheld = b'x' * (64 << 20)\n"
+            "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+            "print('ready', flush=True)\ntime.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(sleeper.stdout.close)
+        self.addCleanup(sleeper.wait)
+        self.addCleanup(sleeper.kill)
+        self.assertEqual(sleeper.stdout.readline().strip(), "ready")
+        time.sleep(0.3)  # the thread is asleep too
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{sleeper.pid}/task"))
+        self.assertEqual(len(tids), 2, tids)
+        tmp = tempfile.mkdtemp(dir=self.tmp)
+        sock = os.path.join(tmp, "control.sock")
+        daemon = Daemon(tmp, ("--socket", sock))
+        self.addCleanup(daemon.stop)
+        for how in (["--no-daemon"], ["--socket", sock]):
+            with self.subTest(how=how[0]):
+                rc, out, err, _ = run_pystrobe(["top", *how, "--once", "--pid", str(sleeper.pid)],
+                                               timeout=60)
+                self.assertEqual(rc, 0, err)
+                truth = proc_status(sleeper.pid)["VmRSS"]
+                title = re.search(rf"pid {sleeper.pid} \(python3\.11\), per thread"
+                                  r"( \(from the daemon\))?, RSS ([\d.]+) MiB", out)
+                self.assertIsNotNone(title, out)
+                self.assertLessEqual(abs(float(title[2]) * MIB - truth), TOLERANCE * truth,
+                                     (out, truth))
+                rows = sorted(int(line.split()[0]) for line in out.splitlines()
+                              if re.match(r"\s*\d+ python3\.11\s", line))
+                self.assertEqual(rows, tids, out)
+
 
 if __name__ == "__main__":
     import unittest

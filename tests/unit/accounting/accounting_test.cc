@@ -6,6 +6,7 @@
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
+#include "daemon/accounting/thread_view.h"
 #include "daemon/accounting/top_screen.h"
 #include "daemon/accounting/verdict.h"
 #include "gmock/gmock.h"
@@ -543,6 +544,65 @@ TEST(PickMemoryGrowthStacks, TheProcesssStacksHeaviestFirstAndAMemoryVerdictName
   EXPECT_EQ(report.memory_growth_stacks[1].bytes, 1u << 20);
   EXPECT_THAT(report.verdict.evidence,
               HasSubstr("resident memory grew 4.0 MiB up to its peak, 75% of it in grow_big"));
+}
+
+TEST(VmRssBytes, ReadsTheStatusLineInKib) {
+  EXPECT_EQ(VmRssBytes("Name:\tpython3\nVmHWM:\t  9000 kB\nVmRSS:\t   51236 kB\nRssAnon:\t1 kB\n"),
+            51236u * 1024);
+  EXPECT_EQ(VmRssBytes("Name:\tkthreadd\nState:\tS (sleeping)\n"), std::nullopt);
+  EXPECT_EQ(VmRssBytes("VmRSS:\t12 pages\n"), std::nullopt);
+}
+
+TEST(MergeThreadViews, AProcessAsleepSinceAccountingStartedIsShownFromProc) {
+  ProcProcess proc{.comm = "python3",
+                   .resident_bytes = 50u << 20,
+                   .threads = {{.pid = 7, .tid = 7, .comm = "python3"},
+                               {.pid = 7, .tid = 8, .comm = "sleeper"}}};
+  PerThreadView view = MergeThreadViews({}, {}, proc);
+  EXPECT_EQ(view.comm, "python3");
+  EXPECT_EQ(view.resident_bytes, 50u << 20);
+  ASSERT_EQ(view.threads.size(), 2u);
+  EXPECT_EQ(view.threads[1].comm, "sleeper");
+  EXPECT_EQ(view.threads[1].raw.runtime_ns, 0u);
+  EXPECT_EQ(PerThreadTitle(7, view), "pid 7 (python3), per thread");
+}
+
+TEST(MergeThreadViews, TheAccountingsFiguresComeFirstAndProcAddsOnlyThreadsItHasNotSeen) {
+  ProcessCounters counted;
+  counted.pid = 7;
+  counted.comm = "worker";
+  counted.memory.anon_bytes = 3u << 20;
+  counted.memory.read_ns = 1;
+  ThreadCounters ran{.pid = 7, .tid = 8, .comm = "spinner"};
+  ran.raw.runtime_ns = 5'000'000;
+  ProcProcess proc{.comm = "python3",
+                   .resident_bytes = 50u << 20,
+                   .threads = {{.pid = 7, .tid = 7, .comm = "python3"},
+                               {.pid = 7, .tid = 8, .comm = "spinner"}}};
+  PerThreadView view = MergeThreadViews({counted}, {ran}, proc);
+  EXPECT_EQ(view.comm, "worker");
+  EXPECT_EQ(view.resident_bytes, 3u << 20);
+  ASSERT_EQ(view.threads.size(), 2u);
+  EXPECT_EQ(view.threads[0].tid, 8u);
+  EXPECT_EQ(view.threads[0].raw.runtime_ns, 5'000'000u);
+  EXPECT_EQ(view.threads[1].tid, 7u);
+
+  // Gone from /proc and never counted: a title without a name, no memory.
+  PerThreadView gone = MergeThreadViews({}, {}, ProcProcess{});
+  EXPECT_EQ(PerThreadTitle(9, gone), "pid 9, per thread");
+  EXPECT_EQ(gone.resident_bytes, std::nullopt);
+}
+
+TEST(RenderTopScreen, APerThreadScreenSumsTheProcesssResidentBytesNotItsRows) {
+  TopScreen screen;
+  screen.title = "pid 7 (python3), per thread";
+  TopRow row;
+  row.pid = 7;
+  row.tid = 7;
+  row.comm = "python3";
+  screen.rows.push_back(row);
+  screen.resident_bytes = 50u << 20;
+  EXPECT_THAT(RenderTopScreen(screen), HasSubstr("resident 52.4MB"));
 }
 
 }  // namespace
