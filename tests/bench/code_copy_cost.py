@@ -26,6 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import bpf_stats  # noqa: E402
 from run_benchmarks import sampler_stats  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -95,33 +96,25 @@ def main():
     parser.add_argument("--only", help="run only the workloads whose name contains this")
     args = parser.parse_args()
     binaries = [("this", args.bin)] + ([("baseline", args.baseline)] if args.baseline else [])
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        stats_before = f.read().strip()
-    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-        f.write("1")
     rows = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for scenario, command in SCENARIOS:
-                if args.only and args.only not in scenario:
-                    continue
-                for round_ in range(args.rounds):
-                    for label, binary in binaries:
-                        r = run(binary, args.rate, command, os.path.join(tmp, "out.folded"))
-                        per_run = r["run_time_ns"] / r["run_cnt"] if r["run_cnt"] else 0
-                        per_sample = r["run_time_ns"] / r["samples"] if r["samples"] else 0
-                        copy_us = (f"{1000 * r['copy_ms'] / int(r['copies']):.1f}"
-                                   if r["copy_ms"] is not None and int(r["copies"]) else "-")
-                        copy_share = (f"{1e6 * r['copy_ms'] / r['run_time_ns']:.1%}"
-                                      if r["copy_ms"] is not None and r["run_time_ns"] else "-")
-                        rows.append((scenario, label, r["samples"], f"{per_run:.0f}",
-                                     f"{per_sample:.0f}", r["copies"], r["kib"], copy_us,
-                                     copy_share, r["deferred"],
-                                     r["named_from_copies"], r["unnamed"]))
-                        print(" | ".join(str(c) for c in rows[-1]), flush=True)
-    finally:
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write(stats_before)
+    with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
+        for scenario, command in SCENARIOS:
+            if args.only and args.only not in scenario:
+                continue
+            for round_ in range(args.rounds):
+                for label, binary in binaries:
+                    r = run(binary, args.rate, command, os.path.join(tmp, "out.folded"))
+                    per_run = r["run_time_ns"] / r["run_cnt"] if r["run_cnt"] else 0
+                    per_sample = r["run_time_ns"] / r["samples"] if r["samples"] else 0
+                    copy_us = (f"{1000 * r['copy_ms'] / int(r['copies']):.1f}"
+                               if r["copy_ms"] is not None and int(r["copies"]) else "-")
+                    copy_share = (f"{1e6 * r['copy_ms'] / r['run_time_ns']:.1%}"
+                                  if r["copy_ms"] is not None and r["run_time_ns"] else "-")
+                    rows.append((scenario, label, r["samples"], f"{per_run:.0f}",
+                                 f"{per_sample:.0f}", r["copies"], r["kib"], copy_us,
+                                 copy_share, r["deferred"],
+                                 r["named_from_copies"], r["unnamed"]))
+                    print(" | ".join(str(c) for c in rows[-1]), flush=True)
     print()
     print(f"load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}, "
           f"-r {args.rate}")

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from bench_common import bpf_stats
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
@@ -159,10 +161,7 @@ def bpf_prog_stats():
 
 def per_event_costs(pystrobe, binary):
     """In-kernel ns per event of each accounting program while both workloads run."""
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        saved = f.read().strip()
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
+    with bpf_stats():
         top = SystemWideTop(pystrobe)
         try:
             before = bpf_prog_stats()
@@ -171,8 +170,6 @@ def per_event_costs(pystrobe, binary):
             after = bpf_prog_stats()
         finally:
             top.stop()
-    finally:
-        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={saved}"], check=True)
     rows = []
     for name in sorted(after):
         cnt = after[name][0] - before.get(name, (0, 0))[0]

@@ -23,7 +23,6 @@ usage: sudo python3 tests/bench/run_allocations_cost.py [--bin build/pystrobe] [
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys

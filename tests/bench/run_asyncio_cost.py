@@ -16,7 +16,6 @@ import json
 import os
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 

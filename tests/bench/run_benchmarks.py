@@ -37,7 +37,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from run_foundation_bench import BPF_STATS, SAMPLER_PROG, default_binary  # noqa: E402
+from bench_common import bpf_stats  # noqa: E402
+from run_foundation_bench import default_binary  # noqa: E402
 
 PY = "/usr/bin/python3.11"          # the workload interpreter (Debian's)
 PY38_GLOB = "~/.pyenv/versions/3.8.18/bin/python3.8"  # austin 1.0.1 cannot read 3.11
@@ -484,12 +485,8 @@ def kernel_cost(binary, target_argvs, seconds, rate):
 
 
 def bench_kernel(binary, wd, seconds, rate):
-    with open(BPF_STATS) as f:
-        previous = f.read().strip()
     out = {}
-    try:
-        with open(BPF_STATS, "w") as f:
-            f.write("1")
+    with bpf_stats():
         # Filtered-out runs: the target sleeps, every run is the pid check alone.
         _, out["filtered"] = kernel_cost(binary, [["sleep", str(seconds + 5)]], seconds, rate)
         for depth in (10, 50, 100):
@@ -497,9 +494,6 @@ def bench_kernel(binary, wd, seconds, rate):
             out[depth] = (rec, st)
         rec, st = kernel_cost(binary, [[wd.native]] * 2, seconds, rate)
         out["native"] = (rec, st)
-    finally:
-        with open(BPF_STATS, "w") as f:
-            f.write(previous)
     return out
 
 

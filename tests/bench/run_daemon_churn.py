@@ -71,8 +71,8 @@ def main():
             break
         except OSError:
             time.sleep(0.1)
-    print(f"| t (s) | started | RSS (MiB) | limit (MiB) | daemon CPU (s) | live processes | "
-          f"images evicted | memory-pressure cuts | dropped (tracked_process_limit) |")
+    print("| t (s) | started | RSS (MiB) | limit (MiB) | daemon CPU (s) | live processes | "
+          "images evicted | memory-pressure cuts | dropped (tracked_process_limit) |")
     print("|---|---|---|---|---|---|---|---|---|")
     started, children = 0, []
     begin = time.monotonic()

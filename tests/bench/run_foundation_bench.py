@@ -25,9 +25,10 @@ import sys
 import tempfile
 import time
 
+from bench_common import bpf_stats
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
 SAMPLER_PROG = "sample_cpu"
 
 
@@ -149,8 +150,6 @@ def bench_userspace_rate(binary, seconds):
 
 
 def bench_kernel_cost(binary, seconds):
-    with open(BPF_STATS) as f:
-        previous = f.read().strip()
     readings = []
 
     def read_stats(proc):
@@ -162,15 +161,9 @@ def bench_kernel_cost(binary, seconds):
                 readings.append(stats)
         return readings
 
-    try:
-        with open(BPF_STATS, "w") as f:
-            f.write("1")
-        with BusyProcesses():
-            started = time.monotonic()
-            run = Run(binary, ["--all", "-r", "1000", "-d", str(seconds)], during=read_stats)
-    finally:
-        with open(BPF_STATS, "w") as f:
-            f.write(previous)
+    with bpf_stats(), BusyProcesses():
+        started = time.monotonic()
+        run = Run(binary, ["--all", "-r", "1000", "-d", str(seconds)], during=read_stats)
     if len(readings) < 2:
         raise SystemExit(f"could not read {SAMPLER_PROG}'s stats with bpftool ({readings})")
     (ns0, cnt0), (ns1, cnt1) = readings[0], readings[-1]

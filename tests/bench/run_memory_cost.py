@@ -26,7 +26,6 @@ usage: sudo python3 tests/bench/run_memory_cost.py [--bin build/pystrobe] [--rou
 """
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -36,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from bench_common import bpf_stats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -91,19 +92,6 @@ class Watch:
         ns = sum(self.last[i][0] - self.first[i][0] for i in self.last)
         cnt = sum(self.last[i][1] - self.first[i][1] for i in self.last)
         return ns, cnt
-
-
-@contextlib.contextmanager
-def bpf_stats():
-    """kernel.bpf_stats_enabled=1 for the block (programs' run_time_ns and
-    run_cnt count), restored to what it was afterwards."""
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        was = f.read().strip()
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
-        yield
-    finally:
-        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={was}"], check=True)
 
 
 def start_daemon(binary, tmp):

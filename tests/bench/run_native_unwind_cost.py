@@ -19,6 +19,8 @@ import subprocess
 import tempfile
 import time
 
+from bench_common import bpf_stats
+
 DEEP = """
 import time
 def spin(n):
@@ -71,8 +73,7 @@ def main():
     parser.add_argument("--bin", default="build/pystrobe")
     parser.add_argument("--workloads", default="build/tests/workloads/native")
     options = parser.parse_args()
-    subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=1"], check=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
         deep = os.path.join(tmp, "deep.py")
         with open(deep, "w") as f:
             f.write(DEEP)
@@ -86,7 +87,6 @@ def main():
             without = measure(options.bin, False, command, tmp)
             with_native = measure(options.bin, True, command, tmp)
             print(f"{name:32} {without:15.2f} us {with_native:12.2f} us")
-    subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=0"])
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_memory_cost import PYTHON, REPO, Watch, bpf_stats, start_daemon  # noqa: E402
+from bench_common import bpf_stats  # noqa: E402
+from run_memory_cost import PYTHON, REPO, Watch, start_daemon  # noqa: E402
 
 STORM = """
 import os, signal, sys, time

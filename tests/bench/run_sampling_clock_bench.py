@@ -22,7 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_benchmarks import (BPF_STATS, PY, Record, Workdir, kernel_cost, kill_all,  # noqa: E402
+from bench_common import bpf_stats  # noqa: E402
+from run_benchmarks import (PY, Record, Workdir, kernel_cost, kill_all,  # noqa: E402
                             loadavg, per_sample_ns, say, spawn_busy, table)
 
 RATE = 99
@@ -63,11 +64,7 @@ def main():
     own = {name: [] for name in binaries}
     rates = {name: [] for name in binaries}
     say(f"sampling clock cost, {args.rounds} rounds round-robin, -r {RATE} (load {loadavg()})")
-    with open(BPF_STATS) as f:
-        previous = f.read().strip()
-    try:
-        with open(BPF_STATS, "w") as f:
-            f.write("1")
+    with bpf_stats():
         for round_ in range(args.rounds):
             order = list(binaries.items())
             if round_ % 2:
@@ -81,9 +78,6 @@ def main():
                 if share is not None:
                     own[name].append(share)
                 rates[name].append(rate)
-    finally:
-        with open(BPF_STATS, "w") as f:
-            f.write(previous)
 
     def med(values, fmt):
         return (fmt.format(statistics.median(values)) +
