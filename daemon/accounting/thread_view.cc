@@ -39,7 +39,7 @@ std::optional<uint64_t> VmRssBytes(absl::string_view status) {
   return std::nullopt;  // a kernel thread, or a zombie
 }
 
-ProcProcess ReadProcProcess(uint32_t pid) {
+ProcProcess ReadProcProcess(uint32_t pid, const absl::flat_hash_set<uint32_t>& known_tids) {
   ProcProcess out;
   const std::string dir = absl::StrCat("/proc/", pid);
   out.comm = CommFile(dir + "/comm");
@@ -49,6 +49,7 @@ ProcProcess ReadProcProcess(uint32_t pid) {
   while (const dirent* entry = readdir(tasks)) {
     uint32_t tid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &tid)) continue;  // "." and ".."
+    if (known_tids.contains(tid)) continue;
     out.threads.push_back(ThreadCounters{
         .pid = pid, .tid = tid, .comm = CommFile(absl::StrCat(dir, "/task/", tid, "/comm"))});
   }
@@ -82,7 +83,11 @@ std::string PerThreadTitle(uint32_t pid, const PerThreadView& view) {
 }
 
 PerThreadView ReadPerThreadView(const AccountingReader& reader, uint32_t pid) {
-  return MergeThreadViews(reader.Processes(pid), reader.Threads(pid), ReadProcProcess(pid));
+  std::vector<ThreadCounters> counted = reader.Threads(pid);
+  absl::flat_hash_set<uint32_t> counted_tids;
+  for (const ThreadCounters& thread : counted) counted_tids.insert(thread.tid);
+  ProcProcess proc = ReadProcProcess(pid, counted_tids);
+  return MergeThreadViews(reader.Processes(pid), std::move(counted), proc);
 }
 
 }  // namespace pystrobe

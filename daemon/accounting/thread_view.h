@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "daemon/accounting/process_counters.h"
 
@@ -29,13 +30,14 @@ PerThreadView ReadPerThreadView(const AccountingReader& reader, uint32_t pid);
 std::string PerThreadTitle(uint32_t pid, const PerThreadView& view);
 
 // What /proc says of a process: its name, its resident memory (VmRSS) and
-// its threads with their names. Empty fields where it could not be read.
+// its threads but `known_tids`, with their names (a thread's name is a file
+// read: a process may have thousands). Empty fields where it could not be read.
 struct ProcProcess {
   std::string comm;
   std::optional<uint64_t> resident_bytes;
   std::vector<ThreadCounters> threads;  // counters zero
 };
-ProcProcess ReadProcProcess(uint32_t pid);
+ProcProcess ReadProcProcess(uint32_t pid, const absl::flat_hash_set<uint32_t>& known_tids);
 
 // The parts of the view, apart for tests: VmRSS of a /proc/PID/status text,
 // and the view from both sources.
