@@ -68,12 +68,8 @@ PerThreadView MergeThreadViews(const std::vector<ProcessCounters>& accounted,
   } else {
     view.resident_bytes = proc.resident_bytes;
   }
-  absl::flat_hash_set<uint32_t> seen;
-  for (const ThreadCounters& thread : accounted_threads) seen.insert(thread.tid);
   view.threads = std::move(accounted_threads);
-  for (const ThreadCounters& thread : proc.threads) {
-    if (!seen.contains(thread.tid)) view.threads.push_back(thread);
-  }
+  view.threads.insert(view.threads.end(), proc.threads.begin(), proc.threads.end());
   return view;
 }
 

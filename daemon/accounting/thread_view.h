@@ -40,7 +40,7 @@ struct ProcProcess {
 ProcProcess ReadProcProcess(uint32_t pid, const absl::flat_hash_set<uint32_t>& known_tids);
 
 // The parts of the view, apart for tests: VmRSS of a /proc/PID/status text,
-// and the view from both sources.
+// and the view from both sources (`proc` read without the accounted threads).
 std::optional<uint64_t> VmRssBytes(absl::string_view status);
 PerThreadView MergeThreadViews(const std::vector<ProcessCounters>& accounted,
                                std::vector<ThreadCounters> accounted_threads,

@@ -1,6 +1,10 @@
 // Accounting's userspace logic without the kernel: the user/system split,
 // counter differences, the verdict rules, the stat report and top's screen.
+#include <unistd.h>
+
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/process_counters.h"
@@ -567,7 +571,7 @@ TEST(MergeThreadViews, AProcessAsleepSinceAccountingStartedIsShownFromProc) {
   EXPECT_EQ(PerThreadTitle(7, view), "pid 7 (python3), per thread");
 }
 
-TEST(MergeThreadViews, TheAccountingsFiguresComeFirstAndProcAddsOnlyThreadsItHasNotSeen) {
+TEST(MergeThreadViews, TheAccountingsFiguresComeFirstThenTheThreadsOnlyProcKnows) {
   ProcessCounters counted;
   counted.pid = 7;
   counted.comm = "worker";
@@ -575,10 +579,10 @@ TEST(MergeThreadViews, TheAccountingsFiguresComeFirstAndProcAddsOnlyThreadsItHas
   counted.memory.read_ns = 1;
   ThreadCounters ran{.pid = 7, .tid = 8, .comm = "spinner"};
   ran.raw.runtime_ns = 5'000'000;
+  // What ReadProcProcess gives with the accounted tid 8 known.
   ProcProcess proc{.comm = "python3",
                    .resident_bytes = 50u << 20,
-                   .threads = {{.pid = 7, .tid = 7, .comm = "python3"},
-                               {.pid = 7, .tid = 8, .comm = "spinner"}}};
+                   .threads = {{.pid = 7, .tid = 7, .comm = "python3"}}};
   PerThreadView view = MergeThreadViews({counted}, {ran}, proc);
   EXPECT_EQ(view.comm, "worker");
   EXPECT_EQ(view.resident_bytes, 3u << 20);
@@ -591,6 +595,20 @@ TEST(MergeThreadViews, TheAccountingsFiguresComeFirstAndProcAddsOnlyThreadsItHas
   PerThreadView gone = MergeThreadViews({}, {}, ProcProcess{});
   EXPECT_EQ(PerThreadTitle(9, gone), "pid 9, per thread");
   EXPECT_EQ(gone.resident_bytes, std::nullopt);
+}
+
+TEST(ReadProcProcess, ReadsThisProcessWithoutTheThreadsAlreadyKnown) {
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  const uint32_t tid = static_cast<uint32_t>(gettid());
+  std::thread other([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  ProcProcess all = ReadProcProcess(pid, {});
+  ProcProcess unknown = ReadProcProcess(pid, {tid});
+  other.join();
+  EXPECT_FALSE(all.comm.empty());
+  ASSERT_TRUE(all.resident_bytes.has_value());
+  EXPECT_GT(*all.resident_bytes, 0u);
+  EXPECT_EQ(all.threads.size(), unknown.threads.size() + 1);
+  for (const ThreadCounters& thread : unknown.threads) EXPECT_NE(thread.tid, tid);
 }
 
 TEST(RenderTopScreen, APerThreadScreenSumsTheProcesssResidentBytesNotItsRows) {
