@@ -5,7 +5,8 @@ usage: accounting_workload.py MODE SECONDS TRUTH_FILE [DIR]
 Each mode runs for SECONDS, then writes the kernel's own figures for the
 process (/proc/self/stat and /proc/self/io, read at the end) to TRUTH_FILE as
 JSON, so a test compares pystrobe's counts with the kernel's over the same
-lifetime. Modes:
+lifetime. It prints "ready" when it starts its MODE, for a test that attaches
+to it running. Modes:
   cpu     a pure-Python loop
   io      write 4 KiB and fsync, in a file under DIR (a real disk, not tmpfs)
   memory  map fresh anonymous memory and touch every page, then unmap
@@ -110,6 +111,7 @@ def truth():
 def main():
     mode, seconds, truth_file = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     deadline = time.monotonic() + seconds
+    print("ready", flush=True)
     if mode == "cpu":
         spin(deadline)
     elif mode == "io":

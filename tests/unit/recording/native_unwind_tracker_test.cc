@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <map>
 #include <set>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -35,22 +38,44 @@ class FakeStore : public UnwindTableStore {
   int loads = 0;
 };
 
+// The state letter of /proc/PID/stat ('S' asleep, 'R' running...), or 0.
+char ProcessState(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : 0;
+}
+
+std::string Executable(pid_t pid) {
+  char exe[256] = {};
+  if (readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof(exe) - 1) < 0) {
+    return "";
+  }
+  return exe;
+}
+
+// A /bin/sleep, returned once it sleeps: its exec is done and the dynamic
+// loader has mapped libc (it sleeps in libc's nanosleep). Waits for that state,
+// never a fixed time, up to a liveness limit that judges no speed.
 pid_t StartSleeper() {
   pid_t pid = fork();
   if (pid == 0) {
     execl("/bin/sleep", "sleep", "30", nullptr);
     _exit(127);
   }
-  // Until the exec has happened, the child is this test binary.
-  for (int i = 0; i < 200; ++i) {
-    char exe[256] = {};
-    if (readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof(exe) - 1) > 0 &&
-        std::string(exe).find("sleep") != std::string::npos) {
-      break;
-    }
-    usleep(10000);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string exe;
+  char state = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    // Until the exec has happened, the child is this test binary.
+    exe = Executable(pid);
+    state = ProcessState(pid);
+    if (exe.find("sleep") != std::string::npos && state == 'S') return pid;
+    usleep(1000);
   }
-  usleep(50000);  // the dynamic loader maps libc
+  ADD_FAILURE() << "waited 30 s for pid " << pid << " to sleep in /bin/sleep; last saw exe \""
+                << exe << "\", state '" << state << "'";
   return pid;
 }
 

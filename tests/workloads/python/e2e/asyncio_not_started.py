@@ -4,7 +4,8 @@ main() creates the task "waiting-to-start" (its coroutine never_started() has
 not run a line yet), then holds the event loop for --hold seconds in a plain
 CPU loop (hold_the_loop, no await), then lets the task run and exits. The
 task is ready, not suspended in an await: `record --asyncio --off-cpu` must
-not charge it [await] time for the hold.
+not charge it [await] time for the hold. At its end it prints "cpu_seconds S",
+the CPU time it had.
 """
 import asyncio
 import sys
@@ -32,3 +33,4 @@ async def main():
 
 if __name__ == "__main__":
     asyncio.run(main())
+    print(f"cpu_seconds {time.process_time():.6f}", flush=True)
