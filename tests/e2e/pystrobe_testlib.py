@@ -120,14 +120,32 @@ def read_lines_until(stream, pattern, timeout=30):
     return lines
 
 
-def record(args, output_dir, fmt="folded", name="profile", timeout=60):
+def record(args, output_dir, fmt="folded", name="profile", timeout=60, when_recording=None):
     """Runs `pystrobe record -f FMT -o DIR/NAME.FMT --summary-json DIR/NAME.summary.json
-    ARGS` and returns a Recording (its counters in .summary)."""
+    ARGS` and returns a Recording (its counters in .summary).
+
+    `when_recording`, if given, is called once pystrobe says it samples
+    ("pystrobe: recording ..."), for a test that starts something the
+    recording must see from its beginning."""
     output = os.path.join(output_dir, f"{name}.{fmt}")
     summary = os.path.join(output_dir, f"{name}.summary.json")
     full = ["record", "-f", fmt, "-o", output, "--summary-json", summary] + list(args)
-    returncode, stdout, stderr, elapsed = run_pystrobe(full, timeout=timeout)
-    return Recording(full, returncode, stdout, stderr, output, elapsed, summary)
+    if when_recording is None:
+        returncode, stdout, stderr, elapsed = run_pystrobe(full, timeout=timeout)
+        return Recording(full, returncode, stdout, stderr, output, elapsed, summary)
+    start = time.monotonic()
+    proc = subprocess.Popen([PYSTROBE_BIN] + full, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        head = read_lines_until(proc.stderr, r"^pystrobe: recording ", timeout=timeout)
+        when_recording()
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return Recording(full, proc.returncode, stdout, "".join(head) + stderr, output,
+                     time.monotonic() - start, summary)
 
 
 # --- folded output ---------------------------------------------------------------

@@ -21,7 +21,7 @@ import sys
 import time
 import unittest
 
-from pystrobe_testlib import run_pystrobe, PYSTROBE_BIN
+from pystrobe_testlib import run_pystrobe, wait_for, PYSTROBE_BIN
 from python_testlib import (PythonWorkload, installed_pythons, python_workload,
                             report_skipped_pythons, PYENV_ROOT)
 
@@ -135,7 +135,7 @@ class DumpEveryInterpreterTest(unittest.TestCase):
             # Threads report just before they park, and the spinner lets go of
             # the GIL now and then (2.7 every 100 bytecodes): retry until both
             # outputs caught every thread where it parks.
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 30  # a liveness limit
             while True:
                 rc, out, err, _ = dump(workload.pid, "--json")
                 self.assertEqual(rc, 0, f"dump --json of {python}: {err}")
@@ -168,6 +168,20 @@ class DumpEveryInterpreterTest(unittest.TestCase):
                 self.check_python(python)
 
 
+def wait_until_asleep_in(pid, executable):
+    """Waits until `pid` has exec'd `executable` and sleeps (its program is
+    past its start), rather than for a fixed time."""
+    def probe():
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rpartition(")")[2].split()[0]
+        except OSError as error:
+            return False, str(error)
+        return os.path.basename(exe) == executable and state == "S", (exe, state)
+    wait_for(f"pid {pid} asleep in {executable}", probe)
+
+
 class DumpErrorsTest(unittest.TestCase):
 
     @classmethod
@@ -186,7 +200,7 @@ class DumpErrorsTest(unittest.TestCase):
     def test_process_without_python_is_named(self):
         proc = subprocess.Popen(["/bin/sleep", "30"])
         try:
-            time.sleep(0.2)
+            wait_until_asleep_in(proc.pid, "sleep")
             rc, out, err, _ = dump(proc.pid)
             self.assertEqual(rc, EXIT_FAILURE, err)
             self.assertIn(f"process {proc.pid}", err)
@@ -208,7 +222,7 @@ class DumpErrorsTest(unittest.TestCase):
     def test_without_ptrace_permission_says_root_is_needed(self):
         proc = subprocess.Popen(["/usr/bin/python3.11", "-c", "import time; time.sleep(30)"])
         try:
-            time.sleep(0.3)
+            wait_until_asleep_in(proc.pid, "python3.11")
             result = subprocess.run(
                 ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PYSTROBE_BIN,
                  "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=30)

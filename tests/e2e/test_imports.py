@@ -16,11 +16,10 @@ import json
 import os
 import re
 import subprocess
-import time
 import unittest
 
-from pystrobe_testlib import (BpfTestCase, record, run_pystrobe, stacks_of_pid, summarize,
-                              total)
+from pystrobe_testlib import (PYSTROBE_BIN, BpfTestCase, read_lines_until, record, run_pystrobe,
+                              stacks_of_pid, summarize, total)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -194,16 +193,30 @@ class ImportTreeTest(BpfTestCase):
                                    delta=0.06 * (len(under) + 1), msg=text)
 
     def test_tree_of_a_running_process_goes_to_stderr(self):
-        # The process is already running (asleep) when the recording starts.
+        # The process is already running (asleep) when the recording starts,
+        # and imports once the recording says it samples.
         workload = subprocess.Popen(
-            [PYTHON, os.path.join(WORKLOADS, "late_imports.py"), "--wait", "1.5"],
-            stdout=subprocess.PIPE, text=True)
+            [PYTHON, os.path.join(WORKLOADS, "late_imports.py"), "--wait", "stdin"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
-            time.sleep(0.5)
-            returncode, _, stderr, _ = run_pystrobe(
-                ["record", "--imports", "--no-daemon", "-r", RATE, "-p", str(workload.pid)],
-                timeout=120)
+            self.assertEqual(workload.stdout.readline().strip(), "ready")
+            recording = subprocess.Popen(
+                [PYSTROBE_BIN, "record", "--imports", "--no-daemon", "-r", RATE, "-p",
+                 str(workload.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                head = read_lines_until(recording.stderr, r"^pystrobe: recording ", timeout=60)
+                workload.stdin.write("go\n")
+                workload.stdin.close()
+                _, stderr = recording.communicate(timeout=120)
+                stderr = "".join(head) + stderr
+            finally:
+                if recording.poll() is None:
+                    recording.kill()
+                    recording.communicate()
+            returncode = recording.returncode
         finally:
+            if not workload.stdin.closed:
+                workload.stdin.close()
             stdout, _ = workload.communicate(timeout=60)
         self.assertEqual(returncode, 0, stderr)
         rows = parse_tree(stderr)

@@ -15,16 +15,26 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
-from pystrobe_testlib import HERE, PYSTROBE_BIN, BpfTestCase, run_pystrobe
-from test_daemon import Daemon, decode_pprof, metric, remove_cgroup
+from pystrobe_testlib import HERE, PYSTROBE_BIN, BpfTestCase, read_lines_until, run_pystrobe, wait_for
+from test_daemon import LIVENESS_S, Daemon, decode_pprof, metric, remove_cgroup
 import speedscope_render
 
 PYTHON = "/usr/bin/python3.11"
 WORKLOAD = os.path.join(HERE, "memory_workload.py")
 TOLERANCE = 0.05
 MIB = 1 << 20
+
+
+def thread_state(pid, tid):
+    """The state letter of /proc/PID/task/TID/stat (S: asleep)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return None
 
 
 def proc_status(pid):
@@ -304,14 +314,12 @@ class OomTest(BpfTestCase):
         self.assertEqual(child.returncode, -9)  # SIGKILL, from the OOM killer
         with open(self.truth_path) as f:
             pid = json.load(f)["pid"]
-        deadline = time.time() + 15
-        kills = None
-        while time.time() < deadline:
+        def counted_and_reported():
             kills = metric(daemon.metrics(), "pystrobe_oom_kills_total", comm="python3.11")
             reports = [p for p in os.listdir(daemon.profile_dir) if p.startswith("oom-")]
-            if kills and reports:
-                break
-            time.sleep(0.5)
+            return bool(kills and reports), (kills, reports)
+        kills, _ = wait_for("the OOM kill counted in /metrics and its report written",
+                            counted_and_reported, LIVENESS_S)
         self.assertGreaterEqual(kills or 0, 1)
         report_path = [p for p in os.listdir(daemon.profile_dir)
                        if p.startswith("oom-") and p.endswith(f"-{pid}.json")]
@@ -389,14 +397,22 @@ class DaemonStatMemoryTest(BpfTestCase):
         # A first run makes the daemon find CPython in the executable.
         subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "8", "4", "0.1"], check=True,
                        timeout=60)
-        # Grows 120 + 40 MiB a second after it starts (stat is counting by
-        # then), holds it a second, frees it, exits.
+        # Grows 120 + 40 MiB once told to (a line on its stdin, once the
+        # daemon holds stat's request), holds it a second, frees it, exits.
         program = (f"import sys, time; sys.path.insert(0, {HERE!r}); import memory_workload as w; "
-                   f"time.sleep(1); w.grow(120, 40, 1, {truth_path!r})")
-        child = subprocess.Popen([PYTHON, "-c", program])
+                   f"sys.stdin.readline(); w.grow(120, 40, 1, {truth_path!r})")
+        child = subprocess.Popen([PYTHON, "-c", program], stdin=subprocess.PIPE, text=True)
         self.addCleanup(child.kill)
-        rc, out, err, _ = run_pystrobe(["stat", "--socket", sock, "--json", "--pid",
-                                        str(child.pid), "-d", "20"], timeout=60)
+        stat = subprocess.Popen([PYSTROBE_BIN, "stat", "--socket", sock, "--json", "--pid",
+                                 str(child.pid), "-d", "20"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stat.kill)
+        daemon.wait_for_metrics("stat's request held by the daemon", lambda text: (
+            metric(text, "pystrobe_control_connections_open") or 0) >= 1)
+        child.stdin.write("grow\n")
+        child.stdin.close()
+        out, err = stat.communicate(timeout=60)
+        rc = stat.returncode
         child.wait(timeout=30)
         self.assertEqual(rc, 0, err)
         self.assertIn("using the running daemon", err)
@@ -439,9 +455,14 @@ class DaemonMemoryWindowsTest(BpfTestCase):
                        timeout=60)
         with open(truth_path) as f:
             pid = json.load(f)["pid"]
-        time.sleep(3)  # the window that saw it is cut
-        memory_files = sorted(p for p in os.listdir(daemon.profile_dir)
-                              if p.endswith("-memory.pb.gz"))
+
+        def memory_files():
+            return sorted(p for p in os.listdir(daemon.profile_dir)
+                          if p.endswith("-memory.pb.gz"))
+        # The window that saw it is cut: one more file than there was when it ended.
+        seen = len(memory_files())
+        memory_files = wait_for("a memory profile cut after the growth", lambda: (
+            len(memory_files()) > seen, memory_files()), LIVENESS_S)
         self.assertTrue(memory_files, os.listdir(daemon.profile_dir))
         weights = []
         for name in memory_files:
@@ -474,56 +495,113 @@ def top_row_memory(screen, pid):
     return None, 0, 0
 
 
+# Grows its resident memory 8 MiB at a time, every 50 ms, for 20 s, and prints
+# "ready" (then its RSS growth rate by its own clock, "grew B/S", each second).
+GROWER = ("import time\nheld = []\nend = time.time() + 20\nprint('ready', flush=True)\n"
+          "last, rss = time.time(), 0\n"
+          "while time.time() < end:\n"
+          "    held.append(b'x' * (8 << 20)); time.sleep(0.05)\n"
+          "    if time.time() - last >= 1:\n"
+          "        now, grown = time.time(), len(held) * (8 << 20)\n"
+          "        print(f'grew {(grown - rss) / (now - last):.0f}', flush=True)\n"
+          "        last, rss = now, grown\n")
+
+
+class TopScreens:
+    """The screens `pystrobe top ARGS` prints, read as they come."""
+
+    def __init__(self, args):
+        self.proc = subprocess.Popen([PYSTROBE_BIN, "top", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.out = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.out.append(line)
+
+    def complete_screens(self):
+        """Every screen followed by another (so printed whole)."""
+        return "".join(self.out).split("pystrobe top")[1:-1]
+
+    def wait_for_row(self, pid, what):
+        """The first whole screen whose row of `pid` shows RSS and its growth
+        (which needs two screens); a liveness limit, not a judgement of speed."""
+        def probe():
+            for screen in self.complete_screens():
+                if top_row_memory(screen, pid)[0] is not None:
+                    return True, screen
+            return False, "".join(self.out)[-3000:]
+        return wait_for(what, probe, LIVENESS_S)
+
+    def stop(self):
+        self.proc.terminate()
+        _, err = self.proc.communicate(timeout=30)
+        self.reader.join(30)
+        return err
+
+
+def grower_rates(grower):
+    """The RSS growth rates (bytes/s) a GROWER printed so far, by its own clock."""
+    return [float(line.split()[1]) for line in grower.lines if line.startswith("grew ")]
+
+
+class Grower:
+    def __init__(self, test):
+        self.proc = subprocess.Popen([PYTHON, "-c", GROWER], stdout=subprocess.PIPE, text=True)
+        test.addCleanup(self.proc.wait)
+        test.addCleanup(self.proc.kill)
+        self.lines = read_lines_until(self.proc.stdout, "^ready$")
+        self.pid = self.proc.pid
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
+
+
 class MemoryTopTest(BpfTestCase):
 
+    def assertGrowthNear(self, row, growth, grower):
+        # top's RSS/s against the growth the program measured of itself, which
+        # the machine's load decides: at least half of its slowest second.
+        rates = grower_rates(grower)
+        floor = 0.5 * min(rates) if rates else 0
+        self.assertGreater(growth, max(floor, 0), (row, "own growth rates, B/s:", rates))
+
     def test_top_shows_rss_and_its_growth(self):
-        program = ("import time\nheld = []\nend = time.time() + 20\n"
-                   "while time.time() < end:\n    held.append(b'x' * (8 << 20)); time.sleep(0.05)\n")
-        child = subprocess.Popen([PYTHON, "-c", program])
-        self.addCleanup(child.kill)
-        time.sleep(0.5)
+        grower = Grower(self)
         # Screens every second; the growth needs two of them.
-        top = subprocess.Popen([PYSTROBE_BIN, "top", "--no-daemon", "-i", "1", "-s", "memory"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(4.5)
-        top.terminate()
-        out, err = top.communicate(timeout=30)
-        self.assertIn("RSS/s", out, err)
-        row, _, growth = top_row_memory(out.split("pystrobe top")[-1], child.pid)
-        self.assertIsNotNone(row, out)
-        # 8 MiB every 50 ms or so: RSS grows by tens of MB a second.
-        self.assertGreater(growth, 20e6, row)
+        top = TopScreens(["--no-daemon", "-i", "1", "-s", "memory"])
+        self.addCleanup(top.proc.kill)
+        screen = top.wait_for_row(grower.pid, f"a top screen with pid {grower.pid}'s RSS/s")
+        err = top.stop()
+        self.assertIn("RSS/s", screen, err)
+        row, _, growth = top_row_memory(screen, grower.pid)
+        self.assertGrowthNear(row, growth, grower)
 
     def test_top_answered_by_the_daemon_shows_rss_and_its_growth(self):
         tmp = tempfile.mkdtemp(dir=self.tmp)
         sock = os.path.join(tmp, "control.sock")
         daemon = Daemon(tmp, ("--socket", sock))
         self.addCleanup(daemon.stop)
-        grower = subprocess.Popen([PYTHON, "-c", (
-            "import time\nheld = []\nend = time.time() + 20\n"
-            "while time.time() < end:\n    held.append(b'x' * (8 << 20)); time.sleep(0.05)\n")])
-        self.addCleanup(grower.kill)
+        grower = Grower(self)
         holder = subprocess.Popen([PYTHON, "-c", (
-            "import time\nheld = b'x' * (200 << 20)\ntime.sleep(30)\n")])
+            "import time\nheld = b'x' * (200 << 20)\nprint('ready', flush=True)\n"
+            "time.sleep(30)\n")], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(holder.wait)
         self.addCleanup(holder.kill)
-        time.sleep(1)
-        top = subprocess.Popen([PYSTROBE_BIN, "top", "--socket", sock, "-i", "1", "-s", "memory"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(4.5)
+        read_lines_until(holder.stdout, "^ready$")
         truth = proc_status(holder.pid)
-        top.terminate()
-        out, err = top.communicate(timeout=30)
+        top = TopScreens(["--socket", sock, "-i", "1", "-s", "memory"])
+        self.addCleanup(top.proc.kill)
+        screen = top.wait_for_row(grower.pid, f"a top screen with pid {grower.pid}'s RSS/s")
+        err = top.stop()
         self.assertIn("using the running daemon", err)
-        self.assertIn("RSS/s", out, err)
-        last_screen = out.split("pystrobe top")[-1]
-        row, rss, _ = top_row_memory(last_screen, holder.pid)
-        self.assertIsNotNone(row, out)
+        self.assertIn("RSS/s", screen, err)
+        row, rss, _ = top_row_memory(screen, holder.pid)
+        self.assertIsNotNone(row, screen)
         self.assertLessEqual(abs(rss - truth["VmRSS"]), TOLERANCE * truth["VmRSS"],
                              (row, truth["VmRSS"]))
-        row, _, growth = top_row_memory(last_screen, grower.pid)
-        self.assertIsNotNone(row, out)
-        # 8 MiB every 50 ms or so: RSS grows by tens of MB a second.
-        self.assertGreater(growth, 20e6, row)
+        row, _, growth = top_row_memory(screen, grower.pid)
+        self.assertGrowthNear(row, growth, grower)
 
     def test_top_of_a_process_asleep_since_before_it_names_its_threads_and_rss(self):
         # Asleep (two threads, 64 MiB held) before the daemon and top start:
@@ -536,9 +614,12 @@ class MemoryTopTest(BpfTestCase):
         self.addCleanup(sleeper.wait)
         self.addCleanup(sleeper.kill)
         self.assertEqual(sleeper.stdout.readline().strip(), "ready")
-        time.sleep(0.3)  # the thread is asleep too
-        tids = sorted(int(t) for t in os.listdir(f"/proc/{sleeper.pid}/task"))
-        self.assertEqual(len(tids), 2, tids)
+
+        def both_asleep():
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{sleeper.pid}/task"))
+            states = [thread_state(sleeper.pid, tid) for tid in tids]
+            return len(tids) == 2 and states == ["S", "S"], (tids, states)
+        tids, _ = wait_for("both of its threads asleep", both_asleep, LIVENESS_S)
         tmp = tempfile.mkdtemp(dir=self.tmp)
         sock = os.path.join(tmp, "control.sock")
         daemon = Daemon(tmp, ("--socket", sock))

@@ -7,7 +7,6 @@ starts the program (`-- CMD`) or attaches to it (`--pid`).
 """
 
 import os
-import time
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, Workload, pids_with_frame,
@@ -24,8 +23,10 @@ class RecordCommandTest(BpfTestCase):
 
     def test_command_shares_match_thread_cpu_time(self):
         result_path = os.path.join(self.tmp, "split.json")
+        # 2 s at 997 Hz: about 2000 samples on a quiet machine, where a 70%
+        # share's standard error is 1 point, a fifth of the 5-point tolerance.
         recording = record(
-            ["-r", str(RATE), "--", workload("cpu_split"), "--seconds", "4", "--alpha-percent",
+            ["-r", str(RATE), "--", workload("cpu_split"), "--seconds", "2", "--alpha-percent",
              "70", "--json", result_path], self.tmp)
         self.assertRecorded(recording)
         with open(result_path) as f:
@@ -80,8 +81,7 @@ class RecordPidTest(BpfTestCase):
         super().setUpClass()
         cls.bystander = Workload("bystander", ["--seconds", "0"])
         cls.split = Workload("cpu_split", ["--seconds", "0", "--alpha-percent", "70"])
-        try:
-            time.sleep(0.2)
+        try:  # it splits its CPU from "ready" on
             cpu_before = process_cpu_seconds(cls.split.pid)
             cls.recording = record(["--pid", str(cls.split.pid), "-r", str(RATE), "-d", "3"],
                                    cls.tmp)
@@ -97,7 +97,7 @@ class RecordPidTest(BpfTestCase):
     def test_pid_shares_match_thread_cpu_time(self):
         mine = stacks_of_pid(self.recording.stacks, self.split.pid)
         expected = self.cpu_while_recording * RATE
-        self.assertGreater(total(mine), max(0.6 * expected, 200),
+        self.assertGreater(total(mine), 0.6 * expected,
                            f"{total(mine)} samples for at most {self.cpu_while_recording:.2f} s "
                            f"of CPU:\n{summarize(self.recording.stacks)}")
         process_cpu = self.truth["process_cpu_s"]
