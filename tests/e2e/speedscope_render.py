@@ -13,6 +13,7 @@ DOM: a screenshot shows them.
 Standard library only; Chromium from chromium_render.CHROMIUM.
 """
 
+import fcntl
 import functools
 import http.server
 import os
@@ -34,16 +35,28 @@ _FLAGS = [flag for flag in chromium_render._BASE_FLAGS
           if not flag.startswith("--virtual-time-budget")] + ["--virtual-time-budget=10000"]
 
 
+def _node_modules_present():
+    return os.path.isdir(os.path.join(JS_DIR, "node_modules", "pprof-format")) and \
+        os.path.isdir(SPEEDSCOPE_APP)
+
+
 def ensure_node_modules():
-    """Installs tests/e2e/js's pinned packages (npm ci) when they are absent."""
-    if os.path.isdir(os.path.join(JS_DIR, "node_modules", "pprof-format")) and \
-            os.path.isdir(SPEEDSCOPE_APP):
+    """Installs tests/e2e/js's pinned packages (npm ci) when they are absent.
+
+    e2e files run in parallel (ctest -j): a lock file makes the first one
+    install while the others wait for it, rather than two `npm ci` in one
+    directory."""
+    if _node_modules_present():
         return
     npm = shutil.which("npm")
     if npm is None:
         raise AssertionError("npm is not installed; tests/e2e/js needs `npm ci`")
-    result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR,
-                            capture_output=True, text=True, timeout=300, check=False)
+    with open(os.path.join(JS_DIR, ".npm-ci.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _node_modules_present():
+            return
+        result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR,
+                                capture_output=True, text=True, timeout=300, check=False)
     if result.returncode != 0:
         raise AssertionError(f"`npm ci` in {JS_DIR} failed:\n{result.stdout}\n{result.stderr}")
 

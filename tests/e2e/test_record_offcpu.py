@@ -76,15 +76,17 @@ class OffCpuTest(BpfTestCase):
                 off_cpu = time_under(stacks, "[off-cpu]", "contend")
                 gil_wait = time_under(stacks, "[off-cpu]", "contend", "[gil wait]")
                 self.assertGreater(off_cpu, 0, summarize(stacks))
+                # Time runnable, in the run queue, is the machine's load (other
+                # programs, other tests): judged is the time they slept.
+                runqueue = time_under(stacks, "[off-cpu]", "contend", "[runqueue]")
                 if python.major == 2:
                     # 2.7's GIL is a semaphore that wakes its waiters to race
                     # for it: on 2 cores half their off-CPU time is spent
                     # runnable, in the run queue. Of the time they sleep, most
                     # is waiting for the GIL.
-                    runqueue = time_under(stacks, "[off-cpu]", "contend", "[runqueue]")
                     self.assertGreater(gil_wait, 0.8 * (off_cpu - runqueue), summarize(stacks))
                 else:
-                    self.assertGreater(gil_wait, 0.5 * off_cpu, summarize(stacks))
+                    self.assertGreater(gil_wait, 0.5 * (off_cpu - runqueue), summarize(stacks))
 
     def test_idle_counts_sleeping_time_as_samples(self):
         rate = 97

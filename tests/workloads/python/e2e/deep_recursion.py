@@ -1,6 +1,7 @@
 """A hot leaf under 150 levels of recursion, for tests/e2e/test_record_python.py.
 
-<module> -> main -> recurse x 150 -> hot_leaf, which spins for --seconds.
+<module> -> main -> recurse x 150 -> hot_leaf, which spins for --seconds of
+CPU time (so that its sample count does not depend on the machine's load).
 Prints "ready" and, at the end, one JSON line with its pid and the CPU seconds
 it used. Runs on 2.7 and 3.6+."""
 import argparse
@@ -13,9 +14,9 @@ DEPTH = 150
 
 
 def hot_leaf(seconds):
-    end = portable.monotonic() + seconds
+    end = portable.cpu_time() + seconds
     x = 0
-    while portable.monotonic() < end:
+    while portable.cpu_time() < end:
         for i in range(200):
             x += i
     return x

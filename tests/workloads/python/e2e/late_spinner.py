@@ -1,6 +1,7 @@
 """Spins in late_spin for --seconds, for tests/e2e/test_record_python.py: a
 Python process started after a system-wide recording began. Prints "ready"
-and then one JSON line with its pid. Runs on 2.7 and 3.6+."""
+and then one JSON line with its pid and the CPU seconds it used (cpu_s). Runs
+on 2.7 and 3.6+."""
 import argparse
 import json
 import os
@@ -22,4 +23,4 @@ parser.add_argument("--seconds", type=float, default=2)
 args = parser.parse_args()
 portable.say("ready")
 late_spin(args.seconds)
-portable.say(json.dumps({"pid": os.getpid()}))
+portable.say(json.dumps({"pid": os.getpid(), "cpu_s": portable.process_time()}))

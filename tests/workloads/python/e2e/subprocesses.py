@@ -1,7 +1,8 @@
 """A parent that starts Python children, for tests/e2e/test_record_python.py:
 a multiprocessing (fork) child spinning in child_of_fork and an exec'd
 interpreter (subprocess, this same file with --child) spinning in
-child_of_exec, while the parent waits. Prints "ready", then one JSON line
+child_of_exec, each for --seconds of its CPU time (so that their sample counts
+do not depend on the machine's load), while the parent waits. Prints "ready", then one JSON line
 {"pid", "fork_pid", "exec_pid"} when both are done. Runs on 2.7 and 3.6+."""
 import argparse
 import json
@@ -14,9 +15,9 @@ import portable
 
 
 def spin(seconds):
-    end = portable.monotonic() + seconds
+    end = portable.cpu_time() + seconds
     x = 0
-    while portable.monotonic() < end:
+    while portable.cpu_time() < end:
         for i in range(200):
             x += i
     return x

@@ -5,7 +5,8 @@ the heap, not on the thread's data stack beside its caller's, so a walk that
 reads neighbouring frames together must still follow it there and back:
   <module> -> main -> run_generators -> outer_gen -> inner_gen (hot)
   <module> -> main -> run_coroutines -> outer_coro -> inner_coro (hot)
-Each half runs for --seconds / 2. Prints "ready" and, at the end, one JSON
+Each half runs for --seconds / 2 of CPU time (so that its sample count does
+not depend on the machine's load). Prints "ready" and, at the end, one JSON
 line with its pid."""
 import argparse
 import json
@@ -15,7 +16,7 @@ import time
 
 def inner_gen(end):
     x = 0
-    while time.monotonic() < end:
+    while time.process_time() < end:
         for i in range(2000):
             x += i
         yield x
@@ -39,7 +40,7 @@ class Pause:
 
 async def inner_coro(end):
     x = 0
-    while time.monotonic() < end:
+    while time.process_time() < end:
         for i in range(2000):
             x += i
         await Pause()
@@ -64,8 +65,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=2)
     args = parser.parse_args()
     print("ready", flush=True)
-    run_generators(time.monotonic() + args.seconds / 2)
-    run_coroutines(time.monotonic() + args.seconds / 2)
+    run_generators(time.process_time() + args.seconds / 2)
+    run_coroutines(time.process_time() + args.seconds / 2)
     print(json.dumps({"pid": os.getpid()}), flush=True)
 
 
