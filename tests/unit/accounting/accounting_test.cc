@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -600,9 +601,12 @@ TEST(MergeThreadViews, TheAccountingsFiguresComeFirstThenTheThreadsOnlyProcKnows
 TEST(ReadProcProcess, ReadsThisProcessWithoutTheThreadsAlreadyKnown) {
   const uint32_t pid = static_cast<uint32_t>(getpid());
   const uint32_t tid = static_cast<uint32_t>(gettid());
-  std::thread other([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  // A second thread that lives until both reads are done.
+  std::promise<void> read;
+  std::thread other([done = read.get_future()]() mutable { done.wait(); });
   ProcProcess all = ReadProcProcess(pid, {});
   ProcProcess unknown = ReadProcProcess(pid, {tid});
+  read.set_value();
   other.join();
   EXPECT_FALSE(all.comm.empty());
   ASSERT_TRUE(all.resident_bytes.has_value());

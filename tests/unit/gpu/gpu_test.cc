@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "daemon/gpu/gpu_sampler.h"
 #include "daemon/gpu/gpu_wait.h"
 #include "daemon/gpu/nvml_library.h"
@@ -152,11 +154,23 @@ TEST_F(FakeNvmlTest, BackgroundThreadPollsAtItsInterval) {
   Script("device A 100 0 100\n");
   std::unique_ptr<GpuSampler> sampler = Sampler();
   ASSERT_NE(sampler, nullptr);
+  absl::Time start = absl::Now();
   sampler->Start();
-  usleep(200 * 1000);  // 10 ms interval: about 20 polls
-  GpuWindow window = sampler->TakeWindow();
-  EXPECT_GE(window.polls, 5u);
-  EXPECT_LE(window.polls, 40u);
+  // 10 ms interval: five polls come, however long a loaded machine takes to
+  // run the thread (a liveness limit), and never more often than the interval.
+  GpuWindow window;
+  uint64_t polls = 0;
+  absl::Time deadline = start + absl::Seconds(30);
+  while (polls < 5 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    GpuWindow taken = sampler->TakeWindow();
+    polls += taken.polls;
+    if (taken.polls > 0) window = taken;
+  }
+  double elapsed_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  EXPECT_GE(polls, 5u) << "in " << elapsed_ms << " ms";
+  EXPECT_LE(polls, elapsed_ms / 10 + 2) << "in " << elapsed_ms << " ms";
+  ASSERT_FALSE(window.devices.empty());
   EXPECT_NEAR(window.devices[0].utilization, 1.0, 1e-9);
 }
 

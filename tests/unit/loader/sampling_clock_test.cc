@@ -92,8 +92,12 @@ TEST(SamplingClock, RedrawsEveryCpuAtOnceThenAgainAfterEachHold) {
           return absl::OkStatus();
         },
         42);
-    // Holds are 16-48 ms at 1000 Hz: 400 ms sees at least 8 redraws.
-    absl::SleepFor(absl::Milliseconds(400));
+    // Holds are 16-48 ms at 1000 Hz: 8 redraws a CPU come in 400 ms on a quiet
+    // machine; waited for (up to a liveness limit), not assumed.
+    absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (clock.redraws() < 3u * 8 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
     EXPECT_GE(clock.redraws(), 3u * 8);
     EXPECT_EQ(clock.failed_redraws(), 0u);
   }
@@ -115,11 +119,16 @@ TEST(SamplingClock, CountsRefusedPeriodsAndStopsAtOnce) {
     // At 1 Hz a block holds 16-48 s: destruction must not wait for it.
     SamplingClock clock(
         2, 1, [](size_t, uint64_t) { return absl::InternalError("refused"); }, 5);
-    absl::SleepFor(absl::Milliseconds(50));
+    absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (clock.failed_redraws() < 2u && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
     EXPECT_EQ(clock.redraws(), 0u);
     EXPECT_EQ(clock.failed_redraws(), 2u);
   }
-  EXPECT_LT(absl::Now() - before, absl::Seconds(1));
+  // Waiting out the hold would take 16 s at least: 10 s tells the two apart
+  // on however busy a machine.
+  EXPECT_LT(absl::Now() - before, absl::Seconds(10));
 }
 
 }  // namespace

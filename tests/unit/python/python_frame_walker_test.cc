@@ -180,7 +180,7 @@ void CheckInterpreter(const InstalledPython& python) {
   std::string mismatch = "never walked";
   std::vector<SymbolizedThread> last;
   // Threads report just before they block: retry until all have got there.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // liveness
   while (std::chrono::steady_clock::now() < deadline) {
     absl::StatusOr<std::vector<PythonThread>> threads = walker.WalkAllThreads();
     ASSERT_TRUE(threads.ok()) << threads.status();
@@ -287,7 +287,7 @@ TEST(PythonFrameWalkerTest, FindsLibpythonEmbeddedInACProgram) {
     PythonFrameWalker walker(memory, *interpreter);
     CodeObjectReader reader(memory, *interpreter);
     bool seen = false;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // liveness
     while (!seen && std::chrono::steady_clock::now() < deadline) {
       absl::StatusOr<std::vector<PythonThread>> threads = walker.WalkAllThreads();
       ASSERT_TRUE(threads.ok()) << threads.status();
@@ -348,7 +348,7 @@ TEST(PythonInterpreterFinderTest, FindsOldInterpretersInAStrippedLibpython) {
     CodeObjectReader reader(memory, *interpreter);
     // "ready" comes just before the call to parked(): retry until it is in.
     absl::StatusOr<std::vector<PythonThread>> threads;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // liveness
     do {
       threads = walker.WalkAllThreads();
       ASSERT_TRUE(threads.ok()) << threads.status();
