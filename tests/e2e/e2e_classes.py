@@ -4,7 +4,9 @@ test added to the file later cannot silently drop out of the suite.
 
 usage: e2e_classes.py FILE.py ENTRY...
   An ENTRY is what one ctest runs: CLASS, or CLASS.test_method, or several
-  of them joined by commas. A class split by methods must list all of them.
+  of them joined by commas, where a bare test_method is one of the class
+  before it (DaemonTest.test_a,test_b). A class split by methods must list
+  all of them.
 
 Reads the file's syntax only (nothing is imported, nothing runs): a test class
 is one that defines a test_* method or inherits one from a class of the file.
@@ -39,6 +41,17 @@ def test_classes(source):
     return set(test_methods(source))
 
 
+def parts(entry):
+    """The classes and Class.test_methods an entry names, each in full."""
+    names, cls = [], None
+    for part in entry.split(","):
+        if part.startswith("test") and cls:
+            part = f"{cls}.{part}"
+        cls = part.partition(".")[0]
+        names.append(part)
+    return names
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -46,7 +59,7 @@ def main(argv):
     path, entries = argv[1], argv[2:]
     with open(path, encoding="utf-8") as f:
         defined = test_methods(f.read())
-    listed = [name for entry in entries for name in entry.split(",")]
+    listed = [name for entry in entries for name in parts(entry)]
     problems = []
     for name in sorted(set(listed)):
         cls, _, method = name.partition(".")

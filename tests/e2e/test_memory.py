@@ -536,10 +536,12 @@ class TopScreens:
         return wait_for(what, probe, LIVENESS_S)
 
     def stop(self):
+        """Ends top; returns what it said on stderr (its stdout is the reader's)."""
         self.proc.terminate()
-        _, err = self.proc.communicate(timeout=30)
+        self.proc.wait(timeout=30)
         self.reader.join(30)
-        return err
+        with self.proc.stderr:
+            return self.proc.stderr.read()
 
 
 def grower_rates(grower):

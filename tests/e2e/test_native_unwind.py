@@ -11,7 +11,6 @@ import os
 import subprocess
 import tempfile
 import textwrap
-import time
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, CpuClock, printed_cpu_seconds,
