@@ -42,7 +42,7 @@ function(pystrobe_add_bpf_header_tests)
     add_test(NAME bpf_header_${name}
              COMMAND ${BPF_CLANG} ${PYSTROBE_BPF_CFLAGS} ${include_flags} -fsyntax-only
                      -include "${header}" -x c /dev/null)
-    set_tests_properties(bpf_header_${name} PROPERTIES LABELS "unit;fast")
+    set_tests_properties(bpf_header_${name} PROPERTIES LABELS unit)
   endforeach()
 endfunction()
 
