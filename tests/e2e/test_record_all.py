@@ -2,6 +2,7 @@
 names, a syscall-heavy one with its kernel frames, and one that exited before
 the recording ended, still named."""
 
+import threading
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, Workload, pids_with_frame,
@@ -9,6 +10,7 @@ from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, Workload, pids_with_fr
                               total)
 
 RATE = 199
+DURATION = 3.5  # seconds of the --all recording, counted from its "recording" line
 
 
 SYSCALL_ENTRY = {"entry_SYSCALL_64_after_hwframe_[k]", "entry_SYSCALL_64_[k]", "do_syscall_64_[k]"}
@@ -28,24 +30,32 @@ class RecordAllTest(BpfTestCase):
         super().setUpClass()
         cls.split = Workload("cpu_split", ["--seconds", "0"])
         cls.bystander = Workload("bystander", ["--seconds", "0"])
-        cls.storm = Workload("syscall_storm", ["--seconds", "6"])
+        # Until stopped: it must outlive the recording, however long loading takes.
+        cls.storm = Workload("syscall_storm", ["--seconds", "600"])
         cls.short_lived = None
+        busy = (cls.split, cls.bystander, cls.storm)
+        cpu_before, cpu_after = {}, {}
 
-        def start_short_lived():
+        def sampling_started():
+            # The CPU each busy program has while sampled (from here, for the
+            # recording's 3.5 s by its own clock) is what its samples stand
+            # for, however busy the machine was, however long loading the BPF
+            # programs took before and writing the profile takes after.
+            cpu_before.update((w.pid, w.cpu_seconds()) for w in busy)
+            ended.start()
             cls.short_lived = Workload("short_lived", ["--seconds", "1"])
 
+        ended = threading.Timer(
+            DURATION, lambda: cpu_after.update((w.pid, w.cpu_seconds()) for w in busy))
         try:
-            busy = (cls.split, cls.bystander, cls.storm)
-            cpu_before = [w.cpu_seconds() for w in busy]
-            cls.recording = record(["--all", "-r", str(RATE), "-d", "3.5"], cls.tmp,
-                                   when_recording=start_short_lived)
-            # The CPU each busy program had while it was recorded: what its
-            # samples stand for, however busy the machine was.
-            cls.cpu_recorded = {w.pid: w.cpu_seconds() - before
-                                for w, before in zip(busy, cpu_before)}
+            cls.recording = record(["--all", "-r", str(RATE), "-d", str(DURATION)], cls.tmp,
+                                   when_recording=sampling_started)
+            ended.join()
+            cls.cpu_recorded = {w.pid: cpu_after[w.pid] - cpu_before[w.pid] for w in busy}
             cls.short_lived_alive_at_end = cls.short_lived.running()
             cls.short_lived.wait()
         finally:
+            ended.cancel()
             for w in (cls.split, cls.bystander, cls.storm, cls.short_lived):
                 if w is not None:
                     w.kill()
