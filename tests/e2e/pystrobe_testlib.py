@@ -124,9 +124,10 @@ def record(args, output_dir, fmt="folded", name="profile", timeout=60, when_reco
     """Runs `pystrobe record -f FMT -o DIR/NAME.FMT --summary-json DIR/NAME.summary.json
     ARGS` and returns a Recording (its counters in .summary).
 
-    `when_recording`, if given, is called once pystrobe says it samples
-    ("pystrobe: recording ..."), for a test that starts something the
-    recording must see from its beginning."""
+    `when_recording(proc)`, if given, is called with pystrobe's Popen once it
+    says it samples ("pystrobe: recording ..."), for a test that starts
+    something the recording must see from its beginning, or ends it (SIGINT)
+    once something has happened."""
     output = os.path.join(output_dir, f"{name}.{fmt}")
     summary = os.path.join(output_dir, f"{name}.summary.json")
     full = ["record", "-f", fmt, "-o", output, "--summary-json", summary] + list(args)
@@ -138,7 +139,7 @@ def record(args, output_dir, fmt="folded", name="profile", timeout=60, when_reco
                             stderr=subprocess.PIPE, text=True)
     try:
         head = read_lines_until(proc.stderr, r"^pystrobe: recording ", timeout=timeout)
-        when_recording()
+        when_recording(proc)
         stdout, stderr = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
