@@ -216,8 +216,10 @@ class ImportTreeTest(BpfTestCase):
             returncode = recording.returncode
         finally:
             if not workload.stdin.closed:
-                workload.stdin.close()
-            stdout, _ = workload.communicate(timeout=60)
+                workload.stdin.close()  # end of input: it goes on by itself
+            with workload.stdout:
+                stdout = workload.stdout.read()
+            workload.wait(timeout=60)
         self.assertEqual(returncode, 0, stderr)
         rows = parse_tree(stderr)
         names = {row[1] for row in rows if row[0] == 0}
