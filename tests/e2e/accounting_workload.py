@@ -3,7 +3,7 @@
 usage: accounting_workload.py MODE SECONDS TRUTH_FILE [DIR]
 
 Each mode runs for SECONDS, then writes the kernel's own figures for the
-process (/proc/self/stat and /proc/self/io, read at the end) to TRUTH_FILE as
+process (/proc/self/stat, /proc/self/io and /proc/self/schedstat, read at the end) to TRUTH_FILE as
 JSON, so a test compares pystrobe's counts with the kernel's over the same
 lifetime. It prints "ready" when it starts its MODE, for a test that attaches
 to it running. Modes:
@@ -93,6 +93,9 @@ def truth():
     with open("/proc/self/io") as f:
         io_fields = dict(line.split(": ") for line in f.read().splitlines())
     ticks = os.sysconf("SC_CLK_TCK")
+    # The main thread's time on a CPU and runnable waiting for one, in ns.
+    with open("/proc/self/schedstat") as f:
+        run_ns, runqueue_ns = (int(field) for field in f.read().split()[:2])
     return {
         "pid": os.getpid(),
         "wall": time.monotonic() - STARTED,
@@ -105,6 +108,8 @@ def truth():
         "syscr": int(io_fields["syscr"]),
         "syscw": int(io_fields["syscw"]),
         "gc_collections": sum(generation["collections"] for generation in gc.get_stats()),
+        "run_s": run_ns / 1e9,
+        "runqueue_s": runqueue_ns / 1e9,
     }
 
 

@@ -38,6 +38,16 @@ REQUIRED_FIELDS = (
     "major_faults", "context_switches", "gc_seconds", "threads", "verdict", "evidence")
 
 
+def verdicts_given_the_run_queue(verdict, truth):
+    """The verdicts stat may give a program whose bottleneck is `verdict`: that
+    one, or cpu-starved too where the machine's load kept it waiting for a CPU
+    about as long as it ran, by the kernel's own count (/proc/self/schedstat of
+    its one thread)."""
+    if truth["runqueue_s"] <= 0.8 * truth["run_s"]:
+        return {verdict}
+    return {verdict, "cpu-starved"}
+
+
 class StatTest(BpfTestCase):
 
     def stat(self, mode, seconds=3, python=PYTHON, options=()):
@@ -81,7 +91,10 @@ class StatTest(BpfTestCase):
         self.assertNear(cpu, truth["utime"] + truth["stime"], "CPU seconds", floor=0.02)
         self.assertNear(report["cpu_user_seconds"], truth["utime"], "user seconds", floor=0.05)
         self.assertGreater(report["samples"], 0)
-        self.assertEqual(report["stacks_kind"], "on-CPU samples")
+        # A cpu-starved loop is shown where it waited: its [runqueue] stacks.
+        self.assertEqual(report["stacks_kind"],
+                         "off-CPU time ending in [runqueue]"
+                         if report["verdict"] == "cpu-starved" else "on-CPU samples")
         self.assertTrue(any("spin" in frame for s in report["stacks"] for frame in s["frames"]),
                         report["stacks"])
         # Debian's python3.11 has GC probes, and collects at startup.
@@ -128,7 +141,8 @@ class StatTest(BpfTestCase):
 
     def test_fsync_loop_is_io_bound_and_its_top_stack_is_the_fsync_caller(self):
         report, truth = self.stat("io")
-        self.assertEqual(report["verdict"], "io-bound", report["evidence"])
+        self.assertIn(report["verdict"], verdicts_given_the_run_queue("io-bound", truth),
+                      (report["evidence"], truth))
         # A share of the time it did not spend waiting for a CPU (a busy
         # machine leaves it runnable for much of the run).
         self.assertGreater(report["offcpu_io_seconds"],
@@ -136,6 +150,8 @@ class StatTest(BpfTestCase):
                            report["evidence"])
         self.assertGreater(report["block_io_bytes"], 0)
         self.assertNear(report["write_bytes"], truth["wchar"], "write bytes")
+        if report["verdict"] == "cpu-starved":
+            return  # its stacks are where it waited for a CPU
         self.assertEqual(report["stacks_kind"], "off-CPU time ending in [io wait]")
         self.assertTrue(report["stacks"], report)
         top = report["stacks"][0]
@@ -146,7 +162,8 @@ class StatTest(BpfTestCase):
 
     def test_touching_fresh_pages_is_memory_bound_and_faults_match(self):
         report, truth = self.stat("memory")
-        self.assertEqual(report["verdict"], "memory-bound", report["evidence"])
+        self.assertIn(report["verdict"], verdicts_given_the_run_queue("memory-bound", truth),
+                      (report["evidence"], truth))
         self.assertGreater(truth["minflt"], 100000)
         self.assertNear(report["minor_faults"], truth["minflt"], "minor faults")
         self.assertNear(report["major_faults"], truth["majflt"], "major faults", floor=5)
@@ -177,21 +194,25 @@ class StatTest(BpfTestCase):
                                     for f in report["stacks"][0]["frames"]), report["stacks"])
 
     def test_sleeper_is_lock_or_sleep_bound(self):
-        report, _ = self.stat("sleep")
-        self.assertEqual(report["verdict"], "lock-or-sleep-bound", report["evidence"])
+        report, truth = self.stat("sleep")
+        self.assertIn(report["verdict"], verdicts_given_the_run_queue("lock-or-sleep-bound", truth),
+                      (report["evidence"], truth))
         # Of the time it did not spend waiting for a CPU (the machine's load).
         self.assertGreater(report["offcpu_sleep_seconds"],
                            0.8 * (report["duration_seconds"] - report["runqueue_seconds"]),
                            report["evidence"])
         self.assertGreater(report["context_switches"], 20)
         self.assertLess(report["gil_wait_seconds"], 0.05, report)
+        if report["verdict"] == "cpu-starved":
+            return  # its stacks are where it waited for a CPU
         self.assertEqual(report["stacks_kind"], "off-CPU time ending in [sleep]")
         self.assertTrue(any(f.startswith("sleep (accounting_workload.py:")
                             for s in report["stacks"] for f in s["frames"]), report["stacks"])
 
     def test_pid_mode_watches_a_running_process_for_the_duration(self):
         truth_path = os.path.join(self.tmp, "truth-pid.json")
-        proc = subprocess.Popen([PYTHON, WORKLOAD, "cpu", "6", truth_path],
+        # Until killed: it must outlive stat's start, however long that takes.
+        proc = subprocess.Popen([PYTHON, WORKLOAD, "cpu", "600", truth_path],
                                 stdout=subprocess.PIPE, text=True)
         try:
             read_lines_until(proc.stdout, "^ready$")
@@ -209,6 +230,7 @@ class StatTest(BpfTestCase):
         finally:
             proc.kill()
             proc.wait()
+            proc.stdout.close()
 
     def test_exits_with_the_commands_status_as_time_does(self):
         rc, out, err, _ = run_pystrobe(["stat", "--json", "--", "sh", "-c", "exit 3"],
@@ -238,7 +260,7 @@ class TopTest(BpfTestCase):
 
     def test_once_shows_a_busy_process_and_its_python_function(self):
         truth_path = os.path.join(self.tmp, "truth-top.json")
-        proc = subprocess.Popen([PYTHON, WORKLOAD, "cpu", "10", truth_path],
+        proc = subprocess.Popen([PYTHON, WORKLOAD, "cpu", "600", truth_path],
                                 stdout=subprocess.PIPE, text=True)
         try:
             read_lines_until(proc.stdout, "^ready$")
@@ -266,6 +288,7 @@ class TopTest(BpfTestCase):
         finally:
             proc.kill()
             proc.wait()
+            proc.stdout.close()
 
     def test_bad_sort_key_is_a_usage_error(self):
         rc, _, err, _ = run_pystrobe(["top", "--sort", "bogus"], timeout=30)
