@@ -24,8 +24,8 @@ from python_testlib import python_workload
 RUNS = 3
 TOLERANCE = 0.05
 PYTHON = "/usr/bin/python3.11"
-# (rate, cycle in mean periods): one and two periods at 99 and 199 Hz.
-RHYTHMS = [(99, 1), (99, 2), (199, 1), (199, 2)]
+# Cycles of one and two mean periods, at 99 and 199 Hz (a test per rate).
+PERIODS = (1, 2)
 
 
 def cycle_ms(rate, periods):
@@ -85,10 +85,12 @@ def with_python_frame(prefix):
 
 
 class NativeRhythmTest(PeriodicTestCase):
+    """One test per rate (each of its cycles, three runs), so that ctest can
+    spread them over the cores."""
 
-    def test_c_program_cycling_at_one_and_two_periods(self):
+    def check_c_program(self, rate):
         parts = [("alpha", with_frame("phase_alpha")), ("beta", with_frame("phase_beta"))]
-        for rate, periods in RHYTHMS:
+        for periods in PERIODS:
             for run in range(RUNS):
                 name = f"c-{rate}-{periods}-{run}"
                 argv = [workload("periodic"), "--cycle-ms", cycle_ms(rate, periods),
@@ -98,13 +100,20 @@ class NativeRhythmTest(PeriodicTestCase):
                     stacks, parts, {"alpha": truth["alpha_cpu_s"], "beta": truth["beta_cpu_s"]},
                     {"rate": rate, "periods": periods, "run": run})
 
+    def test_c_program_cycling_at_one_and_two_periods_at_99_hz(self):
+        self.check_c_program(99)
+
+    def test_c_program_cycling_at_one_and_two_periods_at_199_hz(self):
+        self.check_c_program(199)
+
 
 @unittest.skipUnless(os.access(PYTHON, os.X_OK), f"{PYTHON} is not installed")
 class PythonRhythmTest(PeriodicTestCase):
+    """One test per mode and rate, as NativeRhythmTest."""
 
-    def test_three_functions_cycling_at_one_and_two_periods(self):
+    def check_three_functions(self, rate):
         parts = [(f, with_python_frame(f"{f} (")) for f in ("phase_a", "phase_b", "phase_c")]
-        for rate, periods in RHYTHMS:
+        for periods in PERIODS:
             for run in range(RUNS):
                 argv = [PYTHON, python_workload("periodic.py"), "--mode", "functions",
                         "--shares", "60,30,10", "--cycle-ms", cycle_ms(rate, periods),
@@ -113,8 +122,8 @@ class PythonRhythmTest(PeriodicTestCase):
                 self.assertSharesNear(stacks, parts, truth["cpu_s"],
                                       {"rate": rate, "periods": periods, "run": run})
 
-    def test_two_lines_cycling_at_one_and_two_periods(self):
-        for rate, periods in RHYTHMS:
+    def check_two_lines(self, rate):
+        for periods in PERIODS:
             for run in range(RUNS):
                 argv = [PYTHON, python_workload("periodic.py"), "--mode", "lines",
                         "--shares", "80,20", "--cycle-ms", cycle_ms(rate, periods),
@@ -124,6 +133,18 @@ class PythonRhythmTest(PeriodicTestCase):
                          for tag, line in truth["lines"].items()]
                 self.assertSharesNear(stacks, parts, truth["cpu_s"],
                                       {"rate": rate, "periods": periods, "run": run})
+
+    def test_three_functions_cycling_at_one_and_two_periods_at_99_hz(self):
+        self.check_three_functions(99)
+
+    def test_three_functions_cycling_at_one_and_two_periods_at_199_hz(self):
+        self.check_three_functions(199)
+
+    def test_two_lines_cycling_at_one_and_two_periods_at_99_hz(self):
+        self.check_two_lines(99)
+
+    def test_two_lines_cycling_at_one_and_two_periods_at_199_hz(self):
+        self.check_two_lines(199)
 
 
 if __name__ == "__main__":
