@@ -466,7 +466,9 @@ class SubprocessesTest(PythonRecordTest):
             theirs = stacks_of_pid(stacks, late.pid)
             seen = count_with(theirs, "late_spin", "late_spinner.py")
             # A third of what its CPU time stands for (its own clock; it ran
-            # inside the recording, but its interpreter's start is not late_spin).
+            # inside the recording, but its interpreter's start is not late_spin:
+            # late_spin's 2 s are CPU seconds, so the start is the same share
+            # of its samples on a loaded machine).
             floor = sample_floor(late_truth["cpu_s"], int(RATE), 0.3)
             self.assertGreater(total(theirs), floor,
                                f"late process {late.pid}, {late_truth['cpu_s']:.2f} s of CPU:\n"

@@ -1,7 +1,8 @@
-"""Spins in late_spin for --seconds, for tests/e2e/test_record_python.py: a
-Python process started after a system-wide recording began. Prints "ready"
-and then one JSON line with its pid and the CPU seconds it used (cpu_s). Runs
-on 2.7 and 3.6+."""
+"""Spins in late_spin for --seconds of its CPU time (so that its start-up is
+the same share of its samples however loaded the machine), for
+tests/e2e/test_record_python.py: a Python process started after a
+system-wide recording began. Prints "ready" and then one JSON line with its pid
+and the CPU seconds it used (cpu_s). Runs on 2.7 and 3.6+."""
 import argparse
 import json
 import os
@@ -10,9 +11,9 @@ import portable
 
 
 def late_spin(seconds):
-    end = portable.monotonic() + seconds
+    end = portable.cpu_time() + seconds
     x = 0
-    while portable.monotonic() < end:
+    while portable.cpu_time() < end:
         for i in range(200):
             x += i
     return x
