@@ -389,12 +389,23 @@ class AttachPidTest(PythonRecordTest):
         def check(python):
             workload = PythonWorkload([python.executable, python_workload("cpu_split3.py"),
                                        "--seconds", "0"])
+            # Its CPU while sampled: from the "recording" line for the 2.5 s
+            # the recording then lasts by its own clock, however long loading
+            # took before and writing takes after.
+            clocks = []
+            ended = threading.Timer(2.5, lambda: clocks[0].stop())
+
+            def sampling_started(_):
+                clocks.append(CpuClock(workload.pid))
+                ended.start()
             try:  # it splits its CPU from "ready" on
-                clock = CpuClock(workload.pid)
                 recording = record(["--pid", str(workload.pid), "-r", RATE, "-d", "2.5"],
-                                   self.tmp, name=f"pid-{python.label.replace(' ', '_')}")
-                clock.stop()
+                                   self.tmp, name=f"pid-{python.label.replace(' ', '_')}",
+                                   when_recording=sampling_started)
+                ended.join()
+                clock = clocks[0]
             finally:
+                ended.cancel()
                 workload.proc.terminate()
                 truth = workload.wait(30)
             self.assertRecorded(recording)
