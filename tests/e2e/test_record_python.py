@@ -36,8 +36,8 @@ import time
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, PROCESS_FRAME, PYSTROBE_BIN, THREAD_FRAME,
-                              BpfTestCase, CpuClock, parse_folded, record, sample_floor, stacks_of_pid,
-                              summarize, total)
+                              BpfTestCase, parse_folded, process_cpu_seconds, record, sample_floor,
+                              stacks_of_pid, summarize, total, wait_for)
 from python_testlib import (PythonWorkload, installed_pythons, python_workload,
                             report_skipped_pythons)
 
@@ -387,25 +387,26 @@ class AttachPidTest(PythonRecordTest):
 
     def test_pid_of_a_running_program(self):
         def check(python):
+            # Running (asleep) before the recording; it splits 2 s of its CPU
+            # once the recording samples, then is stopped, and the recording
+            # ends with its only target: every split it measured was sampled,
+            # however long loading took and however loaded the machine.
             workload = PythonWorkload([python.executable, python_workload("cpu_split3.py"),
-                                       "--seconds", "0"])
-            # Its CPU while sampled: from the "recording" line for the 2.5 s
-            # the recording then lasts by its own clock, however long loading
-            # took before and writing takes after.
-            clocks = []
-            ended = threading.Timer(2.5, lambda: clocks[0].stop())
+                                       "--seconds", "0", "--go-on-sigusr1"])
+            cpu_at_go = []
 
-            def sampling_started(_):
-                clocks.append(CpuClock(workload.pid))
-                ended.start()
-            try:  # it splits its CPU from "ready" on
-                recording = record(["--pid", str(workload.pid), "-r", RATE, "-d", "2.5"],
+            def split_while_sampled(_):
+                cpu_at_go.append(process_cpu_seconds(workload.pid))
+                os.kill(workload.pid, signal.SIGUSR1)
+                wait_for("2 s of the workload's CPU", lambda: (
+                    process_cpu_seconds(workload.pid) - cpu_at_go[0] >= 2.0,
+                    process_cpu_seconds(workload.pid) - cpu_at_go[0]), timeout=120)
+                workload.proc.terminate()
+            try:
+                recording = record(["--pid", str(workload.pid), "-r", RATE, "-d", "120"],
                                    self.tmp, name=f"pid-{python.label.replace(' ', '_')}",
-                                   when_recording=sampling_started)
-                ended.join()
-                clock = clocks[0]
+                                   timeout=180, when_recording=split_while_sampled)
             finally:
-                ended.cancel()
                 workload.proc.terminate()
                 truth = workload.wait(30)
             self.assertRecorded(recording)
@@ -413,11 +414,13 @@ class AttachPidTest(PythonRecordTest):
             others = [s for s in recording.stacks if not s[0].endswith(f"({workload.pid})")]
             self.assertEqual(others, [], "stacks of other processes")
             mine = recording.stacks
-            self.assertGreaterEqual(total(mine), sample_floor(clock.cpu, int(RATE)),
-                                    f"{clock.cpu:.2f} s of CPU while recorded\n{summarize(mine)}")
+            cpu = truth["process_cpu_s"] - cpu_at_go[0]
+            self.assertGreaterEqual(total(mine), sample_floor(cpu, int(RATE)),
+                                    f"{cpu:.2f} s of CPU while recorded (its own clock)\n"
+                                    f"{summarize(mine)}")
             for key, function in (("alpha_cpu_s", "split_alpha"), ("beta_cpu_s", "split_beta")):
                 self.assertShare(count_with(mine, function, "cpu_split3.py") / total(mine),
-                                 truth[key] / truth["process_cpu_s"], 0.05, function, mine)
+                                 truth[key] / cpu, 0.05, function, mine)
             self.assertWellShaped(mine, "split_alpha")
         self.for_each_python(check, installed_pythons(with_old=True))
 

@@ -6,7 +6,8 @@ slice of thread CPU time (by default 50/30/20), measured with
 time.thread_time() around each call (time.process_time on 3.6, time.clock on
 2.7: the program has one thread). Slices are long (100 to 200 ms, varied)
 so that the round does not beat against the sampling period. Prints "ready", runs for --seconds
-(0: until SIGTERM), then prints one JSON line:
+(0: until SIGTERM), then prints one JSON line (with --go-on-sigusr1 it sleeps
+after "ready" until SIGUSR1, for a test that attaches to it first):
   {"pid", "alpha_cpu_s", "beta_cpu_s", "gamma_cpu_s", "process_cpu_s"}
 Runs on 2.7 and 3.6+.
 """
@@ -16,15 +17,22 @@ import os
 import random
 import signal
 import sys
+import time
 
 import portable
 
 stop = False
+go = False
 
 
 def on_term(signum, frame):
     global stop
     stop = True
+
+
+def on_usr1(signum, frame):
+    global go
+    go = True
 
 
 def burn(budget):
@@ -53,12 +61,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=4)
     parser.add_argument("--shares", default="50,30,20")
+    parser.add_argument("--go-on-sigusr1", action="store_true")
     args = parser.parse_args()
     shares = [int(s) / 100.0 for s in args.shares.split(",")]
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, on_usr1)
     used = [0.0, 0.0, 0.0]
     functions = [split_alpha, split_beta, split_gamma]
     portable.say("ready")
+    while args.go_on_sigusr1 and not go and not stop:
+        time.sleep(0.01)  # 2.7 has no sigwait
     deadline = portable.monotonic() + args.seconds
     while not stop and (args.seconds == 0 or portable.monotonic() < deadline):
         slice_s = random.uniform(0.1, 0.2)
