@@ -6,7 +6,10 @@
                 buffer is made before the threads start, as writing 16 MiB
                 holds the GIL (tens of milliseconds on a busy machine);
   gil_sleeper   sleeps in time.sleep: off the CPU, the GIL released.
-Runs for --seconds; prints "ready", then one JSON line with the threads'
+The spinner and the hasher run for --seconds of CPU time (their thread's;
+the process's before 3.7), so that they are the same share of the samples
+beside the interpreter's start however loaded the machine; the sleeper for
+--seconds of wall time. Prints "ready", then one JSON line with the threads'
 native ids and CPU seconds. Runs on 2.7 and 3.6+."""
 import argparse
 import hashlib
@@ -28,9 +31,9 @@ results = {}
 
 
 def gil_spinner(seconds):
-    end = portable.monotonic() + seconds
+    end = portable.cpu_time() + seconds
     x = 0
-    while portable.monotonic() < end:
+    while portable.cpu_time() < end:
         for i in range(200):
             x += i
 
@@ -40,8 +43,8 @@ DATA = []  # the buffer nogil_hasher hashes, made by main()
 
 def nogil_hasher(seconds):
     data = DATA[0]
-    end = portable.monotonic() + seconds
-    while portable.monotonic() < end:
+    end = portable.cpu_time() + seconds
+    while portable.cpu_time() < end:
         if OPENSSL:
             hashlib.sha256(data).digest()
         else:
