@@ -217,7 +217,10 @@ class DaemonPushTest(BpfTestCase):
         self.assertEqual(profile.get("errors"), [], str(profile)[:2000])
         self.assertIn(self.busy.pid, test_daemon.pids_in(profile), str(profile)[:2000])
 
-        text = daemon.metrics()
+        # The receiver has the windows before the pusher has read its answers
+        # and counted them: the count follows.
+        text = daemon.wait_for_metrics("a pushed window counted as sent", lambda text: (
+            test_daemon.metric(text, "pystrobe_push_windows_total", outcome="sent") or 0) >= 1)
         sent = test_daemon.metric(text, "pystrobe_push_windows_total", outcome="sent")
         self.assertGreaterEqual(sent, 1, text)
         self.assertGreater(test_daemon.metric(text, "pystrobe_push_bytes_total"), 0)
