@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <optional>
-#include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/string_view.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/recording/ring_records.h"
 
@@ -39,7 +38,7 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
     return;
   }
   if (auto* sample = std::get_if<SampleRecord>(&*decoded)) {
-    HandleSample(*sample);
+    HandleSample(std::move(*sample));
   } else if (auto* event = std::get_if<ProcessEventRecord>(&*decoded)) {
     if (event->kind == PYSTROBE_EVENT_EXEC) {
       processes_.OnExec(event->pid, event->comm);
@@ -55,7 +54,7 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
   }
 }
 
-void Recorder::HandleSample(SampleRecord& sample) {
+void Recorder::HandleSample(SampleRecord sample) {
   const SampleKind kind = sample.kind == PYSTROBE_EVENT_OFFCPU       ? SampleKind::kOffCpu
                           : sample.kind == PYSTROBE_EVENT_MEMORY     ? SampleKind::kMemory
                           : sample.kind == PYSTROBE_EVENT_ALLOC      ? SampleKind::kAllocation

@@ -115,9 +115,9 @@ class Recorder {
   // suspended task's chain, as off-CPU time ending in [await].
   void ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python);
   // A cpu-clock sample, an interval off CPU with its stack, resident
-  // growth, an allocation or a killed thread's stack; its stacks are moved out.
+  // growth, an allocation or a killed thread's stack.
   enum class SampleKind { kOnCpu, kOffCpu, kMemory, kAllocation, kOomKilled };
-  void HandleSample(SampleRecord& sample);
+  void HandleSample(SampleRecord sample);
 
   ProcessTable processes_;
   StackAggregator stacks_;
