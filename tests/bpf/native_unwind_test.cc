@@ -173,6 +173,16 @@ TEST_F(NativeUnwindTest, StackIsWalkedThroughRspAndRbpRulesToTheOutermostFrame) 
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 0u);
 }
 
+TEST_F(NativeUnwindTest, ReturnAddressAtAFunctionsEndTakesTheCallersRule) {
+  // A call that ends a function returns to the first byte of the next one:
+  // the rule is the one of the call, a byte earlier (rbp-based here), not
+  // the one that starts at the return address (rsp-based).
+  constexpr uint64_t kAfterLastCall = kLibraryStart + 0x1000;
+  SampleRecord sample = SampleOnCraftedStack(WriteStack(kAfterLastCall, kInOutermost));
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kAfterLastCall, kInRspFrame, kInOutermost));
+  EXPECT_EQ(sampler_->counters().native_complete, 1u);
+}
+
 TEST_F(NativeUnwindTest, ZeroReturnAddressEndsTheStackComplete) {
   SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, 0));
   EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame));
