@@ -1,7 +1,7 @@
-// The sampler's ring buffer records, decoded: the one place that knows their
-// bytes (bpf/pystrobe_abi.h). A record is only 8-byte aligned and a sample's
-// data is cut to the words it uses, so every field is copied out and every
-// count is checked against the record's size before anything is read.
+// The sampler's ring buffer records, decoded whole (bpf/pystrobe_abi.h): what
+// the Recorder consumes and the BPF tests check. A record is only 8-byte
+// aligned and a sample's data is cut to the words it uses, so every field is
+// copied out and every count is checked against the record's size first.
 #ifndef PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_
 #define PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_
 

@@ -364,6 +364,14 @@ TEST_F(PythonWalkTest, GilFlagIsSetOnlyWhileLockedWithTheSampledThreadAsHolder) 
   }
 }
 
+// co_name as the kernel's copy of a code object holds it.
+uint64_t CopiedName(const PythonCodeCopy& copy, const pystrobe_python_offsets& offsets) {
+  uint64_t name = 0;
+  absl::Status read = copy.memory.Read(copy.code + offsets.code_name, &name, sizeof(name));
+  EXPECT_TRUE(read.ok()) << read;
+  return name;
+}
+
 TEST_F(PythonWalkTest, CodeObjectReusedAtTheSameAddressIsStampedAnewAndCopiedAgain) {
   FakeCPython& python = Interpreter(3, 12);
   uint64_t code = python.AddCode(0x300000, 0x300100, 7);
@@ -379,6 +387,7 @@ TEST_F(PythonWalkTest, CodeObjectReusedAtTheSameAddressIsStampedAnewAndCopiedAga
   ASSERT_TRUE(std::holds_alternative<PythonCodeCopy>((*records)[0]));
   EXPECT_EQ(std::get<PythonCodeCopy>((*records)[0]).code, code);
   EXPECT_EQ(std::get<PythonCodeCopy>((*records)[0]).stamp, first_stamp);
+  EXPECT_EQ(CopiedName(std::get<PythonCodeCopy>((*records)[0]), python.offsets()), 0x300100u);
   ASSERT_TRUE(std::holds_alternative<SampleRecord>((*records)[1]));
   EXPECT_THAT(std::get<SampleRecord>((*records)[1]).python_frames,
               ElementsAre(PythonFrameRecord{code, first_stamp, 0, false}));
@@ -399,6 +408,7 @@ TEST_F(PythonWalkTest, CodeObjectReusedAtTheSameAddressIsStampedAnewAndCopiedAga
   ASSERT_EQ(records->size(), 2u);
   ASSERT_TRUE(std::holds_alternative<PythonCodeCopy>((*records)[0]));
   EXPECT_EQ(std::get<PythonCodeCopy>((*records)[0]).stamp, second_stamp);
+  EXPECT_EQ(CopiedName(std::get<PythonCodeCopy>((*records)[0]), python.offsets()), 0x300200u);
   EXPECT_THAT(std::get<SampleRecord>((*records)[1]).python_frames,
               ElementsAre(PythonFrameRecord{code, second_stamp, 0, false}));
   EXPECT_EQ(sampler_->counters().python_codes_sent, 2u);
