@@ -348,6 +348,25 @@ TEST_F(PythonWalkTest, ThreadStateIsFoundBehindOtherThreadsOfTheInterpreter) {
   EXPECT_THAT(sample.python_frames, ElementsAre(Frame(code, 12, true)));
 }
 
+TEST_F(PythonWalkTest, ThreadStateRememberedFromAnEarlierSampleIsCheckedBeforeUse) {
+  FakeCPython& python = Interpreter(3, 12);
+  uint64_t first = NewCode(1), second = NewCode(2);
+  uint64_t first_frame = memory_.Allocate(256), second_frame = memory_.Allocate(256);
+  python.WriteInterpreterFrame(first_frame, first, 4, 0);
+  python.WriteInterpreterFrame(second_frame, second, 8, 0);
+  python.SetTopFrame(tstate_, first_frame);
+  EXPECT_THAT(SampleOnce().python_frames, ElementsAre(Frame(first, 4, false)));
+
+  // The thread state the kernel remembers for this thread now belongs to
+  // another thread (freed and reused); this thread has a new one.
+  memory_.WriteU64(tstate_ + python.offsets().tstate_thread_id, ThisThreadId() + 0x1000);
+  uint64_t fresh = python.AddThreadState(ThisThreadId());
+  python.SetTopFrame(fresh, second_frame);
+  SampleRecord sample = SampleOnce();
+  EXPECT_EQ(sample.python_status, PYSTROBE_PY_WALKED);
+  EXPECT_THAT(sample.python_frames, ElementsAre(Frame(second, 8, false)));
+}
+
 TEST_F(PythonWalkTest, GilFlagIsSetOnlyWhileLockedWithTheSampledThreadAsHolder) {
   for (int minor : {11, 12}) {  // the GIL inside _PyRuntime, then behind a pointer
     SCOPED_TRACE(absl::StrCat("3.", minor));
