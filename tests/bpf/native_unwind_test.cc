@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -84,6 +85,8 @@ class NativeUnwindTest : public ::testing::Test {
   void SetUp() override {
     SamplerConfig config;
     config.native_unwind_bytes = uint64_t{1} << 20;
+    // Whole native stacks for CPython processes too (record --native).
+    config.python_native_stacks = true;
     absl::StatusOr<std::unique_ptr<ThreadSampler>> sampler = ThreadSampler::Start(config);
     if (!sampler.ok()) {
       const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -131,17 +134,24 @@ class NativeUnwindTest : public ::testing::Test {
 
   static uint64_t fault_ip() { return reinterpret_cast<uint64_t>(pystrobe_bpf_test_fault_ip); }
 
-  // Faults with rsp = stack_ and rbp = `bp`, and returns the one sample.
+  // Faults with rsp = stack_ and rbp = `bp`, and returns the one sample
+  // (a CPython thread's first samples come with copies of code objects).
   SampleRecord SampleOnCraftedStack(uint64_t bp) {
     absl::StatusOr<std::vector<RingRecord>> records = sampler_->SampleFault(
         [this, bp](uint8_t* page) { pystrobe_bpf_test_fault_on_stack(page, stack_, bp); });
     EXPECT_TRUE(records.ok()) << records.status();
-    if (!records.ok() || records->size() != 1 ||
-        !std::holds_alternative<SampleRecord>((*records)[0])) {
-      ADD_FAILURE() << "one fault did not give one sample";
+    std::vector<SampleRecord> samples;
+    if (records.ok()) {
+      for (RingRecord& record : *records) {
+        if (auto* sample = std::get_if<SampleRecord>(&record))
+          samples.push_back(std::move(*sample));
+      }
+    }
+    if (samples.size() != 1) {
+      ADD_FAILURE() << "one fault gave " << samples.size() << " samples";
       return {};
     }
-    return std::get<SampleRecord>((*records)[0]);
+    return std::move(samples[0]);
   }
 
   // The faulting frame's return address and saved rbp, then a frame found
@@ -218,6 +228,24 @@ TEST_F(NativeUnwindTest, FramePointerBelowTheStackPointerEndsTheStackUnknown) {
   SampleRecord sample = SampleOnCraftedStack(0x1234);
   EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, PYSTROBE_UNWIND_FRAME_UNKNOWN));
   EXPECT_EQ(sampler_->counters().dropped[PYSTROBE_DROP_NATIVE_UNWIND], 1u);
+}
+
+TEST_F(NativeUnwindTest, PythonFramesOfACPythonThreadFollowItsWholeNativeStack) {
+  absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion({3, 12, -1});
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  FakeCPython python(*layout, memory_);
+  uint64_t tstate = python.AddThreadState(ThisThreadId());
+  uint64_t code = python.AddCode(0x100000, 0x200000, 3);
+  uint64_t frame = memory_.Allocate(256);
+  python.WriteInterpreterFrame(frame, code, 6, 0);
+  python.SetTopFrame(tstate, frame);
+  ASSERT_TRUE(sampler_->SetPythonProcess(python.process()).ok());
+
+  SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, kInOutermost));
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+  EXPECT_EQ(sample.python_status, PYSTROBE_PY_WALKED);
+  EXPECT_THAT(sample.python_frames,
+              ElementsAre(PythonFrameRecord{code, python.StampOf(code), 6, false}));
 }
 
 }  // namespace
