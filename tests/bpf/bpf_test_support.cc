@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace pystrobe::bpf_test {
 namespace {
@@ -52,9 +53,19 @@ absl::StatusOr<int> OpenPageFaultEvent() {
 
 uint64_t ThisThreadId() { return static_cast<uint64_t>(pthread_self()); }
 
-bool SkipBpfTestsWhereUnusable() {
+void StartSamplerOrSkip(const SamplerConfig& config, std::unique_ptr<ThreadSampler>* sampler) {
+  absl::StatusOr<std::unique_ptr<ThreadSampler>> started = ThreadSampler::Start(config);
+  if (started.ok()) {
+    *sampler = std::move(*started);
+    return;
+  }
   const char* skip = std::getenv("PYSTROBE_SKIP_BPF_TESTS");
-  return skip != nullptr && std::strcmp(skip, "1") == 0;
+  if (skip != nullptr && std::strcmp(skip, "1") == 0) {
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    GTEST_SKIP() << "SKIPPED BPF test " << test->test_suite_name() << "." << test->name() << ": "
+                 << started.status() << " (PYSTROBE_SKIP_BPF_TESTS=1)";
+  }
+  FAIL() << started.status() << "; set PYSTROBE_SKIP_BPF_TESTS=1 to skip the BPF tests instead";
 }
 
 // ---- TargetMemory -------------------------------------------------------------

@@ -107,9 +107,6 @@ class FakeCPython {
   // 3.12+: a C-stack shim frame at `address` (owner == frame_owner_cstack).
   void WriteShimFrame(uint64_t address, uint64_t previous);
 
-  uint64_t runtime() const { return runtime_; }
-  uint64_t interpreter() const { return interp_; }
-
  private:
   void WriteField(uint64_t object, uint32_t offset, uint64_t value);
   uint64_t ReadU64(uint64_t address) const;
@@ -168,9 +165,11 @@ class ThreadSampler {
 // state's thread_id, and what the walker compares with the task's fs base.
 uint64_t ThisThreadId();
 
-// Whether PYSTROBE_SKIP_BPF_TESTS=1 asks to skip, rather than fail, the BPF
-// tests where BPF cannot be used.
-bool SkipBpfTestsWhereUnusable();
+// For a test's SetUp: starts a ThreadSampler into `*sampler`. Where BPF
+// cannot be used, leaves it null and fails the test, or skips it, naming
+// it, where PYSTROBE_SKIP_BPF_TESTS=1 asks for that (ctest counts it as
+// skipped); either way the test's body does not run.
+void StartSamplerOrSkip(const SamplerConfig& config, std::unique_ptr<ThreadSampler>* sampler);
 
 }  // namespace pystrobe::bpf_test
 

@@ -87,16 +87,8 @@ class NativeUnwindTest : public ::testing::Test {
     config.native_unwind_bytes = uint64_t{1} << 20;
     // Whole native stacks for CPython processes too (record --native).
     config.python_native_stacks = true;
-    absl::StatusOr<std::unique_ptr<ThreadSampler>> sampler = ThreadSampler::Start(config);
-    if (!sampler.ok()) {
-      const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-      if (SkipBpfTestsWhereUnusable()) {
-        GTEST_SKIP() << "SKIPPED BPF test " << test->test_suite_name() << "." << test->name()
-                     << ": " << sampler.status() << " (PYSTROBE_SKIP_BPF_TESTS=1)";
-      }
-      FAIL() << sampler.status() << "; set PYSTROBE_SKIP_BPF_TESTS=1 to skip the BPF tests instead";
-    }
-    sampler_ = std::move(*sampler);
+    StartSamplerOrSkip(config, &sampler_);
+    if (sampler_ == nullptr) return;
     maps_ = std::make_unique<UnwindMaps>(sampler_->sampler().unwind_maps());
 
     // The faulting instruction's page, as if linked at 0x1000: it pushed

@@ -49,16 +49,7 @@ class PythonWalkTest : public ::testing::Test {
   void SetUp() override {
     SamplerConfig config;
     config.python_max_frames = kMaxFrames;
-    absl::StatusOr<std::unique_ptr<ThreadSampler>> sampler = ThreadSampler::Start(config);
-    if (!sampler.ok()) {
-      const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-      if (SkipBpfTestsWhereUnusable()) {
-        GTEST_SKIP() << "SKIPPED BPF test " << test->test_suite_name() << "." << test->name()
-                     << ": " << sampler.status() << " (PYSTROBE_SKIP_BPF_TESTS=1)";
-      }
-      FAIL() << sampler.status() << "; set PYSTROBE_SKIP_BPF_TESTS=1 to skip the BPF tests instead";
-    }
-    sampler_ = std::move(*sampler);
+    StartSamplerOrSkip(config, &sampler_);
   }
 
   // A fake interpreter of `major`.`minor` for this process, handed to the
