@@ -234,11 +234,29 @@ absl::Status BpfSampler::AddPythonBinary(const pystrobe_python_binary_key& key,
   return absl::OkStatus();
 }
 
-absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
+absl::Status BpfSampler::OpenRingBuffer(RecordHandler handler) {
+  if (ring_buffer_ != nullptr) return absl::FailedPreconditionError("the sampler is attached");
   handler_ = std::move(handler);
   ring_buffer_ = ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfSampler::HandleRecord,
                                   this, nullptr);
   if (ring_buffer_ == nullptr) return LibbpfError(-errno, "create the ring buffer reader");
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachToPerfEvent(int perf_event_fd, RecordHandler handler) {
+  if (absl::Status s = OpenRingBuffer(std::move(handler)); !s.ok()) return s;
+  if (absl::Status s = StartTickIntervals(); !s.ok()) return s;
+  bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.sample_cpu, perf_event_fd);
+  if (link == nullptr) {
+    return LibbpfError(-errno,
+                       absl::StrCat("attach the cpu sampler to perf event fd ", perf_event_fd));
+  }
+  links_.push_back(link);
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::Attach(int rate_hz, RecordHandler handler) {
+  if (absl::Status s = OpenRingBuffer(std::move(handler)); !s.ok()) return s;
 
   // Process events first, so no sample arrives for an image we never heard of.
   for (bpf_program* program :

@@ -131,6 +131,13 @@ class BpfSampler {
   // `rate_hz` times a second on average at random intervals (SamplingClock),
   // and attaches the programs. Records go to `handler` during Poll().
   absl::Status Attach(int rate_hz, RecordHandler handler);
+  // Starts sampling on one perf event the caller opened and keeps open
+  // (a software event on one thread, say) instead of Attach()'s per-CPU
+  // clocks: each of its overflows runs the cpu sampler once. For samples
+  // taken at moments the caller chooses: the BPF tests (tests/bpf/) sample
+  // their own thread while it runs on memory they crafted. Records go to
+  // `handler` during Poll() and Drain(). Once per sampler, instead of Attach().
+  absl::Status AttachToPerfEvent(int perf_event_fd, RecordHandler handler);
   // An fd readable when the ring buffer has records that asked to wake the
   // reader (for a caller's own epoll set); -1 before Attach.
   int ring_buffer_fd() const;
@@ -200,6 +207,8 @@ class BpfSampler {
   absl::Status AttachGcUprobes(const std::string& binary);
   explicit BpfSampler(pystrobe_sampler* skeleton) : skeleton_(skeleton) {}
   static int HandleRecord(void* self, void* data, size_t size);
+  // Creates the reader of the events ring buffer, handing records to `handler`.
+  absl::Status OpenRingBuffer(RecordHandler handler);
   // Notes the moment sampling starts as every CPU's last tick.
   absl::Status StartTickIntervals();
 

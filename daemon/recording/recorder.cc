@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <optional>
-#include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/string_view.h"
 #include "bpf/pystrobe_abi.h"
+#include "daemon/recording/ring_records.h"
 
 namespace pystrobe {
 namespace {
@@ -17,11 +17,6 @@ namespace {
 // Bounds on the threads of OOM-killed processes kept until taken.
 constexpr size_t kMaxKilledProcesses = 64;
 constexpr size_t kMaxKilledThreadsPerProcess = 1024;
-
-// A comm from the kernel is NUL-padded, but not always NUL-terminated.
-absl::string_view CommView(const char (&comm)[PYSTROBE_COMM_LEN]) {
-  return absl::string_view(comm, strnlen(comm, PYSTROBE_COMM_LEN));
-}
 
 }  // namespace
 
@@ -37,133 +32,83 @@ uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns) {
 }
 
 void Recorder::HandleRecord(std::span<const uint8_t> record) {
-  uint32_t kind = 0;
-  if (record.size() < sizeof(kind)) {
+  absl::StatusOr<RingRecord> decoded = DecodeRingRecord(record);
+  if (!decoded.ok()) {
     ++malformed_records_;
     return;
   }
-  std::memcpy(&kind, record.data(), sizeof(kind));
-  switch (kind) {
-    case PYSTROBE_EVENT_SAMPLE:
-      HandleSample(record, SampleKind::kOnCpu);
-      return;
-    case PYSTROBE_EVENT_OFFCPU:
-      HandleSample(record, SampleKind::kOffCpu);
-      return;
-    case PYSTROBE_EVENT_MEMORY:
-      HandleSample(record, SampleKind::kMemory);
-      return;
-    case PYSTROBE_EVENT_ALLOC:
-      HandleSample(record, SampleKind::kAllocation);
-      return;
-    case PYSTROBE_EVENT_OOM_KILLED:
-      HandleSample(record, SampleKind::kOomKilled);
-      return;
-    case PYSTROBE_EVENT_FREE: {
-      pystrobe_free_event event;
-      if (record.size() < sizeof(event)) break;
-      std::memcpy(&event, record.data(), sizeof(event));
-      live_blocks_.erase({event.pid, event.address});
-      return;
+  if (auto* sample = std::get_if<SampleRecord>(&*decoded)) {
+    HandleSample(std::move(*sample));
+  } else if (auto* event = std::get_if<ProcessEventRecord>(&*decoded)) {
+    if (event->kind == PYSTROBE_EVENT_EXEC) {
+      processes_.OnExec(event->pid, event->comm);
+    } else {
+      processes_.OnExit(event->pid);
     }
-    case PYSTROBE_EVENT_EXEC:
-    case PYSTROBE_EVENT_EXIT: {
-      pystrobe_process_event event;
-      if (record.size() < sizeof(event)) break;
-      std::memcpy(&event, record.data(), sizeof(event));
-      if (kind == PYSTROBE_EVENT_EXEC) {
-        processes_.OnExec(event.pid, CommView(event.comm));
-      } else {
-        processes_.OnExit(event.pid);
-      }
-      python_code_copies_.ForgetProcess(event.pid);
-      return;
-    }
-    case PYSTROBE_EVENT_PYTHON_CODE: {
-      absl::StatusOr<PythonCodeCopy> copy = ParsePythonCodeCopy(record);
-      if (!copy.ok()) break;
-      python_code_copy_bytes_ += record.size();
-      python_code_copies_.Add(std::move(*copy));
-      return;
-    }
+    python_code_copies_.ForgetProcess(event->pid);
+  } else if (auto* free = std::get_if<FreeRecord>(&*decoded)) {
+    live_blocks_.erase({free->pid, free->address});
+  } else if (auto* copy = std::get_if<PythonCodeCopy>(&*decoded)) {
+    python_code_copy_bytes_ += record.size();
+    python_code_copies_.Add(std::move(*copy));
   }
-  ++malformed_records_;
 }
 
-void Recorder::HandleSample(std::span<const uint8_t> record, SampleKind kind) {
+void Recorder::HandleSample(SampleRecord sample) {
+  const SampleKind kind = sample.kind == PYSTROBE_EVENT_OFFCPU       ? SampleKind::kOffCpu
+                          : sample.kind == PYSTROBE_EVENT_MEMORY     ? SampleKind::kMemory
+                          : sample.kind == PYSTROBE_EVENT_ALLOC      ? SampleKind::kAllocation
+                          : sample.kind == PYSTROBE_EVENT_OOM_KILLED ? SampleKind::kOomKilled
+                                                                     : SampleKind::kOnCpu;
   const bool offcpu = kind == SampleKind::kOffCpu;
-  // Copy the fixed part out: ring buffer records are only 8-byte aligned.
-  constexpr size_t kHeaderSize = offsetof(pystrobe_sample, data);
-  pystrobe_sample header;
-  if (record.size() < kHeaderSize) {
-    ++malformed_records_;
-    return;
-  }
-  std::memcpy(&header, record.data(), kHeaderSize);
-  size_t native_words = size_t{header.kernel_frames} + header.user_frames;
-  if (header.kernel_frames > PYSTROBE_MAX_NATIVE_FRAMES ||
-      header.user_frames > PYSTROBE_MAX_USER_FRAMES ||
-      header.python_frames > PYSTROBE_MAX_PYTHON_FRAMES ||
-      record.size() < kHeaderSize + (native_words + 2 * header.python_frames) * sizeof(uint64_t)) {
-    ++malformed_records_;
-    return;
-  }
   RawStack stack;
   // Every sample counts toward discovery, even one --gil then leaves out:
   // only a discovered process has its GIL holder known.
   std::optional<ImageId> image_id =
-      processes_.OnSample(header.pid, header.tid, CommView(header.comm), header.cgroup_id);
+      processes_.OnSample(sample.pid, sample.tid, sample.comm, sample.cgroup_id);
   if (!image_id) {
     ++samples_of_refused_processes_;
     return;
   }
   stack.image = *image_id;
   if (kind == SampleKind::kOnCpu && options_.gil_only &&
-      (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
+      (sample.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
     ++samples_without_gil_;
     return;
   }
-  stack.tid = options_.threads ? header.tid : 0;
-  const uint8_t* data = record.data() + kHeaderSize;
-  stack.kernel_ips.resize(header.kernel_frames);
-  stack.user_ips.resize(header.user_frames);
-  std::memcpy(stack.kernel_ips.data(), data, header.kernel_frames * sizeof(uint64_t));
-  std::memcpy(stack.user_ips.data(), data + header.kernel_frames * sizeof(uint64_t),
-              header.user_frames * sizeof(uint64_t));
+  stack.tid = options_.threads ? sample.tid : 0;
+  stack.kernel_ips = std::move(sample.kernel_ips);
+  stack.user_ips = std::move(sample.user_ips);
 
   // Frames are named now, while the process (its mappings and code objects)
   // lives: its symbols are released when it exits.
   const ProcessImage& image = processes_.image(stack.image);
   native_names_.NameAll(image, stack.user_ips);
   PythonProcess* python = image.python.get();
-  if (python != nullptr && header.python_frames > 0) {
-    const uint8_t* frames = data + native_words * sizeof(uint64_t);
-    stack.python_frames.reserve(header.python_frames);
-    for (size_t i = 0; i < header.python_frames; ++i) {
-      pystrobe_python_frame frame;
-      std::memcpy(&frame, frames + i * sizeof(frame), sizeof(frame));
-      uint64_t code = frame.code & ~PYSTROBE_PY_FRAME_ENTRY;
-      stack.python_frames.push_back({python_codes_.Intern(stack.image, header.pid, *python, code,
-                                                          frame.stamp, python_code_copies_),
-                                     frame.instr_offset,
-                                     (frame.code & PYSTROBE_PY_FRAME_ENTRY) != 0});
+  if (python != nullptr && !sample.python_frames.empty()) {
+    stack.python_frames.reserve(sample.python_frames.size());
+    for (const PythonFrameRecord& frame : sample.python_frames) {
+      stack.python_frames.push_back(
+          {python_codes_.Intern(stack.image, sample.pid, *python, frame.code, frame.stamp,
+                                python_code_copies_),
+           frame.instr_offset, frame.eval_entry});
     }
-    stack.python_truncated = (header.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
+    stack.python_truncated = (sample.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
     if (options_.asyncio && python->RefreshAsyncioTasks(absl::Now()) && options_.asyncio_await) {
-      ChargeAwaitTime(stack.image, header.pid, *python);
+      ChargeAwaitTime(stack.image, sample.pid, *python);
     }
   }
   if (offcpu)
-    stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(header.offcpu_reason, 127));
+    stack.offcpu_reason = static_cast<int8_t>(std::min<uint32_t>(sample.offcpu_reason, 127));
   if (kind == SampleKind::kOomKilled) {
-    stack.tid = header.tid;
-    auto victim = killed_threads_.find(header.pid);
+    stack.tid = sample.tid;
+    auto victim = killed_threads_.find(sample.pid);
     if (victim == killed_threads_.end()) {
       if (killed_threads_.size() >= kMaxKilledProcesses) return;
-      victim = killed_threads_.try_emplace(header.pid).first;
+      victim = killed_threads_.try_emplace(sample.pid).first;
     }
     if (victim->second.size() < kMaxKilledThreadsPerProcess) {
-      victim->second.push_back({header.tid, std::string(CommView(header.comm)), std::move(stack)});
+      victim->second.push_back({sample.tid, std::move(sample.comm), std::move(stack)});
     }
     return;
   }
@@ -179,13 +124,13 @@ void Recorder::HandleSample(std::span<const uint8_t> record, SampleKind kind) {
   }
   // A sampled block is in use until its FREE record comes.
   if (kind == SampleKind::kAllocation) {
-    live_blocks_[{header.pid, header.address}] = {stack, header.weight_ns};
+    live_blocks_[{sample.pid, sample.address}] = {stack, sample.weight_ns};
   }
   // Off CPU: the time away; memory and allocations: bytes.
   stacks.Add(std::move(stack),
              {1, kind == SampleKind::kOnCpu
-                     ? OnCpuSampleWeightNs(header.weight_ns, options_.mean_period_ns)
-                     : header.weight_ns});
+                     ? OnCpuSampleWeightNs(sample.weight_ns, options_.mean_period_ns)
+                     : sample.weight_ns});
 }
 
 void Recorder::ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python) {

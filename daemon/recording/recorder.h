@@ -14,6 +14,7 @@
 #include "daemon/python/code_copies.h"
 #include "daemon/recording/native_name_cache.h"
 #include "daemon/recording/process_table.h"
+#include "daemon/recording/ring_records.h"
 #include "daemon/recording/stack_aggregator.h"
 
 namespace pystrobe {
@@ -113,9 +114,10 @@ class Recorder {
   // Adds the wall time since the last read of `python`'s tasks to every
   // suspended task's chain, as off-CPU time ending in [await].
   void ChargeAwaitTime(ImageId image, uint32_t pid, PythonProcess& python);
-  // A cpu-clock sample, an interval off CPU with its stack, or resident growth.
+  // A cpu-clock sample, an interval off CPU with its stack, resident
+  // growth, an allocation or a killed thread's stack.
   enum class SampleKind { kOnCpu, kOffCpu, kMemory, kAllocation, kOomKilled };
-  void HandleSample(std::span<const uint8_t> record, SampleKind kind);
+  void HandleSample(SampleRecord sample);
 
   ProcessTable processes_;
   StackAggregator stacks_;

@@ -99,6 +99,8 @@ void LayOut(std::vector<FdeRows>& fdes, size_t eh_frame_fdes, UnwindTable& table
   if (!table.rows.empty()) push(InvalidRow(covered_to));
 }
 
+}  // namespace
+
 void BuildPageIndex(UnwindTable& table) {
   table.pages.clear();
   if (table.rows.empty()) return;
@@ -113,8 +115,6 @@ void BuildPageIndex(UnwindTable& table) {
     table.pages.push_back(static_cast<uint32_t>(row));
   }
 }
-
-}  // namespace
 
 const pystrobe_unwind_row* UnwindTable::Find(uint64_t address) const {
   if (rows.empty() || address < rows.front().addr || address > UINT32_MAX) return nullptr;

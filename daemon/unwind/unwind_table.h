@@ -60,6 +60,11 @@ struct UnwindTableOptions {
 absl::StatusOr<UnwindTable> BuildUnwindTable(const std::string& path,
                                              const UnwindTableOptions& options = {});
 
+// Fills `table`'s page index (pages, first_page) from its rows, which must
+// be sorted as UnwindTable::rows says: BuildUnwindTable's last step, and how
+// a table made row by row (the BPF tests') becomes one the kernel can search.
+void BuildPageIndex(UnwindTable& table);
+
 // What to add to a link-time address of the file to get the address in a
 // process that maps the file's bytes from `file_offset` at `start`.
 // nullopt when no PT_LOAD segment holds that offset.

@@ -1,0 +1,74 @@
+// The sampler's ring buffer records, decoded whole (bpf/pystrobe_abi.h): what
+// the Recorder consumes and the BPF tests check. A record is only 8-byte
+// aligned and a sample's data is cut to the words it uses, so every field is
+// copied out and every count is checked against the record's size first.
+#ifndef PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_
+#define PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/python/code_copies.h"
+
+namespace pystrobe {
+
+// One Python frame as the kernel's walk recorded it.
+struct PythonFrameRecord {
+  uint64_t code = 0;         // PyCodeObject address in the target, entry bit cleared
+  uint32_t stamp = 0;        // pystrobe_python_code_stamp32() of the code object
+  int32_t instr_offset = 0;  // byte offset of the instruction; < 0: not started
+  // The first frame its eval loop call ran (PYSTROBE_PY_FRAME_ENTRY).
+  bool eval_entry = false;
+
+  friend bool operator==(const PythonFrameRecord&, const PythonFrameRecord&) = default;
+};
+
+// A thread's stacks: SAMPLE, OFFCPU, MEMORY, ALLOC and OOM_KILLED records
+// (struct pystrobe_sample, which says what each field means per kind).
+struct SampleRecord {
+  uint32_t kind = 0;  // enum pystrobe_event_kind
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t cpu = 0;
+  uint64_t time_ns = 0;
+  uint64_t cgroup_id = 0;
+  std::string comm;            // up to its first NUL
+  uint32_t flags = 0;          // enum pystrobe_sample_flags
+  uint16_t python_status = 0;  // enum pystrobe_python_status
+  uint32_t offcpu_reason = 0;  // enum pystrobe_offcpu_reason
+  uint64_t weight_ns = 0;      // nanoseconds, or bytes for MEMORY and ALLOC
+  uint64_t address = 0;        // ALLOC: the block's address
+  std::vector<uint64_t> kernel_ips;
+  std::vector<uint64_t> user_ips;
+  std::vector<PythonFrameRecord> python_frames;  // innermost first
+};
+
+// A process exec'd (EXEC) or ended (EXIT).
+struct ProcessEventRecord {
+  uint32_t kind = 0;  // PYSTROBE_EVENT_EXEC or PYSTROBE_EVENT_EXIT
+  uint32_t pid = 0;
+  uint64_t time_ns = 0;
+  std::string comm;  // the name after the event
+};
+
+// A sampled block was freed (FREE).
+struct FreeRecord {
+  uint32_t pid = 0;
+  uint64_t address = 0;
+};
+
+// Any record; a PYTHON_CODE record is a PythonCodeCopy (daemon/python).
+using RingRecord = std::variant<SampleRecord, ProcessEventRecord, FreeRecord, PythonCodeCopy>;
+
+// Decodes one ring buffer record. InvalidArgument, saying why, for a record
+// too short for its kind or its counts, counts beyond what the kernel
+// writes, and kinds this build does not know.
+absl::StatusOr<RingRecord> DecodeRingRecord(std::span<const uint8_t> record);
+
+}  // namespace pystrobe
+
+#endif  // PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_

@@ -1,0 +1,244 @@
+// The kernel's native walk with unwind tables (bpf/native_unwind.bpf.h), run
+// for real: this thread faults at a known instruction with its stack pointer
+// and frame pointer on a stack the test wrote, and the tables and mappings,
+// handed over through UnwindMaps as the daemon does, say how each frame
+// finds its caller. The frames of every walk are known in advance.
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bpf/pystrobe_abi.h"
+#include "daemon/loader/unwind_maps.h"
+#include "daemon/unwind/unwind_table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/bpf/bpf_test_support.h"
+
+// void pystrobe_bpf_test_fault_on_stack(uint8_t* page, uint64_t sp, uint64_t bp):
+// writes to `page` (one fault, at pystrobe_bpf_test_fault_ip) with rsp = sp
+// and rbp = bp, then puts both back. Nothing else touches the crafted stack.
+asm(R"(
+  .pushsection .text
+  .globl pystrobe_bpf_test_fault_on_stack
+  .hidden pystrobe_bpf_test_fault_on_stack
+  .type pystrobe_bpf_test_fault_on_stack, @function
+pystrobe_bpf_test_fault_on_stack:
+  push %rbp
+  push %rbx
+  mov %rsp, %rbx
+  mov %rsi, %rsp
+  mov %rdx, %rbp
+  .globl pystrobe_bpf_test_fault_ip
+  .hidden pystrobe_bpf_test_fault_ip
+pystrobe_bpf_test_fault_ip:
+  movb $1, (%rdi)
+  mov %rbx, %rsp
+  pop %rbx
+  pop %rbp
+  ret
+  .size pystrobe_bpf_test_fault_on_stack, .-pystrobe_bpf_test_fault_on_stack
+  .popsection
+)");
+extern "C" void pystrobe_bpf_test_fault_on_stack(uint8_t* page, uint64_t sp, uint64_t bp);
+extern "C" const char pystrobe_bpf_test_fault_ip[];
+
+namespace pystrobe::bpf_test {
+namespace {
+
+using ::testing::ElementsAre;
+
+constexpr uint32_t kFaultTable = 1;
+constexpr uint32_t kLibraryTable = 2;
+// A library that is nowhere mapped: the walk reads no code, only the stack,
+// so its return addresses need only lie in a mapping the kernel was given.
+constexpr uint64_t kLibraryStart = 0x200000;
+constexpr uint64_t kLibraryEnd = 0x204000;
+constexpr uint64_t kLibraryLinkBase = 0x10000;
+// Return addresses into its four pages, whose rules are (see SetUp):
+constexpr uint64_t kInRbpFrame = kLibraryStart + 0x0010;   // CFA = rbp + 16
+constexpr uint64_t kInRspFrame = kLibraryStart + 0x1010;   // CFA = rsp + 8
+constexpr uint64_t kInOutermost = kLibraryStart + 0x2010;  // the stack's end
+constexpr uint64_t kInGap = kLibraryStart + 0x3010;        // no rule
+
+pystrobe_unwind_row Row(uint32_t addr, uint8_t cfa_rule, int32_t cfa_offset,
+                        uint8_t rbp_rule = PYSTROBE_UNWIND_RBP_SAME, int16_t rbp_offset = 0) {
+  return {.addr = addr,
+          .cfa_offset = cfa_offset,
+          .rbp_offset = rbp_offset,
+          .cfa_rule = cfa_rule,
+          .rbp_rule = rbp_rule};
+}
+
+UnwindTable TableOf(std::vector<pystrobe_unwind_row> rows) {
+  UnwindTable table;
+  table.rows = std::move(rows);
+  BuildPageIndex(table);
+  return table;
+}
+
+class NativeUnwindTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SamplerConfig config;
+    config.native_unwind_bytes = uint64_t{1} << 20;
+    // Whole native stacks for CPython processes too (record --native).
+    config.python_native_stacks = true;
+    StartSamplerOrSkip(config, &sampler_);
+    if (sampler_ == nullptr) return;
+    maps_ = std::make_unique<UnwindMaps>(sampler_->sampler().unwind_maps());
+
+    // The faulting instruction's page, as if linked at 0x1000: it pushed
+    // rbp after its return address (CFA = rsp + 16, rbp saved at CFA - 16).
+    const uint64_t fault_page = fault_ip() & ~uint64_t{0xfff};
+    ASSERT_TRUE(maps_
+                    ->LoadTable(kFaultTable, TableOf({Row(0x1000, PYSTROBE_UNWIND_CFA_RSP, 16,
+                                                          PYSTROBE_UNWIND_RBP_OFFSET, -16),
+                                                      Row(0x2000, PYSTROBE_UNWIND_CFA_INVALID, 0)}))
+                    .ok());
+    ASSERT_TRUE(
+        maps_
+            ->LoadTable(kLibraryTable,
+                        TableOf({Row(kLibraryLinkBase, PYSTROBE_UNWIND_CFA_RBP, 16,
+                                     PYSTROBE_UNWIND_RBP_OFFSET, -16),
+                                 Row(kLibraryLinkBase + 0x1000, PYSTROBE_UNWIND_CFA_RSP, 8),
+                                 Row(kLibraryLinkBase + 0x2000, PYSTROBE_UNWIND_CFA_END, 0),
+                                 Row(kLibraryLinkBase + 0x3000, PYSTROBE_UNWIND_CFA_INVALID, 0)}))
+            .ok());
+    const pystrobe_unwind_mapping mappings[] = {
+        {.start = kLibraryStart,
+         .end = kLibraryEnd,
+         .bias = kLibraryStart - kLibraryLinkBase,
+         .table_id = kLibraryTable,
+         ._pad = 0},
+        {.start = fault_page,
+         .end = fault_page + 0x1000,
+         .bias = fault_page - 0x1000,
+         .table_id = kFaultTable,
+         ._pad = 0},
+    };
+    ASSERT_TRUE(maps_->SetProcessMappings(static_cast<uint32_t>(getpid()), mappings).ok());
+    stack_ = memory_.Allocate(64 * 1024) + 32 * 1024;
+  }
+
+  static uint64_t fault_ip() { return reinterpret_cast<uint64_t>(pystrobe_bpf_test_fault_ip); }
+
+  // Faults with rsp = stack_ and rbp = `bp`, and returns the one sample
+  // (a CPython thread's first samples come with copies of code objects).
+  SampleRecord SampleOnCraftedStack(uint64_t bp) {
+    absl::StatusOr<std::vector<RingRecord>> records = sampler_->SampleFault(
+        [this, bp](uint8_t* page) { pystrobe_bpf_test_fault_on_stack(page, stack_, bp); });
+    EXPECT_TRUE(records.ok()) << records.status();
+    std::vector<SampleRecord> samples;
+    if (records.ok()) {
+      for (RingRecord& record : *records) {
+        if (auto* sample = std::get_if<SampleRecord>(&record))
+          samples.push_back(std::move(*sample));
+      }
+    }
+    if (samples.size() != 1) {
+      ADD_FAILURE() << "one fault gave " << samples.size() << " samples";
+      return {};
+    }
+    return std::move(samples[0]);
+  }
+
+  // The faulting frame's return address and saved rbp, then a frame found
+  // through rbp that returns to `rbp_frame_return`, then a frame found
+  // through rsp that returns to `last_return`.
+  uint64_t WriteStack(uint64_t rbp_frame_return, uint64_t last_return) {
+    const uint64_t saved_rbp = stack_ + 64;
+    memory_.WriteU64(stack_, saved_rbp);
+    memory_.WriteU64(stack_ + 8, rbp_frame_return);
+    memory_.WriteU64(saved_rbp, 0x5a5a);  // the rbp of the frames further out
+    memory_.WriteU64(saved_rbp + 8, kInRspFrame);
+    memory_.WriteU64(saved_rbp + 16, last_return);
+    return 0x1234;  // rbp at the fault: the faulting frame's rule reads it off the stack
+  }
+
+  TargetMemory memory_;
+  std::unique_ptr<ThreadSampler> sampler_;
+  std::unique_ptr<UnwindMaps> maps_;
+  uint64_t stack_ = 0;
+};
+
+TEST_F(NativeUnwindTest, StackIsWalkedThroughRspAndRbpRulesToTheOutermostFrame) {
+  SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, kInOutermost));
+  EXPECT_TRUE(sample.kernel_ips.empty());
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+  EXPECT_EQ(sample.flags, 0u);
+  SamplerCounters counters = sampler_->counters();
+  EXPECT_EQ(counters.native_complete, 1u);
+  EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 0u);
+}
+
+TEST_F(NativeUnwindTest, ReturnAddressAtAFunctionsEndTakesTheCallersRule) {
+  // A call that ends a function returns to the first byte of the next one:
+  // the rule is the one of the call, a byte earlier (rbp-based here), not
+  // the one that starts at the return address (rsp-based).
+  constexpr uint64_t kAfterLastCall = kLibraryStart + 0x1000;
+  SampleRecord sample = SampleOnCraftedStack(WriteStack(kAfterLastCall, kInOutermost));
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kAfterLastCall, kInRspFrame, kInOutermost));
+  EXPECT_EQ(sampler_->counters().native_complete, 1u);
+}
+
+TEST_F(NativeUnwindTest, ZeroReturnAddressEndsTheStackComplete) {
+  SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, 0));
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame));
+  EXPECT_EQ(sampler_->counters().native_complete, 1u);
+}
+
+TEST_F(NativeUnwindTest, PcWithoutARuleEndsTheStackWithOneUnknownFrame) {
+  SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, kInGap));
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInGap,
+                                           PYSTROBE_UNWIND_FRAME_UNKNOWN));
+  EXPECT_EQ(sample.flags, 0u);
+  SamplerCounters counters = sampler_->counters();
+  EXPECT_EQ(counters.native_complete, 0u);
+  EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 1u);
+  EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_STALE_MAPPINGS], 0u);
+}
+
+TEST_F(NativeUnwindTest, PcOutsideEveryMappingIsFlaggedStale) {
+  constexpr uint64_t kUnmapped = 0x300010;
+  SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, kUnmapped));
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kUnmapped,
+                                           PYSTROBE_UNWIND_FRAME_UNKNOWN));
+  EXPECT_EQ(sample.flags, PYSTROBE_SAMPLE_NATIVE_STALE);
+  SamplerCounters counters = sampler_->counters();
+  EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_STALE_MAPPINGS], 1u);
+  EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 1u);
+}
+
+TEST_F(NativeUnwindTest, FramePointerBelowTheStackPointerEndsTheStackUnknown) {
+  // The rbp frame's saved rbp points below its own frame: garbage, not a caller.
+  WriteStack(kInRbpFrame, kInOutermost);
+  memory_.WriteU64(stack_, stack_ - 64);
+  SampleRecord sample = SampleOnCraftedStack(0x1234);
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, PYSTROBE_UNWIND_FRAME_UNKNOWN));
+  EXPECT_EQ(sampler_->counters().dropped[PYSTROBE_DROP_NATIVE_UNWIND], 1u);
+}
+
+TEST_F(NativeUnwindTest, PythonFramesOfACPythonThreadFollowItsWholeNativeStack) {
+  absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion({3, 12, -1});
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  FakeCPython python(*layout, memory_);
+  uint64_t tstate = python.AddThreadState(ThisThreadId());
+  uint64_t code = python.AddCode(0x100000, 0x200000, 3);
+  uint64_t frame = memory_.Allocate(256);
+  python.WriteInterpreterFrame(frame, code, 6, 0);
+  python.SetTopFrame(tstate, frame);
+  ASSERT_TRUE(sampler_->SetPythonProcess(python.process()).ok());
+
+  SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, kInOutermost));
+  EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+  EXPECT_EQ(sample.python_status, PYSTROBE_PY_WALKED);
+  EXPECT_THAT(sample.python_frames,
+              ElementsAre(PythonFrameRecord{code, python.StampOf(code), 6, false}));
+}
+
+}  // namespace
+}  // namespace pystrobe::bpf_test

@@ -1,0 +1,176 @@
+// The ring buffer's records, byte for byte as the kernel writes them, decoded
+// into what the recorder and the BPF tests read; malformed ones refused.
+#include "daemon/recording/ring_records.h"
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "bpf/pystrobe_abi.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pystrobe {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+template <typename T>
+std::vector<uint8_t> BytesOf(const T& value, size_t size = sizeof(T)) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
+  return std::vector<uint8_t>(bytes, bytes + size);
+}
+
+// A sample of `kind` with two kernel, three user and two Python frames, cut
+// to the words used as the kernel sends it.
+std::vector<uint8_t> FullSample(uint32_t kind) {
+  static pystrobe_sample sample;
+  sample = {};
+  sample.kind = kind;
+  sample.pid = 100;
+  sample.tid = 101;
+  sample.cpu = 3;
+  sample.time_ns = 123456789;
+  sample.cgroup_id = 77;
+  std::memcpy(sample.comm, "worker", 6);
+  sample.flags = PYSTROBE_SAMPLE_HOLDS_GIL | PYSTROBE_SAMPLE_PY_TRUNCATED;
+  sample.kernel_frames = 2;
+  sample.user_frames = 3;
+  sample.python_frames = 2;
+  sample.python_status = PYSTROBE_PY_WALKED;
+  sample.offcpu_reason = PYSTROBE_OFFCPU_IO;
+  sample.weight_ns = 4096;
+  sample.address = 0x7f0000001000;
+  const uint64_t words[] = {0xffffffff81000010,
+                            0xffffffff81000020,  // kernel
+                            0x401000,
+                            0x401100,
+                            0x401200,  // user
+                            0x7f1000000000 | PYSTROBE_PY_FRAME_ENTRY,
+                            uint64_t{0xabcd} | (uint64_t{static_cast<uint32_t>(-2)} << 32),
+                            0x7f1000000100,
+                            uint64_t{0x1234} | (uint64_t{40} << 32)};
+  std::memcpy(sample.data, words, sizeof(words));
+  return BytesOf(sample, offsetof(pystrobe_sample, data) + sizeof(words));
+}
+
+TEST(RingRecordsTest, EverySampleKindKeepsItsHeaderAndFramesWordForWord) {
+  for (uint32_t kind : {PYSTROBE_EVENT_SAMPLE, PYSTROBE_EVENT_OFFCPU, PYSTROBE_EVENT_MEMORY,
+                        PYSTROBE_EVENT_ALLOC, PYSTROBE_EVENT_OOM_KILLED}) {
+    absl::StatusOr<RingRecord> record = DecodeRingRecord(FullSample(kind));
+    ASSERT_TRUE(record.ok()) << record.status();
+    const auto* sample = std::get_if<SampleRecord>(&*record);
+    ASSERT_NE(sample, nullptr) << "kind " << kind;
+    EXPECT_EQ(sample->kind, kind);
+    EXPECT_EQ(sample->pid, 100u);
+    EXPECT_EQ(sample->tid, 101u);
+    EXPECT_EQ(sample->cpu, 3u);
+    EXPECT_EQ(sample->time_ns, 123456789u);
+    EXPECT_EQ(sample->cgroup_id, 77u);
+    EXPECT_EQ(sample->comm, "worker");
+    EXPECT_EQ(sample->flags, PYSTROBE_SAMPLE_HOLDS_GIL | PYSTROBE_SAMPLE_PY_TRUNCATED);
+    EXPECT_EQ(sample->python_status, PYSTROBE_PY_WALKED);
+    EXPECT_EQ(sample->offcpu_reason, PYSTROBE_OFFCPU_IO);
+    EXPECT_EQ(sample->weight_ns, 4096u);
+    EXPECT_EQ(sample->address, 0x7f0000001000u);
+    EXPECT_THAT(sample->kernel_ips, ElementsAre(0xffffffff81000010, 0xffffffff81000020));
+    EXPECT_THAT(sample->user_ips, ElementsAre(0x401000, 0x401100, 0x401200));
+    // The entry bit comes off the address; a negative offset stays negative.
+    EXPECT_THAT(
+        sample->python_frames,
+        ElementsAre(
+            PythonFrameRecord{
+                .code = 0x7f1000000000, .stamp = 0xabcd, .instr_offset = -2, .eval_entry = true},
+            PythonFrameRecord{
+                .code = 0x7f1000000100, .stamp = 0x1234, .instr_offset = 40, .eval_entry = false}));
+  }
+}
+
+TEST(RingRecordsTest, AFullLengthCommIsKeptWithoutItsMissingTerminator) {
+  std::vector<uint8_t> bytes = FullSample(PYSTROBE_EVENT_SAMPLE);
+  std::memcpy(bytes.data() + offsetof(pystrobe_sample, comm), "0123456789abcdef", 16);
+  absl::StatusOr<RingRecord> record = DecodeRingRecord(bytes);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(std::get<SampleRecord>(*record).comm, "0123456789abcdef");
+}
+
+TEST(RingRecordsTest, ProcessEventsFreesAndCodeCopiesDecodeToTheirOwnTypes) {
+  for (uint32_t kind : {PYSTROBE_EVENT_EXEC, PYSTROBE_EVENT_EXIT}) {
+    pystrobe_process_event event = {.kind = kind, .pid = 42, .time_ns = 99, .comm = "python3"};
+    absl::StatusOr<RingRecord> record = DecodeRingRecord(BytesOf(event));
+    ASSERT_TRUE(record.ok()) << record.status();
+    const auto* process = std::get_if<ProcessEventRecord>(&*record);
+    ASSERT_NE(process, nullptr);
+    EXPECT_EQ(process->kind, kind);
+    EXPECT_EQ(process->pid, 42u);
+    EXPECT_EQ(process->time_ns, 99u);
+    EXPECT_EQ(process->comm, "python3");
+  }
+
+  pystrobe_free_event free_event = {.kind = PYSTROBE_EVENT_FREE, .pid = 7, .address = 0x5000};
+  absl::StatusOr<RingRecord> freed = DecodeRingRecord(BytesOf(free_event));
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  EXPECT_EQ(std::get<FreeRecord>(*freed).pid, 7u);
+  EXPECT_EQ(std::get<FreeRecord>(*freed).address, 0x5000u);
+
+  static pystrobe_python_code_event code = {};
+  code.kind = PYSTROBE_EVENT_PYTHON_CODE;
+  code.pid = 8;
+  code.code = 0x9000;
+  code.stamp = 0x55;
+  code.regions_used = 1;
+  code.regions[0] = {.address = 0x9000, .size = 4, .offset = 0};
+  std::memcpy(code.data, "\x01\x02\x03\x04", 4);
+  absl::StatusOr<RingRecord> copied =
+      DecodeRingRecord(BytesOf(code, offsetof(pystrobe_python_code_event, data) + 8));
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  const auto& copy = std::get<PythonCodeCopy>(*copied);
+  EXPECT_EQ(copy.pid, 8u);
+  EXPECT_EQ(copy.code, 0x9000u);
+  EXPECT_EQ(copy.stamp, 0x55u);
+  uint8_t byte = 0;
+  ASSERT_TRUE(copy.memory.Read(0x9003, &byte, 1).ok());
+  EXPECT_EQ(byte, 4);
+}
+
+TEST(RingRecordsTest, MalformedRecordsAreRefusedSayingWhy) {
+  EXPECT_THAT(DecodeRingRecord(std::vector<uint8_t>{1, 0}).status().message(),
+              HasSubstr("too short for its kind"));
+  uint32_t unknown = 99;
+  EXPECT_THAT(DecodeRingRecord(BytesOf(unknown)).status().message(), HasSubstr("unknown kind 99"));
+
+  std::vector<uint8_t> sample = FullSample(PYSTROBE_EVENT_SAMPLE);
+  EXPECT_THAT(DecodeRingRecord(std::span(sample).first(40)).status().message(),
+              HasSubstr("shorter than its header"));
+  // One word short of the frames it claims.
+  EXPECT_THAT(DecodeRingRecord(std::span(sample).first(sample.size() - 8)).status().message(),
+              HasSubstr("too short for its 9 words"));
+  // Counts beyond what the kernel writes, whatever the record's size.
+  for (size_t field :
+       {offsetof(pystrobe_sample, kernel_frames), offsetof(pystrobe_sample, user_frames),
+        offsetof(pystrobe_sample, python_frames)}) {
+    std::vector<uint8_t> too_deep = sample;
+    uint16_t frames = 1000;
+    std::memcpy(too_deep.data() + field, &frames, sizeof(frames));
+    EXPECT_THAT(DecodeRingRecord(too_deep).status().message(), HasSubstr("more than the kernel"))
+        << "field at " << field;
+  }
+
+  pystrobe_process_event exec = {};
+  exec.kind = PYSTROBE_EVENT_EXEC;
+  std::vector<uint8_t> exec_bytes = BytesOf(exec);
+  exec_bytes.pop_back();
+  EXPECT_THAT(DecodeRingRecord(exec_bytes).status().message(), HasSubstr("too short"));
+  pystrobe_free_event free_event = {.kind = PYSTROBE_EVENT_FREE, .pid = 1, .address = 8};
+  std::vector<uint8_t> free_bytes = BytesOf(free_event);
+  free_bytes.resize(12);
+  EXPECT_THAT(DecodeRingRecord(free_bytes).status().message(), HasSubstr("too short"));
+  uint32_t code_kind = PYSTROBE_EVENT_PYTHON_CODE;
+  EXPECT_FALSE(DecodeRingRecord(BytesOf(code_kind)).ok());
+}
+
+}  // namespace
+}  // namespace pystrobe
