@@ -15,16 +15,23 @@
 namespace pystrobe {
 namespace {
 
-constexpr std::string_view kKernelSuffix = "_[k]";
-
 double Share(int64_t value, int64_t total) {
   return total == 0 ? 0.0 : static_cast<double>(value) / static_cast<double>(total);
 }
 
+// The flame graph's palette for the kind the reader found.
 FrameKind KindOf(const RecordedFrame& frame) {
-  if (!frame.file.empty()) return FrameKind::kPython;
-  if (frame.function.ends_with(kKernelSuffix)) return FrameKind::kKernel;
-  if (frame.function.starts_with('[')) return FrameKind::kMarker;
+  switch (frame.kind) {
+    case RecordedFrameKind::kPython:
+      return FrameKind::kPython;
+    case RecordedFrameKind::kKernel:
+      return FrameKind::kKernel;
+    case RecordedFrameKind::kMarker:
+      return FrameKind::kMarker;
+    case RecordedFrameKind::kInterpreter:
+    case RecordedFrameKind::kNative:
+      break;
+  }
   return FrameKind::kNative;
 }
 

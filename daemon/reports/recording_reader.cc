@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -96,10 +97,27 @@ RecordedFrame FrameFromName(std::string_view name) {
     bool file_like = python->file.find(',') == std::string_view::npos &&
                      python->file.find("::") == std::string_view::npos;
     if (file_like) {
-      return {std::string(python->qualname), std::string(python->file), python->line};
+      return {std::string(python->qualname), std::string(python->file), python->line,
+              RecordedFrameKind::kPython};
     }
   }
-  return {std::string(name), "", 0};
+  RecordedFrame frame{std::string(name), "", 0};
+  frame.kind = ClassifyFrame(frame);
+  return frame;
+}
+
+// "python3.11", "python3.12d", "libpython3.12.so.1.0": the interpreter's own files.
+bool IsInterpreterModule(std::string_view module) {
+  module = module.substr(module.rfind('/') + 1);
+  if (module.starts_with("lib")) module.remove_prefix(3);
+  return module.starts_with("python");
+}
+
+// CPython's C API and internals: "PyObject_Call", "_PyEval_EvalFrameDefault".
+bool IsInterpreterSymbol(std::string_view name) {
+  if (name.starts_with("_Py")) return true;
+  return name.size() > 2 && name.starts_with("Py") &&
+         absl::ascii_isupper(static_cast<unsigned char>(name[2]));
 }
 
 // The positions in a stack (root first) of the frames that are functions:
@@ -132,6 +150,21 @@ bool UnderOnAndOffCpuRoots(const Recording& recording) {
 }
 
 }  // namespace
+
+RecordedFrameKind ClassifyFrame(const RecordedFrame& frame, std::string_view module) {
+  std::string_view name = frame.function;
+  if (!frame.file.empty()) return RecordedFrameKind::kPython;
+  if (module == kKernelMapping || name.ends_with(kKernelSuffix)) return RecordedFrameKind::kKernel;
+  if (module.empty() && name.starts_with('[') && name.ends_with(']')) {
+    return RecordedFrameKind::kMarker;
+  }
+  if (!module.empty() && IsInterpreterModule(module)) return RecordedFrameKind::kInterpreter;
+  if (std::optional<ModuleOffsetFrameName> unsymbolized = ParseModuleOffsetFrameName(name)) {
+    return IsInterpreterModule(unsymbolized->module) ? RecordedFrameKind::kInterpreter
+                                                     : RecordedFrameKind::kNative;
+  }
+  return IsInterpreterSymbol(name) ? RecordedFrameKind::kInterpreter : RecordedFrameKind::kNative;
+}
 
 size_t Recording::Intern(RecordedFrame frame) {
   auto [it, inserted] = frame_index_.try_emplace(frame, frames.size());
@@ -269,6 +302,7 @@ absl::StatusOr<Recording> ParsePprof(std::string_view data, std::string_view nam
       absl::StatusOr<std::string> file = string_at(function->second->filename(), "function file");
       if (!file.ok()) return file.status();
       RecordedFrame frame{*function_name, *file, file->empty() ? 0 : line.line()};
+      frame.kind = ClassifyFrame(frame, mapping_file);
       // The kernel's functions, named as in folded stacks.
       if (mapping_file == kKernelMapping) frame.function.append(kKernelSuffix);
       frames.push_back(recording.Intern(std::move(frame)));
@@ -278,7 +312,9 @@ absl::StatusOr<Recording> ParsePprof(std::string_view data, std::string_view nam
       std::string base = mapping_file.substr(mapping_file.rfind('/') + 1);
       std::string function = base.empty() ? absl::StrFormat("0x%x", location.address())
                                           : absl::StrFormat("%s+0x%x", base, location.address());
-      frames.push_back(recording.Intern({std::move(function), "", 0}));
+      RecordedFrame frame{std::move(function), "", 0};
+      frame.kind = ClassifyFrame(frame, mapping_file.empty() ? "?" : mapping_file);
+      frames.push_back(recording.Intern(std::move(frame)));
     }
   }
 
@@ -344,7 +380,7 @@ absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_vie
     const Value* frame_line = field(frame.struct_value(), "line");
     if (frame_file != nullptr && frame_file->has_string_value() &&
         frame_file->string_value() != recorded.file) {
-      recorded = {names.back(), frame_file->string_value(), 0};
+      recorded = {names.back(), frame_file->string_value(), 0, RecordedFrameKind::kPython};
       if (frame_line != nullptr && frame_line->has_number_value()) {
         recorded.line = static_cast<int64_t>(frame_line->number_value());
       }
