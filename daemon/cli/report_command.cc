@@ -1,13 +1,13 @@
 #include "daemon/cli/report_command.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
-#include <cstdint>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,7 +164,8 @@ absl::StatusOr<ReportOptions> ParseReportOptions(const std::vector<std::string>&
     return absl::InvalidArgumentError("--source, --callers and --callees: one at a time");
   }
   if (options.dot + options.html + (views > 0) > 1) {
-    return absl::InvalidArgumentError("--dot, --html and --source/--callers/--callees: one at a time");
+    return absl::InvalidArgumentError(
+        "--dot, --html and --source/--callers/--callees: one at a time");
   }
   if ((options.dot || options.html) && options.table.json) {
     return absl::InvalidArgumentError("--json is a table's form; --dot and --html are not tables");

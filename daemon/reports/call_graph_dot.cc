@@ -117,11 +117,10 @@ CallGraph BuildCallGraph(const Recording& recording, const ReportFilter& filter,
     }
     graph.edges.push_back({kept[edge.first], kept[edge.second], samples});
   }
-  std::sort(graph.edges.begin(), graph.edges.end(),
-            [](const CallGraphEdge& a, const CallGraphEdge& b) {
-              return std::tie(b.samples, a.caller, a.callee) <
-                     std::tie(a.samples, b.caller, b.callee);
-            });
+  std::sort(
+      graph.edges.begin(), graph.edges.end(), [](const CallGraphEdge& a, const CallGraphEdge& b) {
+        return std::tie(b.samples, a.caller, a.callee) < std::tie(a.samples, b.caller, b.callee);
+      });
   return graph;
 }
 
@@ -150,10 +149,10 @@ std::string CallGraphDot(const CallGraph& graph, std::string_view unit, std::str
   for (const CallGraphEdge& edge : graph.edges) {
     double share = Share(edge.samples, graph.total);
     absl::StrAppendFormat(&out,
-                          "  n%d -> n%d [label=\"%.2f%%\", color=\"%s\", fontcolor=\"%s\", "
-                          "penwidth=%.2f, weight=%d];\n",
-                          edge.caller, edge.callee, 100 * share, ShareColour(share),
-                          ShareColour(share), 1 + 5 * share,
+                          "  n%d -> n%d [label=\"%.2f%%\", tooltip=\"%d %s\", color=\"%s\", "
+                          "fontcolor=\"%s\", penwidth=%.2f, weight=%d];\n",
+                          edge.caller, edge.callee, 100 * share, edge.samples, DotEscape(unit),
+                          ShareColour(share), ShareColour(share), 1 + 5 * share,
                           static_cast<int>(std::lround(1 + 100 * share)));
   }
   out.append("}\n");

@@ -17,10 +17,10 @@
 namespace pystrobe {
 
 struct CallGraphNode {
-  ReportKey key;       // a function (line 0)
+  ReportKey key;  // a function (line 0)
   RecordedFrameKind kind = RecordedFrameKind::kNative;
-  int64_t self = 0;    // samples where it was the leaf: its own code running
-  int64_t total = 0;   // samples with it on the stack, once per stack
+  int64_t self = 0;   // samples where it was the leaf: its own code running
+  int64_t total = 0;  // samples with it on the stack, once per stack
 };
 
 struct CallGraphEdge {
@@ -30,11 +30,11 @@ struct CallGraphEdge {
 };
 
 struct CallGraph {
-  int64_t total = 0;  // all samples: what shares divide by
+  int64_t total = 0;                 // all samples: what shares divide by
   std::vector<CallGraphNode> nodes;  // heaviest total first
   std::vector<CallGraphEdge> edges;  // heaviest first
-  size_t pruned_nodes = 0;  // below the node threshold, left out
-  size_t pruned_edges = 0;  // below the edge threshold or at a pruned node
+  size_t pruned_nodes = 0;           // below the node threshold, left out
+  size_t pruned_edges = 0;           // below the edge threshold or at a pruned node
 };
 
 // Thresholds are shares of all samples, as gprof2dot's --node-thres and

@@ -53,8 +53,8 @@ std::string FormatSampleValue(int64_t value, std::string_view unit);
 // columns by where the time went.
 struct ReportRow {
   ReportKey key;
-  int64_t self = 0;   // charged to it; the sum of `columns`
-  int64_t total = 0;  // in stacks that hold it, once per stack however deep it recurses
+  int64_t self = 0;        // charged to it; the sum of `columns`
+  int64_t total = 0;       // in stacks that hold it, once per stack however deep it recurses
   ColumnValues columns{};  // self, by where the time went
 };
 
@@ -120,7 +120,7 @@ struct SourceFile {
 };
 struct SourceReport {
   int64_t total = 0;
-  ColumnValues columns{};  // over the lines shown
+  ColumnValues columns{};         // over the lines shown
   std::vector<SourceFile> files;  // heaviest first
 };
 // Relative file names are looked for as given, then under each of

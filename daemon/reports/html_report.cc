@@ -97,7 +97,8 @@ std::string Bar(const std::vector<CostColumn>& shown, const ColumnValues& values
     int64_t value = values[static_cast<size_t>(column)];
     if (value == 0) continue;
     absl::StrAppendFormat(&out, "<span class=\"c-%s\" style=\"width:%.1fpx\" title=\"%s\"></span>",
-                          CostColumnKey(column), 220 * Share(value, total), CostColumnTitle(column));
+                          CostColumnKey(column), 220 * Share(value, total),
+                          CostColumnTitle(column));
   }
   return out + "</td>";
 }
@@ -117,14 +118,14 @@ void WriteTable(std::string& out, const std::string& id, const std::string& row_
   for (size_t i = 0; i < limit; ++i) {
     const ReportRow& row = report.rows[i];
     if (row.self == 0 && row.total == 0) continue;
-    absl::StrAppendFormat(
-        &out,
-        "<tr class=\"%s\" data-function=\"%s\" data-file=\"%s\" data-line=\"%d\" "
-        "data-self=\"%.6f\" data-total=\"%.6f\"><td>%s</td><td>%s</td>%s",
-        row_class, HtmlEscape(row.key.function), HtmlEscape(row.key.file), row.key.line,
-        Share(row.self, report.total), Share(row.total, report.total),
-        Percent(row.self, report.total), HtmlEscape(FormatSampleValue(row.self, unit)),
-        Bar(shown, row.columns, report.total));
+    absl::StrAppendFormat(&out,
+                          "<tr class=\"%s\" data-function=\"%s\" data-file=\"%s\" data-line=\"%d\" "
+                          "data-self=\"%.6f\" data-total=\"%.6f\"><td>%s</td><td>%s</td>%s",
+                          row_class, HtmlEscape(row.key.function), HtmlEscape(row.key.file),
+                          row.key.line, Share(row.self, report.total),
+                          Share(row.total, report.total), Percent(row.self, report.total),
+                          HtmlEscape(FormatSampleValue(row.self, unit)),
+                          Bar(shown, row.columns, report.total));
     for (CostColumn column : shown) {
       absl::StrAppend(&out, "<td>", Percent(row.columns[static_cast<size_t>(column)], report.total),
                       "</td>");
@@ -172,8 +173,8 @@ void WriteSource(std::string& out, const SourceReport& source, const std::string
 
 std::string Summary(const Recording& recording, size_t sample_type, int64_t total) {
   const RecordedSampleType& type = recording.sample_types[sample_type];
-  return absl::StrFormat("%s recording; %s (%s): %s in all", recording.format, type.type,
-                         type.unit, FormatSampleValue(total, type.unit));
+  return absl::StrFormat("%s recording; %s (%s): %s in all", recording.format, type.type, type.unit,
+                         FormatSampleValue(total, type.unit));
 }
 
 }  // namespace
@@ -228,7 +229,8 @@ absl::Status WriteHtmlReport(const Recording& recording, const HtmlReportOptions
   std::string heaviest_function = functions.rows.empty() ? "" : functions.rows[0].key.function;
   absl::StrAppend(&page, "<body data-heaviest-line=\"", HtmlEscape(heaviest_line),
                   "\" data-heaviest-function=\"", HtmlEscape(heaviest_function), "\">\n");
-  absl::StrAppend(&page, "<h1>pystrobe: ", HtmlEscape(options.title), "</h1>\n<p class=\"summary\">",
+  absl::StrAppend(&page, "<h1>pystrobe: ", HtmlEscape(options.title),
+                  "</h1>\n<p class=\"summary\">",
                   HtmlEscape(Summary(recording, options.sample_type, lines.total)), "</p>\n");
   if (!heaviest_line.empty()) {
     absl::StrAppend(&page, "<p>Heaviest line: <code id=\"heaviest-line\">",

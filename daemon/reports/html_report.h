@@ -20,9 +20,9 @@
 namespace pystrobe {
 
 struct HtmlReportOptions {
-  std::string title;         // the page's heading, e.g. the recording's path
-  size_t sample_type = 0;    // which of the recording's values to show
-  size_t rows = 50;          // lines and functions listed
+  std::string title;            // the page's heading, e.g. the recording's path
+  size_t sample_type = 0;       // which of the recording's values to show
+  size_t rows = 50;             // lines and functions listed
   size_t source_functions = 3;  // heaviest Python functions shown with their source
   // Where relative source file names are looked for (the recording's directory).
   std::vector<std::string> source_dirs;

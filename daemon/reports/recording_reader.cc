@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -113,11 +112,29 @@ bool IsInterpreterModule(std::string_view module) {
   return module.starts_with("python");
 }
 
-// CPython's C API and internals: "PyObject_Call", "_PyEval_EvalFrameDefault".
+// CPython's own C functions: its internals ("_PyEval_EvalFrameDefault"),
+// "Py_*", and the C API's namespaces ("PyObject_Call"). Extensions name
+// their own APIs alike ("PyArray_*" is numpy's), hence a list, not "Py*".
 bool IsInterpreterSymbol(std::string_view name) {
-  if (name.starts_with("_Py")) return true;
-  return name.size() > 2 && name.starts_with("Py") &&
-         absl::ascii_isupper(static_cast<unsigned char>(name[2]));
+  if (name.starts_with("_Py") || name.starts_with("Py_")) return true;
+  static constexpr std::string_view kApiNamespaces[] = {
+      "Object",    "Eval",        "List",     "Dict",      "Long",       "Number",
+      "Type",      "Unicode",     "Tuple",    "Frame",     "Code",       "Mem",
+      "GC",        "Run",         "Import",   "Err",       "Float",      "Bytes",
+      "ByteArray", "Sequence",    "Iter",     "CFunction", "Vectorcall", "Thread",
+      "GILState",  "Module",      "Set",      "Slice",     "Arg",        "Method",
+      "Cell",      "Gen",         "Coro",     "Capsule",   "Bool",       "Complex",
+      "Weakref",   "Interpreter", "Mapping",  "Buffer",    "OS",         "StructSequence",
+      "Exception", "Function",    "Instance", "Callable",  "Context",    "Marshal",
+      "Sys"};
+  if (!name.starts_with("Py")) return false;
+  std::string_view rest = name.substr(2);
+  for (std::string_view space : kApiNamespaces) {
+    if (rest.starts_with(space) && rest.size() > space.size() && rest[space.size()] == '_') {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The positions in a stack (root first) of the frames that are functions:
@@ -158,7 +175,11 @@ RecordedFrameKind ClassifyFrame(const RecordedFrame& frame, std::string_view mod
   if (module.empty() && name.starts_with('[') && name.ends_with(']')) {
     return RecordedFrameKind::kMarker;
   }
-  if (!module.empty() && IsInterpreterModule(module)) return RecordedFrameKind::kInterpreter;
+  // A pprof mapping says where the code lies: names are not looked at.
+  if (!module.empty()) {
+    return IsInterpreterModule(module) ? RecordedFrameKind::kInterpreter
+                                       : RecordedFrameKind::kNative;
+  }
   if (std::optional<ModuleOffsetFrameName> unsymbolized = ParseModuleOffsetFrameName(name)) {
     return IsInterpreterModule(unsymbolized->module) ? RecordedFrameKind::kInterpreter
                                                      : RecordedFrameKind::kNative;
@@ -451,6 +472,63 @@ absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_vie
   } else {
     // pystrobe weighs a CPU profile's stacks by the time their samples stand for.
     recording.sample_types = {{unit == "nanoseconds" ? "cpu" : "time", unit}};
+  }
+  return recording;
+}
+
+Recording RecordingFromProfile(const Profile& profile, std::optional<uint32_t> pid) {
+  Recording recording;
+  recording.format = "daemon window";
+  const std::string& unit = profile.count_unit;
+  if (unit == "microseconds") {
+    recording.sample_types = {{"wall", "microseconds"}};
+  } else if (unit == "bytes") {
+    recording.sample_types = {{"resident_growth", "bytes"}};
+  } else if (unit == "inuse_bytes" || unit == "alloc_bytes") {
+    recording.sample_types = {{unit == "inuse_bytes" ? "inuse_space" : "alloc_space", "bytes"}};
+  } else {
+    recording.sample_types = {{"samples", "count"}};
+  }
+  for (const ProfileStack& stack : profile.stacks()) {
+    if (stack.count == 0) continue;
+    RecordedStack recorded;
+    bool wanted = !pid.has_value();
+    for (const Frame& frame : stack.frames) {
+      switch (frame.kind) {
+        case FrameKind::kProcess:
+          if (pid) {
+            std::optional<ProcessFrameName> process = ParseProcessFrameName(frame.name);
+            wanted = process.has_value() && process->pid == *pid;
+          }
+          continue;
+        case FrameKind::kThread:
+          continue;
+        case FrameKind::kPython:
+          if (std::optional<PythonFrameName> python = ParsePythonFrameName(frame.name)) {
+            recorded.frames.push_back(
+                recording.Intern({std::string(python->qualname), std::string(python->file),
+                                  python->line, RecordedFrameKind::kPython}));
+            continue;
+          }
+          break;
+        case FrameKind::kKernel:
+          recorded.frames.push_back(
+              recording.Intern({frame.name, "", 0, RecordedFrameKind::kKernel}));
+          continue;
+        case FrameKind::kMarker:
+          recorded.frames.push_back(
+              recording.Intern({frame.name, "", 0, RecordedFrameKind::kMarker}));
+          continue;
+        case FrameKind::kNative:
+          break;
+      }
+      RecordedFrame native{frame.name, "", 0};
+      native.kind = ClassifyFrame(native, frame.module != nullptr ? frame.module->path : "");
+      recorded.frames.push_back(recording.Intern(std::move(native)));
+    }
+    if (!wanted) continue;
+    recorded.values = {static_cast<int64_t>(stack.count)};
+    recording.stacks.push_back(std::move(recorded));
   }
   return recording;
 }

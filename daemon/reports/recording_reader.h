@@ -5,6 +5,7 @@
 #define PYSTROBE_DAEMON_REPORTS_RECORDING_READER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "exporters/profile.h"
 
 namespace pystrobe {
 
@@ -95,6 +97,13 @@ absl::StatusOr<Recording> ParseFolded(std::string_view text, std::string_view na
 // `data` is the serialized profile.proto message, not gzipped.
 absl::StatusOr<Recording> ParsePprof(std::string_view data, std::string_view name);
 absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_view name);
+
+// A profile still in memory (the daemon's recent windows) as a Recording,
+// the stacks of process `pid` only when it is given. Its one sample type
+// follows the profile's count unit: samples, wall microseconds (record
+// --off-cpu's "[on-cpu]"/"[off-cpu]" roots kept, as the folded file keeps
+// them), or bytes.
+Recording RecordingFromProfile(const Profile& profile, std::optional<uint32_t> pid = std::nullopt);
 
 // A frame's name as the folded format writes it: "function (file:line)" for
 // frames with a file, otherwise the function.

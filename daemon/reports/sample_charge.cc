@@ -20,6 +20,12 @@ std::optional<CostColumn> OffCpuColumn(std::string_view marker) {
   return std::nullopt;
 }
 
+// Markers that stand for native code: not walked ("[native]", without
+// --native), not symbolized ("[unknown]"), or JIT-compiled ("[jit]").
+bool IsUnwalkedNativeCode(std::string_view marker) {
+  return marker == "[native]" || marker == "[unknown]" || marker == "[jit]";
+}
+
 }  // namespace
 
 const char* CostColumnKey(CostColumn column) {
@@ -97,9 +103,9 @@ std::optional<SampleCharge> ChargeSample(const Recording& recording, const Recor
   }
   // On CPU: the frames the charged line called, toward the leaf. Kernel
   // frames are always innermost; any native frame that is not the
-  // interpreter's own means the line was in code it called ("[native]" is
-  // that code, unwalked); the interpreter's own C frames are the line's
-  // Python.
+  // interpreter's own means the line was in code it called (so do the
+  // markers that stand for such code); the interpreter's own C frames are
+  // the line's Python.
   if (leaf.kind == RecordedFrameKind::kKernel) {
     charge.column = CostColumn::kSystem;
     return charge;
@@ -109,7 +115,7 @@ std::optional<SampleCharge> ChargeSample(const Recording& recording, const Recor
   for (size_t at = first; at < frames.size(); ++at) {
     const RecordedFrame& callee = frame(at);
     if (callee.kind == RecordedFrameKind::kNative ||
-        (callee.kind == RecordedFrameKind::kMarker && callee.function == "[native]")) {
+        (callee.kind == RecordedFrameKind::kMarker && IsUnwalkedNativeCode(callee.function))) {
       charge.column = CostColumn::kNative;
       break;
     }

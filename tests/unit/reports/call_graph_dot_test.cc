@@ -43,7 +43,7 @@ TEST(CallGraphTest, NodesHaveLeafSelfAndOncePerStackTotals) {
   ASSERT_NE(main, nullptr);
   EXPECT_EQ(main->total, 1000);
   EXPECT_EQ(main->self, 3);
-  EXPECT_EQ(graph.nodes[0].key.function, "main");  // heaviest total first
+  EXPECT_EQ(graph.nodes[0].key.function, "main");    // heaviest total first
   EXPECT_EQ(Node(graph, "a", nullptr)->total, 600);  // recursion counted once
   EXPECT_EQ(Node(graph, "dgemm_", nullptr)->self, 395);
 }

@@ -41,8 +41,7 @@ TEST(HtmlReportTest, NamesTheHeaviestLineAndFunctionFirst) {
   ASSERT_NE(table, std::string::npos);
   size_t first_row = page.find("<tr class=\"line-row\"", table);
   ASSERT_NE(first_row, std::string::npos);
-  EXPECT_EQ(page.find("data-function=\"mul\"", first_row),
-            page.find("data-function=", first_row));
+  EXPECT_EQ(page.find("data-function=\"mul\"", first_row), page.find("data-function=", first_row));
   // The line's time is native: the column is there, and its share.
   EXPECT_THAT(page, HasSubstr("<th>native</th>"));
   EXPECT_THAT(page, HasSubstr("data-self=\"0.900000\""));

@@ -61,6 +61,13 @@ TEST(ClassifyFrameTest, PprofMappingsDecideWhereNamesCannot) {
   EXPECT_EQ(ClassifyFrame({"schedule", "", 0}, "[kernel]"), RecordedFrameKind::kKernel);
 }
 
+TEST(ClassifyFrameTest, OnlyCPythonsOwnApiIsTheInterpretersByName) {
+  EXPECT_EQ(ClassifyFrame({"PyObject_Call", "", 0}), RecordedFrameKind::kInterpreter);
+  EXPECT_EQ(ClassifyFrame({"Py_RunMain", "", 0}), RecordedFrameKind::kInterpreter);
+  EXPECT_EQ(ClassifyFrame({"PyArray_MatrixProduct2", "", 0}), RecordedFrameKind::kNative);
+  EXPECT_EQ(ClassifyFrame({"Pythagoras", "", 0}), RecordedFrameKind::kNative);
+}
+
 TEST(ChargeSampleTest, TheLinesOwnBytecodeIsPython) {
   EXPECT_EQ(ColumnOf("p (1);main (m.py:3);loop (m.py:9) 1\n"), CostColumn::kPython);
   // The interpreter's C code under the line is still the line's Python.
@@ -84,8 +91,7 @@ TEST(ChargeSampleTest, KernelOnCpuIsSystem) {
 }
 
 TEST(ChargeSampleTest, OffCpuLeavesSayWhy) {
-  EXPECT_EQ(ColumnOf("[off-cpu];p (1);f (m.py:4);schedule_[k];[io wait] 1\n"),
-            CostColumn::kIoWait);
+  EXPECT_EQ(ColumnOf("[off-cpu];p (1);f (m.py:4);schedule_[k];[io wait] 1\n"), CostColumn::kIoWait);
   EXPECT_EQ(ColumnOf("[off-cpu];p (1);f (m.py:4);schedule_[k];[sleep] 1\n"), CostColumn::kSleep);
   EXPECT_EQ(ColumnOf("[off-cpu];p (1);f (m.py:4);[runqueue] 1\n"), CostColumn::kRunqueue);
   EXPECT_EQ(ColumnOf("[off-cpu];p (1);f (m.py:4);[gil wait] 1\n"), CostColumn::kGilWait);

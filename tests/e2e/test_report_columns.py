@@ -1,0 +1,300 @@
+"""`pystrobe report` for Python people (issue #32): per Python line, where its
+time went; the call graph; the HTML page.
+
+Debian's python3.11 runs tests/workloads/python/e2e/line_columns.py, whose one
+hot line per mode is known and timed by the program itself:
+- numpy (`a @ a`, reference BLAS), recorded `--native --off-cpu -f pprof` as
+  the issue did: `report --by line` puts that line first, not dgemm_; it holds
+  >= 90% of the samples, and >= 85% of the CPU samples are native under it;
+- a pure-Python loop: its line is >= 90% of the CPU and >= 90% of it Python;
+- time.sleep with --off-cpu: the line's time is off-CPU sleep, its share of
+  the wall time what the program measured (within 8 points);
+- write + fsync with --off-cpu: the line shows IO wait;
+- `report --dot` renders with Graphviz `dot -Tsvg`, and its heaviest edge
+  is the heaviest caller -> callee pair of the folded stacks;
+- `report --html` and `diff --html` load in headless Chromium: the rendered
+  DOM names the heaviest line and function, the flame graph's script ran,
+  and a screenshot is not blank.
+Recording needs root and BPF (PYSTROBE_SKIP_BPF_TESTS=1 skips).
+"""
+
+import collections
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import unittest
+import zlib
+
+from pystrobe_testlib import (EXIT_USAGE, PROCESS_FRAME, THREAD_FRAME, BpfTestCase,
+                              parse_folded, record, run_pystrobe)
+from python_testlib import python_workload
+import chromium_render
+
+PYTHON = "/usr/bin/python3.11"
+RATE = "499"
+SCRIPT = "line_columns.py"
+PY_FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+
+
+def json_line(text):
+    found = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    if not found:
+        raise AssertionError(f"the workload printed no JSON result: {text!r}")
+    return found[-1]
+
+
+def report_json(test, *args):
+    returncode, stdout, stderr, _ = run_pystrobe(["report"] + list(args) + ["--json"])
+    test.assertEqual(returncode, 0, f"pystrobe report {' '.join(args)}: {stderr}")
+    return json.loads(stdout)
+
+
+def hot_row(result, truth):
+    for row in result["rows"]:
+        if row["file"] == SCRIPT and row.get("line") == truth["hot_line"]:
+            return row
+    raise AssertionError(f"no row for {SCRIPT}:{truth['hot_line']}: {result['rows'][:8]}")
+
+
+def column(row, name):
+    return row["columns"].get(name, 0.0)
+
+
+def png_is_blank(path):
+    """Whether the PNG at `path` is one colour: its scanlines, inflated,
+    hold (besides the filter bytes) a single byte value or none."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise AssertionError(f"{path} is not a PNG")
+    at, idat, width = 8, b"", 0
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        body = data[at + 8:at + 8 + length]
+        if kind == b"IHDR":
+            width = struct.unpack(">I", body[:4])[0]
+        elif kind == b"IDAT":
+            idat += body
+        at += 12 + length
+    pixels = zlib.decompress(idat)
+    # Count distinct bytes after the first scanline (filtered rows repeat 0s).
+    return len(set(pixels[width * 4:])) <= 2
+
+
+class ColumnsRecordingTest(BpfTestCase):
+    """Records each mode once per class; the tests read the files."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if not os.access(PYTHON, os.X_OK):
+            raise AssertionError(f"{PYTHON} is missing (Debian's python3.11 is a dependency)")
+        cls.recordings = {}
+
+    def recording(self, mode, fmt, flags=(), seconds="4"):
+        key = (mode, fmt, tuple(flags))
+        if key not in self.recordings:
+            args = ["-r", RATE] + list(flags) + ["--", PYTHON, python_workload(SCRIPT),
+                                                  "--mode", mode, "--seconds", seconds]
+            made = record(args, self.tmp, fmt=fmt, name=f"{mode}-{len(self.recordings)}",
+                          timeout=120)
+            self.assertRecorded(made)
+            self.recordings[key] = (made.output_path, json_line(made.stdout))
+        return self.recordings[key]
+
+
+class LineColumnsTest(ColumnsRecordingTest):
+
+    def test_numpy_line_leads_and_its_time_is_native(self):
+        path, truth = self.recording("numpy", "pprof", ["--native", "--off-cpu"])
+        # The issue's first row was dgemm_: now it is the Python line.
+        returncode, stdout, stderr, _ = run_pystrobe(["report", path, "--by", "line"])
+        self.assertEqual(returncode, 0, stderr)
+        table = [l for l in stdout.splitlines() if re.match(r"^\s*[\d.]+%", l)]
+        self.assertTrue(table[0].endswith(f"run_numpy ({SCRIPT}:{truth['hot_line']})"), stdout)
+        self.assertIn("native", stdout.splitlines()[2], stdout)
+
+        wall = report_json(self, path, "--by", "line")
+        row = hot_row(wall, truth)
+        self.assertIs(wall["rows"][0], wall["rows"][0])
+        self.assertEqual(wall["rows"][0]["line"], truth["hot_line"], wall["rows"][:3])
+        expected = truth["hot_wall_s"] / truth["run_wall_s"]
+        self.assertGreaterEqual(row["self"], 0.90, f"{row}; the program: {expected:.1%} of its run")
+        # The columns are the line's self, split.
+        self.assertAlmostEqual(sum(row["columns"].values()), row["self"], delta=1e-5, msg=row)
+
+        cpu = report_json(self, path, "--by", "line", "--sample-type", "cpu")
+        row = hot_row(cpu, truth)
+        expected = truth["hot_cpu_s"] / truth["process_cpu_s"]
+        self.assertGreaterEqual(row["self"], 0.90, f"{row}; the program: {expected:.1%} of its CPU")
+        self.assertAlmostEqual(row["self"], expected, delta=0.08, msg=f"{row}; truth {truth}")
+        self.assertGreaterEqual(column(row, "native"), 0.85, row)
+        # dgemm_ is below it: total, but nothing charged to it.
+        blas = [r for r in cpu["rows"] if r["function"] == "dgemm_"]
+        self.assertTrue(blas, "no dgemm_ row: were native frames recorded?")
+        self.assertEqual(blas[0]["self"], 0, blas[0])
+        self.assertGreater(blas[0]["total"], 0.5, blas[0])
+
+        # --by function has the same columns.
+        functions = report_json(self, path, "--by", "function", "--sample-type", "cpu")
+        self.assertEqual(functions["rows"][0]["function"], "run_numpy", functions["rows"][:3])
+        self.assertGreaterEqual(column(functions["rows"][0], "native"), 0.85)
+
+    def test_pure_python_loop_line_is_python(self):
+        path, truth = self.recording("loop", "folded", ["--native"])
+        result = report_json(self, path, "--by", "line")
+        row = hot_row(result, truth)
+        self.assertEqual(result["rows"][0]["line"], truth["hot_line"], result["rows"][:3])
+        expected = truth["hot_cpu_s"] / truth["process_cpu_s"]
+        self.assertGreaterEqual(row["self"], 0.90, f"{row}; the program: {expected:.1%}")
+        self.assertAlmostEqual(row["self"], expected, delta=0.08, msg=f"{row}; truth {truth}")
+        self.assertGreaterEqual(column(row, "python") / row["self"], 0.90, row)
+        # --source shows the line with the same columns.
+        source = report_json(self, path, "--source", "run_loop")
+        line = next(l for l in source["files"][0]["lines"] if l["line"] == truth["hot_line"])
+        self.assertAlmostEqual(column(line, "python"), column(row, "python"), delta=1e-6)
+
+    def test_sleep_line_is_off_cpu_sleep(self):
+        path, truth = self.recording("sleep", "folded", ["--off-cpu"])
+        result = report_json(self, path, "--by", "line")
+        row = hot_row(result, truth)
+        expected = truth["hot_wall_s"] / truth["run_wall_s"]
+        # The recording's wall time also holds the interpreter's start.
+        self.assertGreaterEqual(row["self"], expected - 0.08, f"{row}; truth {truth}")
+        self.assertGreaterEqual(column(row, "sleep") / row["self"], 0.95, row)
+        self.assertEqual(result["rows"][0]["line"], truth["hot_line"], result["rows"][:3])
+
+    def test_fsync_line_shows_io_wait(self):
+        path, truth = self.recording("fsync", "pprof", ["--off-cpu"])
+        result = report_json(self, path, "--by", "line")
+        row = hot_row(result, truth)
+        expected = truth["hot_wall_s"] / truth["run_wall_s"]
+        self.assertGreaterEqual(row["self"], expected - 0.08, f"{row}; truth {truth}")
+        self.assertGreater(column(row, "io_wait"), 0.5 * row["self"], row)
+        self.assertIn("io_wait", result["column_names"])
+
+
+class CallGraphDotTest(ColumnsRecordingTest):
+
+    def test_dot_renders_and_its_heaviest_edge_is_the_folded_stacks(self):
+        if shutil.which("dot") is None:
+            self.fail("Graphviz's dot is missing (scripts/install-deps.sh installs graphviz)")
+        path, truth = self.recording("numpy", "folded", ["--native"])
+        graph = os.path.join(self.tmp, "numpy.dot")
+        returncode, _, stderr, _ = run_pystrobe(["report", path, "--dot", "-o", graph])
+        self.assertEqual(returncode, 0, stderr)
+        svg = os.path.join(self.tmp, "numpy.svg")
+        rendered = subprocess.run(["dot", "-Tsvg", graph, "-o", svg], capture_output=True,
+                                  text=True, timeout=60)
+        self.assertEqual(rendered.returncode, 0, rendered.stderr)
+        with open(svg, encoding="utf-8") as f:
+            drawing = f.read()
+        self.assertIn("<svg", drawing)
+        self.assertIn("run_numpy", drawing)
+
+        # The dot file's edges, by the nodes' functions.
+        with open(graph, encoding="utf-8") as f:
+            text = f.read()
+        names = {m.group(1): m.group(2) for m in
+                 re.finditer(r'^\s*(n\d+) \[label="((?:[^"\\]|\\.)*?)(?:\\n|")', text, re.M)}
+        edges = [(names[m.group(1)], names[m.group(2)], int(m.group(3))) for m in
+                 re.finditer(r'^\s*(n\d+) -> (n\d+) \[.*?tooltip="(\d+) ', text, re.M)]
+        self.assertTrue(edges, text[:2000])
+        caller, callee, samples = max(edges, key=lambda e: e[2])
+
+        # The folded file's own: each caller -> callee pair once per stack.
+        with open(path, encoding="utf-8") as f:
+            stacks = parse_folded(f.read())
+        pairs = collections.Counter()
+        for stack, count in stacks.items():
+            frames = list(stack)
+            if frames and PROCESS_FRAME.match(frames[0]):
+                frames = frames[1:]
+            if frames and THREAD_FRAME.match(frames[0]):
+                frames = frames[1:]
+            functions = []
+            for frame in frames:
+                match = PY_FRAME.match(frame)
+                functions.append(match.group("name") if match and not frame.endswith("_[k]")
+                                 else frame)
+            for pair in set(zip(functions, functions[1:])):
+                pairs[pair] += count
+        heaviest = max(pairs.values())
+        self.assertEqual(samples, heaviest, f"dot's heaviest {caller} -> {callee}: {samples}; "
+                                            f"folded: {pairs.most_common(3)}")
+        self.assertEqual(pairs[(caller, callee)], heaviest, pairs.most_common(3))
+
+
+class HtmlPageTest(ColumnsRecordingTest):
+
+    def check_in_chromium(self, page, png):
+        try:
+            dom = chromium_render.render_dom(page)
+            chromium_render.render_screenshot(page, png, width=1300, height=1000)
+        except FileNotFoundError as e:
+            self.fail(f"Chromium is missing: {e}")
+        self.assertIn(chromium_render.READY_MARKER, dom, "the flame graph's script did not run")
+        self.assertFalse(png_is_blank(png), f"{png} is blank")
+        return dom
+
+    def test_report_page_in_a_browser(self):
+        path, truth = self.recording("numpy", "pprof", ["--native", "--off-cpu"])
+        page = os.path.join(self.tmp, "numpy.html")
+        returncode, _, stderr, _ = run_pystrobe(["report", path, "--html", "-o", page])
+        self.assertEqual(returncode, 0, stderr)
+        with open(page, encoding="utf-8") as f:
+            html_text = f.read()
+        self.assertNotRegex(html_text, r'(src|href)="(https?:)?//', "the page fetches something")
+        dom = self.check_in_chromium(page, os.path.join(self.tmp, "numpy.png"))
+        line = f"run_numpy ({SCRIPT}:{truth['hot_line']})"
+        self.assertIn(f'data-heaviest-line="{line}"', dom)
+        self.assertIn('data-heaviest-function="run_numpy"', dom)
+        first_row = re.search(r'<tr class="line-row"[^>]*>', dom)
+        self.assertIsNotNone(first_row, "no line rows in the rendered page")
+        self.assertIn(f'data-line="{truth["hot_line"]}"', first_row.group(0))
+        self.assertIn("<th>native</th>", dom)
+        # The annotated source of the heaviest function, with its text.
+        self.assertIn("b = a @ a  # HOT numpy", dom.replace("&amp;", "&"))
+
+    def test_diff_page_in_a_browser(self):
+        before, _ = self.recording("loop", "folded", ["--native"])
+        after, _ = self.recording("numpy", "pprof", ["--native", "--off-cpu"])
+        page = os.path.join(self.tmp, "diff.html")
+        returncode, _, stderr, _ = run_pystrobe(["diff", before, after, "--html", "-o", page])
+        self.assertEqual(returncode, 0, stderr)
+        dom = self.check_in_chromium(page, os.path.join(self.tmp, "diff.png"))
+        for part in ('id="before"', 'id="after"', 'id="differential"', 'class="diff-row"'):
+            self.assertIn(part, dom)
+        self.assertRegex(dom, r'class="diff-row" data-function="run_(numpy|loop)"')
+
+
+class BadInputTest(unittest.TestCase):
+
+    def test_missing_or_bad_files_exit_2_naming_them(self):
+        for args in (["report", "/nonexistent/x.folded", "--html", "-o", "/tmp/x.html"],
+                     ["report", "/nonexistent/x.folded", "--dot"],
+                     ["diff", "/nonexistent/a.folded", "/nonexistent/b.folded", "--html",
+                      "-o", "/tmp/x.html"]):
+            returncode, stdout, stderr, _ = run_pystrobe(args)
+            self.assertEqual(returncode, EXIT_USAGE, args)
+            self.assertIn("/nonexistent/", stderr, args)
+            self.assertEqual(stdout, "", args)
+        returncode, _, stderr, _ = run_pystrobe(["report", python_workload(SCRIPT), "--dot"])
+        self.assertEqual(returncode, EXIT_USAGE)
+        self.assertIn(SCRIPT, stderr)
+
+    def test_flags_that_do_not_go_together(self):
+        for args, needle in ((["--dot", "--json"], "--json"),
+                             (["--html", "--source", "f"], "one at a time"),
+                             (["-o", "x.dot"], "-o"),
+                             (["--dot", "--node-threshold", "abc"], "--node-threshold")):
+            returncode, _, stderr, _ = run_pystrobe(["report", "/nonexistent.folded"] + args)
+            self.assertEqual(returncode, EXIT_USAGE, args)
+            self.assertIn(needle, stderr, args)
+
+
+if __name__ == "__main__":
+    unittest.main()
