@@ -25,7 +25,10 @@ import re
 import shutil
 import struct
 import subprocess
+import time
 import unittest
+import urllib.error
+import urllib.request
 import zlib
 
 from pystrobe_testlib import (EXIT_USAGE, PROCESS_FRAME, THREAD_FRAME, BpfTestCase,
@@ -57,6 +60,16 @@ def hot_row(result, truth):
         if row["file"] == SCRIPT and row.get("line") == truth["hot_line"]:
             return row
     raise AssertionError(f"no row for {SCRIPT}:{truth['hot_line']}: {result['rows'][:8]}")
+
+
+def http_get(url, method="GET"):
+    """(status, body) of one request; HTTP errors are answers too."""
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def column(row, name):
@@ -269,6 +282,58 @@ class HtmlPageTest(ColumnsRecordingTest):
         for part in ('id="before"', 'id="after"', 'id="differential"', 'class="diff-row"'):
             self.assertIn(part, dom)
         self.assertRegex(dom, r'class="diff-row" data-function="run_(numpy|loop)"')
+
+
+class DaemonPagesTest(BpfTestCase):
+    """The daemon serves the same page for its recent windows, beside /metrics."""
+
+    def test_index_and_profile_pages_in_a_browser(self):
+        import test_daemon  # its Daemon helper; a module, so its tests do not run here
+        busy = subprocess.Popen([PYTHON, python_workload(SCRIPT), "--mode", "loop",
+                                 "--seconds", "40"], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (busy.kill(), busy.wait()))
+        self.assertEqual(busy.stdout.readline().strip(), "ready")
+        daemon = test_daemon.Daemon(self.tmp, ["--window", "2"])
+        self.addCleanup(daemon.stop)
+        base = f"http://127.0.0.1:{daemon.port}"
+
+        # A window that holds the workload, listed on /.
+        window, index = None, ""
+        deadline = time.time() + 30
+        while window is None and time.time() < deadline:
+            time.sleep(1)
+            index = http_get(f"{base}/")[1]
+            for match in re.finditer(r'href="/profile\?window=(\d+)&amp;pid=(\d+)"', index):
+                if int(match.group(2)) == busy.pid:
+                    window = int(match.group(1))
+                    break
+        self.assertIsNotNone(window, f"pid {busy.pid} in no window of /:\n{index[:3000]}")
+
+        url = f"{base}/profile?window={window}&pid={busy.pid}"
+        status, page = http_get(url)
+        self.assertEqual(status, 200, page[:500])
+        heaviest = re.search(r'data-heaviest-line="([^"]*)"', page)
+        self.assertIsNotNone(heaviest, page[:2000])
+        self.assertRegex(heaviest.group(1), r"^run_loop \(.*line_columns\.py:\d+\)$")
+        self.assertIn("<th>python</th>", page)
+        # The same access as /metrics, and nothing that writes.
+        self.assertEqual(http_get(f"{base}/metrics")[0], 200)
+        self.assertEqual(http_get(url, method="POST")[0], 405)
+        self.assertEqual(http_get(f"{base}/profile?window=999999")[0], 404)
+        self.assertEqual(http_get(f"{base}/profile?window=x")[0], 400)
+
+        try:
+            dom = chromium_render.render_url_dom(url)
+            png = os.path.join(self.tmp, "daemon.png")
+            chromium_render.render_url_screenshot(url, png, width=1300, height=1000)
+        except FileNotFoundError as e:
+            self.fail(f"Chromium is missing: {e}")
+        self.assertIn(chromium_render.READY_MARKER, dom, "the flame graph's script did not run")
+        self.assertIn(f'data-heaviest-line="{heaviest.group(1)}"', dom)
+        self.assertIn('data-heaviest-function="run_loop"', dom)
+        self.assertFalse(png_is_blank(png), f"{png} is blank")
+        index_dom = chromium_render.render_url_dom(f"{base}/")
+        self.assertIn(f'data-pid="{busy.pid}"', index_dom)
 
 
 class BadInputTest(unittest.TestCase):
