@@ -545,7 +545,7 @@ bool WriteTo(const std::optional<std::string>& path, absl::string_view command,
 }  // namespace
 
 const char* ReportUsage() {
-  return R"(usage: pystrobe report FILE [options]
+  return R"usage(usage: pystrobe report FILE [options]
 
 Reads a recording pystrobe wrote (folded, pprof .pb.gz or speedscope; the
 format is told from the content) and prints where the samples went, heaviest
@@ -607,7 +607,7 @@ Options:
 
 Exit status: 0 printed, 1 the output could not be written, 2 bad flags or a
 file that is missing or not a recording.
-)";
+)usage";
 }
 
 const char* DiffUsage() {

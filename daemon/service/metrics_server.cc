@@ -90,7 +90,7 @@ class MetricsServer::Handler : public CivetHandler {
       return true;
     }
     if (pages_ != nullptr) {
-      if (std::optional<HttpResponse> page = pages_->Get(path, query)) {
+      if (std::optional<PageResponse> page = pages_->Get(path, query)) {
         Send(conn, page->status, page->content_type, page->body, head);
         return true;
       }

@@ -71,8 +71,8 @@ std::vector<ProcessSamples> ProcessesOf(const Profile& profile) {
   return processes;
 }
 
-HttpResponse Error(int status, std::string_view message) {
-  HttpResponse response;
+PageResponse Error(int status, std::string_view message) {
+  PageResponse response;
   response.status = status;
   response.content_type = "text/plain; charset=utf-8";
   response.body = absl::StrCat(std::string(message), "\n");
@@ -81,14 +81,14 @@ HttpResponse Error(int status, std::string_view message) {
 
 }  // namespace
 
-std::optional<HttpResponse> ProfilePages::Get(std::string_view path, std::string_view query) const {
+std::optional<PageResponse> ProfilePages::Get(std::string_view path, std::string_view query) const {
   if (path == "/") return Index();
   if (path == "/profile") return Window(query);
   return std::nullopt;
 }
 
-HttpResponse ProfilePages::Index() const {
-  HttpResponse response;
+PageResponse ProfilePages::Index() const {
+  PageResponse response;
   std::string& page = response.body;
   page = kIndexHead;
   std::vector<std::shared_ptr<const ProfileWindow>> windows = windows_->Windows();
@@ -135,7 +135,7 @@ HttpResponse ProfilePages::Index() const {
   return response;
 }
 
-HttpResponse ProfilePages::Window(std::string_view query) const {
+PageResponse ProfilePages::Window(std::string_view query) const {
   std::optional<uint64_t> sequence;
   std::optional<uint32_t> pid;
   bool memory = false;
@@ -181,7 +181,7 @@ HttpResponse ProfilePages::Window(std::string_view query) const {
   std::ostringstream out;
   absl::Status written = WriteHtmlReport(recording, options, out);
   if (!written.ok()) return Error(500, std::string(written.message()));
-  HttpResponse response;
+  PageResponse response;
   response.body = out.str();
   return response;
 }

@@ -18,7 +18,7 @@
 
 namespace pystrobe {
 
-struct HttpResponse {
+struct PageResponse {
   int status = 200;
   std::string content_type = "text/html; charset=utf-8";
   std::string body;
@@ -30,7 +30,7 @@ class HttpPages {
   virtual ~HttpPages() = default;
   // `path` is the request's path ("/", "/profile"), `query` what follows
   // its '?'; nullopt when there is no such page.
-  virtual std::optional<HttpResponse> Get(std::string_view path, std::string_view query) const = 0;
+  virtual std::optional<PageResponse> Get(std::string_view path, std::string_view query) const = 0;
 };
 
 class ProfilePages : public HttpPages {
@@ -38,11 +38,11 @@ class ProfilePages : public HttpPages {
   explicit ProfilePages(std::shared_ptr<const RecentWindows> windows)
       : windows_(std::move(windows)) {}
 
-  std::optional<HttpResponse> Get(std::string_view path, std::string_view query) const override;
+  std::optional<PageResponse> Get(std::string_view path, std::string_view query) const override;
 
  private:
-  HttpResponse Index() const;
-  HttpResponse Window(std::string_view query) const;
+  PageResponse Index() const;
+  PageResponse Window(std::string_view query) const;
 
   std::shared_ptr<const RecentWindows> windows_;
 };

@@ -51,7 +51,7 @@ class ProfilePagesTest : public ::testing::Test {
 };
 
 TEST_F(ProfilePagesTest, IndexListsWindowsAndTheirProcessesWithLinks) {
-  std::optional<HttpResponse> index = pages_.Get("/", "");
+  std::optional<PageResponse> index = pages_.Get("/", "");
   ASSERT_TRUE(index.has_value());
   EXPECT_EQ(index->status, 200);
   EXPECT_THAT(index->body, HasSubstr("data-window=\"7\""));
@@ -62,14 +62,14 @@ TEST_F(ProfilePagesTest, IndexListsWindowsAndTheirProcessesWithLinks) {
 }
 
 TEST_F(ProfilePagesTest, ProfileOfOneProcessIsTheReportPage) {
-  std::optional<HttpResponse> page = pages_.Get("/profile", "window=7&pid=42");
+  std::optional<PageResponse> page = pages_.Get("/profile", "window=7&pid=42");
   ASSERT_TRUE(page.has_value());
   EXPECT_EQ(page->status, 200);
   EXPECT_THAT(page->body, HasSubstr("data-heaviest-line=\"mul (mm.py:4)\""));
   EXPECT_THAT(page->body, HasSubstr("<th>native</th>"));
   EXPECT_THAT(page->body, Not(HasSubstr("poll")));  // another process's
 
-  std::optional<HttpResponse> all = pages_.Get("/profile", "window=7");
+  std::optional<PageResponse> all = pages_.Get("/profile", "window=7");
   ASSERT_TRUE(all.has_value());
   EXPECT_THAT(all->body, HasSubstr("poll"));
 }
