@@ -295,21 +295,26 @@ class HtmlPageTest(ColumnsRecordingTest):
     def test_report_page_in_a_browser(self):
         path, truth = self.recording("numpy", "pprof", ["--native", "--off-cpu"])
         page = os.path.join(self.tmp, "numpy.html")
-        returncode, _, stderr, _ = run_pystrobe(["report", path, "--html", "-o", page])
+        # Run beside the workload: its file name is recorded relative to there.
+        returncode, _, stderr, _ = run_pystrobe(["report", path, "--html", "-o", page],
+                                                cwd=os.path.dirname(python_workload(SCRIPT)))
         self.assertEqual(returncode, 0, stderr)
         with open(page, encoding="utf-8") as f:
             html_text = f.read()
         self.assertNotRegex(html_text, r'(src|href)="(https?:)?//', "the page fetches something")
         dom = self.check_in_chromium(page, os.path.join(self.tmp, "numpy.png"))
         line = f"run_numpy ({SCRIPT}:{truth['hot_line']})"
-        self.assertIn(f'data-heaviest-line="{line}"', dom)
-        self.assertIn('data-heaviest-function="run_numpy"', dom)
+        body = re.search(r"<body[^>]*>", dom).group(0)
+        self.assertIn(f'data-heaviest-line="{line}"', body)
+        self.assertIn('data-heaviest-function="run_numpy"', body)
         first_row = re.search(r'<tr class="line-row"[^>]*>', dom)
         self.assertIsNotNone(first_row, "no line rows in the rendered page")
         self.assertIn(f'data-line="{truth["hot_line"]}"', first_row.group(0))
-        self.assertIn("<th>native</th>", dom)
+        self.assertTrue("<th>native</th>" in dom, "no native column in the page")
         # The annotated source of the heaviest function, with its text.
-        self.assertIn("b = a @ a  # HOT numpy", dom.replace("&amp;", "&"))
+        source = re.search(r'<tr class="hot" data-line="%d">.*?</tr>' % truth["hot_line"], dom)
+        self.assertIsNotNone(source, "the hot line is not highlighted in the source")
+        self.assertIn("b = a @ a  # HOT numpy", source.group(0).replace("&amp;", "&"))
 
     def test_diff_page_in_a_browser(self):
         before, _ = self.recording("loop", "folded", ["--native"])
