@@ -335,7 +335,7 @@ class DaemonPagesTest(BpfTestCase):
         import test_daemon  # its Daemon helper; a module, so its tests do not run here
         busy = subprocess.Popen([PYTHON, python_workload(SCRIPT), "--mode", "loop",
                                  "--seconds", "40"], stdout=subprocess.PIPE, text=True)
-        self.addCleanup(lambda: (busy.kill(), busy.wait()))
+        self.addCleanup(lambda: (busy.kill(), busy.wait(), busy.stdout.close()))
         self.assertEqual(busy.stdout.readline().strip(), "ready")
         daemon = test_daemon.Daemon(self.tmp, ["--window", "2"])
         self.addCleanup(daemon.stop)
