@@ -44,6 +44,17 @@ std::string HslColour(double h, double s, double l) {
   return absl::StrFormat("#%02x%02x%02x", channel(0), channel(8), channel(4));
 }
 
+// The title, and a second line with what the thresholds left out: a graph
+// never hides that it is not the whole program.
+std::string GraphLabel(const CallGraph& graph, std::string_view title) {
+  std::string label = DotEscape(title);
+  if (graph.pruned_nodes > 0 || graph.pruned_edges > 0) {
+    absl::StrAppendFormat(&label, "\\n(left out: %d functions and %d calls under the thresholds)",
+                          graph.pruned_nodes, graph.pruned_edges);
+  }
+  return label;
+}
+
 }  // namespace
 
 std::string ShareColour(double share) {
@@ -132,7 +143,7 @@ std::string CallGraphDot(const CallGraph& graph, std::string_view unit, std::str
                         "  node [shape=box, style=filled, fontname=\"Helvetica\", "
                         "fontcolor=white, fontsize=10];\n"
                         "  edge [fontname=\"Helvetica\", fontsize=9, arrowsize=0.5];\n",
-                        DotEscape(title));
+                        GraphLabel(graph, title));
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const CallGraphNode& node = graph.nodes[n];
     double total = Share(node.total, graph.total);

@@ -223,7 +223,7 @@ CallGraphReport BuildCallGraphReport(const Recording& recording, const ReportFil
 
 SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& filter,
                                std::string_view function,
-                               const std::vector<std::string>& search_dirs) {
+                               const std::vector<std::string>& search_dirs, bool read_sources) {
   SourceReport report;
   report.total = recording.Total(filter.sample_type);
   // (function, file) -> line -> samples.
@@ -258,7 +258,7 @@ SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& f
     file.function = id.first;
     file.file = id.second;
     file.function_total = file_totals[id];
-    file.resolved = ResolveSource(file.file, search_dirs);
+    if (read_sources) file.resolved = ResolveSource(file.file, search_dirs);
     std::vector<std::string> source;
     if (!file.resolved.empty()) source = ReadLines(file.resolved);
     int64_t first = lines.begin()->first;

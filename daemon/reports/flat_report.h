@@ -124,10 +124,14 @@ struct SourceReport {
   std::vector<SourceFile> files;  // heaviest first
 };
 // Relative file names are looked for as given, then under each of
-// `search_dirs` (the recording's directory).
+// `search_dirs` (the recording's directory). With `read_sources` false no
+// file is opened (the lines come without text): for a reader with more
+// rights than whoever gave the file names, as the daemon serving a page
+// (a process names its own code's files, and could name any file).
 SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& filter,
                                std::string_view function,
-                               const std::vector<std::string>& search_dirs);
+                               const std::vector<std::string>& search_dirs,
+                               bool read_sources = true);
 
 }  // namespace pystrobe
 

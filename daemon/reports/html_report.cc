@@ -141,12 +141,15 @@ void WriteTable(std::string& out, const std::string& id, const std::string& row_
   }
 }
 
-void WriteSource(std::string& out, const SourceReport& source, const std::string& function) {
+void WriteSource(std::string& out, const SourceReport& source, const std::string& function,
+                 bool read_sources) {
   std::vector<CostColumn> shown = ShownColumns(source.columns);
   for (const SourceFile& file : source.files) {
     absl::StrAppendFormat(&out, "<h3>%s in %s: %s of all%s</h3>\n", HtmlEscape(file.function),
                           HtmlEscape(file.file), Percent(file.function_total, source.total),
-                          file.resolved.empty() ? " (source not found, lines only)" : "");
+                          !read_sources           ? " (source not read here, lines only)"
+                          : file.resolved.empty() ? " (source not found, lines only)"
+                                                  : "");
     absl::StrAppend(&out, "<table class=\"source\" data-function=\"", HtmlEscape(function),
                     "\">\n<tr><th>self%</th>");
     for (CostColumn column : shown) {
@@ -252,8 +255,9 @@ absl::Status WriteHtmlReport(const Recording& recording, const HtmlReportOptions
     if (shown == options.source_functions || row.self == 0) break;
     if (row.key.file.empty()) continue;  // not Python
     std::string function = absl::StrCat(row.key.file, ":", row.key.function);
-    SourceReport source = BuildSourceReport(recording, filter, function, options.source_dirs);
-    WriteSource(page, source, function);
+    SourceReport source =
+        BuildSourceReport(recording, filter, function, options.source_dirs, options.read_sources);
+    WriteSource(page, source, function, options.read_sources);
     ++shown;
   }
   if (shown == 0) page.append("<p class=\"summary\">No Python functions in this recording.</p>\n");

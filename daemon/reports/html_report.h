@@ -26,6 +26,9 @@ struct HtmlReportOptions {
   size_t source_functions = 3;  // heaviest Python functions shown with their source
   // Where relative source file names are looked for (the recording's directory).
   std::vector<std::string> source_dirs;
+  // Whether source files are read at all: not by a reader with more rights
+  // than whoever named the files (the daemon; see BuildSourceReport).
+  bool read_sources = true;
 };
 
 // The page's markers, for tests and tools: the heaviest line's row is the

@@ -174,6 +174,12 @@ PageResponse ProfilePages::Window(std::string_view query) const {
                           : absl::StrCat("window ", *sequence, " holds no samples"));
   }
   HtmlReportOptions options;
+  // The daemon reads any file; the names in a profile come from the
+  // processes it watches, which may name any file (a code object's
+  // co_filename is the program's to set). So the page shows sampled lines
+  // without their text: `pystrobe report --html` on the window's pprof file
+  // reads them with the user's own rights.
+  options.read_sources = false;
   options.title =
       absl::StrCat("window ", *sequence, pid ? absl::StrCat(", pid ", *pid) : "",
                    memory ? ", memory growth" : "", " (",

@@ -70,11 +70,13 @@ TEST(CallGraphDotTest, WritesAGraphvizDigraphWithSharesAndColours) {
   CallGraph graph = BuildCallGraph(Folded(kProgram), {}, {});
   std::string dot = CallGraphDot(graph, "count", "pystrobe: \"t\"");
   EXPECT_THAT(dot, HasSubstr("digraph pystrobe {"));
-  EXPECT_THAT(dot, HasSubstr("label=\"pystrobe: \\\"t\\\"\""));  // quotes escaped
+  EXPECT_THAT(dot, HasSubstr("label=\"pystrobe: \\\"t\\\"\\n"));  // quotes escaped
   EXPECT_THAT(dot, HasSubstr("main\\nm.py\\n100.00% total\\n(0.30% self)"));
   EXPECT_THAT(dot, HasSubstr("[label=\"60.00%\""));
   EXPECT_THAT(dot, HasSubstr(ShareColour(1.0)));
   EXPECT_THAT(dot, Not(HasSubstr("tiny")));
+  // What was left out is said.
+  EXPECT_THAT(dot, HasSubstr("\\n(left out: 1 functions and 1 calls under the thresholds)"));
   EXPECT_EQ(dot.back(), '\n');
 }
 

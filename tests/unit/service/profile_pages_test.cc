@@ -74,6 +74,20 @@ TEST_F(ProfilePagesTest, ProfileOfOneProcessIsTheReportPage) {
   EXPECT_THAT(all->body, HasSubstr("poll"));
 }
 
+// A process names its code's files itself (co_filename); the daemon, which
+// may read any file, must not show their text to whoever reaches its port.
+TEST_F(ProfilePagesTest, NeverReadsTheFilesAProfileNames) {
+  ProfileWindow window = Window(8);
+  window.profile.Add(
+      {{"evil (66)", FrameKind::kProcess}, {"<module> (/etc/hostname:1)", FrameKind::kPython}},
+      1000);
+  ASSERT_TRUE(windows_->Consume(window).ok());
+  std::optional<PageResponse> page = pages_.Get("/profile", "window=8&pid=66");
+  ASSERT_TRUE(page.has_value());
+  EXPECT_EQ(page->status, 200);
+  EXPECT_THAT(page->body, HasSubstr("source not read here, lines only"));
+}
+
 TEST_F(ProfilePagesTest, BadOrMissingWindowsAreAnsweredNotGuessed) {
   EXPECT_EQ(pages_.Get("/profile", "")->status, 400);
   EXPECT_EQ(pages_.Get("/profile", "window=abc")->status, 400);
