@@ -26,6 +26,12 @@ constexpr char kPageHead[] = R"html(<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 )html";
 
+// A deep program's flame graph is taller than the screen; its root is at the
+// bottom, so each graph's box starts scrolled down to it.
+constexpr char kPageScript[] = R"js(
+document.querySelectorAll('.flame').forEach(function (box) { box.scrollTop = box.scrollHeight; });
+)js";
+
 constexpr char kPageStyle[] = R"css(
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 1.5em;
        color: #1b1b1b; background: #fff; }
@@ -48,7 +54,8 @@ td.bar { width: 220px; text-align: left; }
 .c-gil_wait { background: #c060c0; } .c-other_wait { background: #b0b0b0; }
 .c-memory { background: #2a8fb0; }
 .legend span.key { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; }
-.flame svg { max-width: 100%; height: auto; border: 1px solid #eee; }
+.flame { max-height: 75vh; overflow: auto; border: 1px solid #eee; }
+.flame svg { max-width: 100%; height: auto; display: block; }
 .side { display: flex; gap: 1em; }
 .side > div { flex: 1; min-width: 0; }
 td.up { color: #b00000; } td.down { color: #0030b0; }
@@ -261,7 +268,7 @@ absl::Status WriteHtmlReport(const Recording& recording, const HtmlReportOptions
     ++shown;
   }
   if (shown == 0) page.append("<p class=\"summary\">No Python functions in this recording.</p>\n");
-  page.append("</div>\n</body>\n</html>\n");
+  absl::StrAppend(&page, "</div>\n<script>", kPageScript, "</script>\n</body>\n</html>\n");
   out << page;
   out.flush();
   if (!out) return absl::DataLossError("writing the HTML page failed");
@@ -322,7 +329,7 @@ absl::Status WriteHtmlDiff(const Recording& before, const Recording& after,
         100 * row.before_self, 100 * row.after_self, 100 * row.delta_total(),
         100 * row.before_total, 100 * row.after_total, HtmlEscape(RowName(row.key)));
   }
-  page.append("</table>\n</body>\n</html>\n");
+  absl::StrAppend(&page, "</table>\n<script>", kPageScript, "</script>\n</body>\n</html>\n");
   out << page;
   out.flush();
   if (!out) return absl::DataLossError("writing the HTML page failed");
