@@ -712,6 +712,7 @@ int RunReportCommand(const std::vector<std::string>& args) {
     HtmlReportOptions html;
     html.title = options.file;
     html.sample_type = filter.sample_type;
+    html.focus = filter.focus;
     if (options.table.top) html.rows = *options.table.top == 0 ? SIZE_MAX : *options.table.top;
     html.source_dirs = {std::filesystem::path(options.file).parent_path().string()};
     return WriteTo(options.output, "report",

@@ -224,10 +224,11 @@ absl::Status WriteHtmlReport(const Recording& recording, const HtmlReportOptions
   const std::string& unit = recording.sample_types[options.sample_type].unit;
   ReportFilter filter;
   filter.sample_type = options.sample_type;
+  filter.focus = options.focus;
   FlatReport lines = BuildFlatReport(recording, filter, ReportGrouping::kLine, ReportSort::kSelf);
   FlatReport functions =
       BuildFlatReport(recording, filter, ReportGrouping::kFunction, ReportSort::kSelf);
-  Profile profile = ToProfile(recording, options.sample_type);
+  Profile profile = ToProfile(recording, options.sample_type, filter);
   profile.title = options.title;
   absl::StatusOr<std::string> svg = InlineSvg(profile, nullptr);
   if (!svg.ok()) return svg.status();

@@ -9,7 +9,9 @@
 #define PYSTROBE_DAEMON_REPORTS_HTML_REPORT_H_
 
 #include <cstddef>
+#include <optional>
 #include <ostream>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,8 +22,11 @@
 namespace pystrobe {
 
 struct HtmlReportOptions {
-  std::string title;            // the page's heading, e.g. the recording's path
-  size_t sample_type = 0;       // which of the recording's values to show
+  std::string title;       // the page's heading, e.g. the recording's path
+  size_t sample_type = 0;  // which of the recording's values to show
+  // Only stacks with a frame whose function or file matches (report
+  // --focus); the flame graph and tables show those, as shares of all.
+  std::optional<std::regex> focus;
   size_t rows = 50;             // lines and functions listed
   size_t source_functions = 3;  // heaviest Python functions shown with their source
   // Where relative source file names are looked for (the recording's directory).

@@ -130,11 +130,15 @@ RecordingDiff DiffRecordings(const Recording& before, size_t before_type, const 
 }
 
 Profile ToProfile(const Recording& recording, size_t sample_type) {
+  return ToProfile(recording, sample_type, ReportFilter{sample_type, std::nullopt});
+}
+
+Profile ToProfile(const Recording& recording, size_t sample_type, const ReportFilter& filter) {
   Profile profile;
   std::vector<Frame> frames;
   for (const RecordedStack& stack : recording.stacks) {
     int64_t value = stack.values[sample_type];
-    if (value <= 0) continue;
+    if (value <= 0 || !filter.Keeps(recording, stack)) continue;
     frames.clear();
     for (size_t index : stack.frames) {
       const RecordedFrame& frame = recording.frames[index];

@@ -64,6 +64,17 @@ TEST(HtmlReportTest, EscapesNamesFromTheRecording) {
   EXPECT_EQ(HtmlEscape("a\"'<>&"), "a&quot;&#39;&lt;&gt;&amp;");
 }
 
+TEST(HtmlReportTest, FocusKeepsOnlyTheMatchingStacks) {
+  HtmlReportOptions options;
+  options.focus.emplace("^loop$");
+  std::ostringstream out;
+  ASSERT_TRUE(WriteHtmlReport(Folded(kProgram), options, out).ok());
+  std::string page = out.str();
+  EXPECT_THAT(page, HasSubstr("data-heaviest-line=\"loop (mm.py:12)\""));
+  EXPECT_THAT(page, Not(HasSubstr("data-function=\"mul\"")));
+  EXPECT_THAT(page, Not(HasSubstr("dgemm_")));  // nor in the flame graph
+}
+
 TEST(HtmlReportTest, DiffShowsBothFlameGraphsAndTheChanges) {
   Recording before = Folded("p (1);main (m.py:1);old (m.py:5) 10\n");
   Recording after = Folded("p (1);main (m.py:1);fresh (m.py:8) 10\n");
