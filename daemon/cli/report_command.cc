@@ -567,8 +567,9 @@ How a frame is told apart: pprof keeps it (a kernel mapping, a Python
 function's file, a native mapping's file); folded and speedscope keep only
 names, so there it follows pystrobe's names: "func (file:line)" is Python,
 "name_[k]" the kernel, "[...]" a marker ("[io wait]", "[native]"), a
-native frame in python*/libpython* ("python3.11+0x1f2a") or named Py*/_Py*
-is the interpreter's (counted as python), any other name native. A folded
+native frame in python*/libpython* ("python3.11+0x1f2a") or in CPython's
+API (_Py*, Py_*, PyObject_*, PyEval_*...) is the interpreter's (counted as
+python), any other name native. A folded
 --memory recording does not say it counts bytes: read its pprof file for the
 memory column.
 
