@@ -15,7 +15,11 @@ hot line per mode is known and timed by the program itself:
 - `report --html` and `diff --html` load in headless Chromium: the rendered
   DOM names the heaviest line and function, the flame graph's script ran,
   and a screenshot is not blank.
-Recording needs root and BPF (PYSTROBE_SKIP_BPF_TESTS=1 skips).
+- the daemon serves the same page for a recent window (`/` lists windows and
+  processes, `/profile?window=N&pid=P`), GET only, read in Chromium too;
+- a hand-written folded file goes through the columns, --dot and --html.
+Recording needs root and BPF (PYSTROBE_SKIP_BPF_TESTS=1 skips); the
+hand-written and bad-input tests need neither.
 """
 
 import collections
@@ -414,6 +418,48 @@ class DaemonPagesTest(BpfTestCase):
         self.assertFalse(png_is_blank(png), f"{png} is blank")
         index_dom = chromium_render.render_url_dom(f"{base}/")
         self.assertIn(f'data-pid="{busy.pid}"', index_dom)
+
+
+class HandWrittenFoldedTest(unittest.TestCase):
+    """No recording, no root: a folded file written here, as pystrobe names
+    frames, read through every view."""
+
+    FOLDED = ("[on-cpu];python3 (9);<module> (mm.py:6);python3.11+0x1f;libblas.so.3+0x40;dgemm_ 900\n"
+              "[on-cpu];python3 (9);<module> (mm.py:6);PyObject_Call 50\n"
+              "[on-cpu];python3 (9);<module> (mm.py:6);dgemm_;clear_page_erms_[k] 20\n"
+              "[off-cpu];python3 (9);<module> (mm.py:7);schedule_[k];[io wait] 30\n")
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="pystrobe-report-folded-")
+        self.addCleanup(self._tmp.cleanup)
+        self.path = os.path.join(self._tmp.name, "mm.folded")
+        with open(self.path, "w") as f:
+            f.write(self.FOLDED)
+
+    def test_columns_dot_and_html(self):
+        result = report_json(self, self.path, "--by", "line")
+        rows = {r["line"]: r for r in result["rows"] if r["file"] == "mm.py"}
+        self.assertEqual(result["rows"][0]["line"], 6)
+        self.assertAlmostEqual(column(rows[6], "native"), 0.90, places=6)
+        self.assertAlmostEqual(column(rows[6], "python"), 0.05, places=6)
+        self.assertAlmostEqual(column(rows[6], "system"), 0.02, places=6)
+        self.assertAlmostEqual(column(rows[7], "io_wait"), 0.03, places=6)
+        self.assertEqual(result["column_names"], ["python", "native", "system", "io_wait"])
+
+        returncode, dot, stderr, _ = run_pystrobe(["report", self.path, "--dot"])
+        self.assertEqual(returncode, 0, stderr)
+        if shutil.which("dot") is None:
+            self.fail("Graphviz's dot is missing (scripts/install-deps.sh installs graphviz)")
+        rendered = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True,
+                                  timeout=60)
+        self.assertEqual(rendered.returncode, 0, rendered.stderr)
+        self.assertIn("dgemm_", rendered.stdout)
+
+        page = os.path.join(self._tmp.name, "mm.html")
+        returncode, _, stderr, _ = run_pystrobe(["report", self.path, "--html", "-o", page])
+        self.assertEqual(returncode, 0, stderr)
+        with open(page, encoding="utf-8") as f:
+            self.assertIn('data-heaviest-line="&lt;module&gt; (mm.py:6)"', f.read())
 
 
 class BadInputTest(unittest.TestCase):
