@@ -234,15 +234,6 @@ std::string KeyJson(const ReportKey& key, ReportGrouping by) {
   return json;
 }
 
-// The columns with samples in them, in CostColumn's order.
-std::vector<CostColumn> ShownColumns(const ColumnValues& totals) {
-  std::vector<CostColumn> shown;
-  for (size_t c = 0; c < kCostColumns; ++c) {
-    if (totals[c] != 0) shown.push_back(static_cast<CostColumn>(c));
-  }
-  return shown;
-}
-
 std::string ColumnsHeader(const std::vector<CostColumn>& shown) {
   std::string out;
   for (CostColumn column : shown) absl::StrAppendFormat(&out, " %10s", CostColumnTitle(column));
@@ -337,7 +328,7 @@ std::string FlatText(const std::string& path, const LoadedRecording& loaded,
                           FormatValue(report.focused, unit),
                           100 * Share(report.focused, report.total));
   }
-  std::vector<CostColumn> shown = ShownColumns(report.columns);
+  std::vector<CostColumn> shown = ColumnsWithSamples(report.columns);
   absl::StrAppendFormat(&out, "\n\n%8s %12s %8s %12s%s  %s\n", "self%", "self", "total%", "total",
                         ColumnsHeader(shown),
                         options.table.by == ReportGrouping::kFile ? "file" : "function");
@@ -359,13 +350,13 @@ std::string FlatText(const std::string& path, const LoadedRecording& loaded,
 std::string FlatJson(const std::string& path, const LoadedRecording& loaded,
                      const ReportOptions& options, const FlatReport& report) {
   const RecordedSampleType& type = loaded.recording.sample_types[loaded.sample_type];
+  std::vector<CostColumn> shown = ColumnsWithSamples(report.columns);
   std::string out = absl::StrCat(
       "{\"file\":", JsonString(path), ",\"format\":", JsonString(loaded.recording.format),
       ",\"sample_type\":{\"type\":", JsonString(type.type), ",\"unit\":", JsonString(type.unit),
       "},\"total_samples\":", report.total, ",\"focused_samples\":", report.focused,
-      ",\"column_names\":", ColumnNamesJson(ShownColumns(report.columns)),
-      ColumnsJson(ShownColumns(report.columns), report.columns, report.total), ",\"rows\":[");
-  std::vector<CostColumn> shown = ShownColumns(report.columns);
+      ",\"column_names\":", ColumnNamesJson(shown),
+      ColumnsJson(shown, report.columns, report.total), ",\"rows\":[");
   size_t limit = RowLimit(options.table, report.rows.size());
   for (size_t i = 0; i < limit; ++i) {
     const ReportRow& row = report.rows[i];
@@ -422,7 +413,7 @@ std::string SourceText(const std::string& path, const LoadedRecording& loaded,
                        const SourceReport& report) {
   const std::string& unit = loaded.recording.sample_types[loaded.sample_type].unit;
   std::string out = Header(path, loaded, report.total);
-  std::vector<CostColumn> shown = ShownColumns(report.columns);
+  std::vector<CostColumn> shown = ColumnsWithSamples(report.columns);
   for (const SourceFile& file : report.files) {
     absl::StrAppendFormat(&out, "\n\n%s in %s: %s (%.2f%% of all)%s\n%8s%s %8s %6s\n",
                           file.function, file.file, FormatValue(file.function_total, unit),
@@ -455,13 +446,14 @@ std::string SourceJson(const SourceReport& report, const std::string& function) 
                     ",\"function_samples\":", file.function_total, ",\"lines\":[");
     for (size_t l = 0; l < file.lines.size(); ++l) {
       const SourceLine& line = file.lines[l];
-      absl::StrAppendFormat(&out,
-                            "%s\n{\"line\":%d,\"self\":%.6f,\"total\":%.6f,\"self_samples\":%d,"
-                            "\"total_samples\":%d%s,\"text\":%s}",
-                            l == 0 ? "" : ",", line.line, Share(line.self, report.total),
-                            Share(line.total, report.total), line.self, line.total,
-                            ColumnsJson(ShownColumns(report.columns), line.columns, report.total),
-                            line.text ? JsonString(*line.text) : "null");
+      absl::StrAppendFormat(
+          &out,
+          "%s\n{\"line\":%d,\"self\":%.6f,\"total\":%.6f,\"self_samples\":%d,"
+          "\"total_samples\":%d%s,\"text\":%s}",
+          l == 0 ? "" : ",", line.line, Share(line.self, report.total),
+          Share(line.total, report.total), line.self, line.total,
+          ColumnsJson(ColumnsWithSamples(report.columns), line.columns, report.total),
+          line.text ? JsonString(*line.text) : "null");
     }
     out.append("]}");
   }

@@ -69,14 +69,6 @@ std::string Percent(int64_t value, int64_t total) {
   return value == 0 ? "." : absl::StrFormat("%.2f%%", 100 * Share(value, total));
 }
 
-std::vector<CostColumn> ShownColumns(const ColumnValues& totals) {
-  std::vector<CostColumn> shown;
-  for (size_t c = 0; c < kCostColumns; ++c) {
-    if (totals[c] != 0) shown.push_back(static_cast<CostColumn>(c));
-  }
-  return shown;
-}
-
 // An inline SVG flame graph: the file FlameGraphSvgWriter writes, without
 // its XML declaration, which has no place inside HTML.
 absl::StatusOr<std::string> InlineSvg(const Profile& profile, const FlameGraphStyler& styler) {
@@ -116,7 +108,7 @@ std::string RowName(const ReportKey& key) {
 
 void WriteTable(std::string& out, const std::string& id, const std::string& row_class,
                 const FlatReport& report, size_t limit, const std::string& unit) {
-  std::vector<CostColumn> shown = ShownColumns(report.columns);
+  std::vector<CostColumn> shown = ColumnsWithSamples(report.columns);
   absl::StrAppend(&out, "<table id=\"", id, "\">\n<tr><th>self%</th><th>self</th><th></th>");
   for (CostColumn column : shown) absl::StrAppend(&out, "<th>", CostColumnTitle(column), "</th>");
   absl::StrAppend(&out, "<th>total%</th><th>total</th><th style=\"text-align:left\">",
@@ -150,7 +142,7 @@ void WriteTable(std::string& out, const std::string& id, const std::string& row_
 
 void WriteSource(std::string& out, const SourceReport& source, const std::string& function,
                  bool read_sources) {
-  std::vector<CostColumn> shown = ShownColumns(source.columns);
+  std::vector<CostColumn> shown = ColumnsWithSamples(source.columns);
   for (const SourceFile& file : source.files) {
     absl::StrAppendFormat(&out, "<h3>%s in %s: %s of all%s</h3>\n", HtmlEscape(file.function),
                           HtmlEscape(file.file), Percent(file.function_total, source.total),
@@ -251,7 +243,8 @@ absl::Status WriteHtmlReport(const Recording& recording, const HtmlReportOptions
   }
   absl::StrAppend(&page, "<h2>Flame graph</h2>\n<div class=\"flame\" id=\"flamegraph\">\n", *svg,
                   "</div>\n");
-  absl::StrAppend(&page, "<h2>Lines, heaviest first</h2>\n", Legend(ShownColumns(lines.columns)));
+  absl::StrAppend(&page, "<h2>Lines, heaviest first</h2>\n",
+                  Legend(ColumnsWithSamples(lines.columns)));
   WriteTable(page, "lines", "line-row", lines, options.rows, unit);
   page.append("<h2>Functions, heaviest first</h2>\n");
   WriteTable(page, "functions", "function-row", functions, options.rows, unit);

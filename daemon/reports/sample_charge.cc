@@ -67,6 +67,14 @@ const char* CostColumnTitle(CostColumn column) {
   }
 }
 
+std::vector<CostColumn> ColumnsWithSamples(const ColumnValues& totals) {
+  std::vector<CostColumn> shown;
+  for (size_t c = 0; c < kCostColumns; ++c) {
+    if (totals[c] != 0) shown.push_back(static_cast<CostColumn>(c));
+  }
+  return shown;
+}
+
 bool IsMemorySampleType(const RecordedSampleType& type) { return type.unit == "bytes"; }
 
 std::optional<SampleCharge> ChargeSample(const Recording& recording, const RecordedStack& stack,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "daemon/reports/recording_reader.h"
 
@@ -37,6 +38,10 @@ const char* CostColumnKey(CostColumn column);
 // The text table's header: "python", "native", "system", "io wait",
 // "sleep/lock", "runqueue", "gil wait", "other wait", "memory".
 const char* CostColumnTitle(CostColumn column);
+
+// The columns with samples in `totals`, in CostColumn's order: the ones a
+// table shows.
+std::vector<CostColumn> ColumnsWithSamples(const ColumnValues& totals);
 
 // Whether a sample type counts bytes (every sample is then memory).
 bool IsMemorySampleType(const RecordedSampleType& type);
