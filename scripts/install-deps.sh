@@ -9,7 +9,7 @@ packages=(
   # BPF: libbpf, bpftool for skeletons, BCC's symbolizer.
   libbpf-dev bpftool libbpfcc-dev libelf-dev zlib1g-dev
   # C++ libraries.
-  libabsl-dev libgtest-dev libgmock-dev libyaml-cpp-dev prometheus-cpp-dev
+  libabsl-dev libgtest-dev libgmock-dev libyaml-cpp-dev prometheus-cpp-dev libcivetweb-dev
   libprotobuf-dev protobuf-compiler
   # Push to a profile store over HTTPS (TLS, client certificates, proxies).
   libcurl4-openssl-dev
@@ -18,6 +18,8 @@ packages=(
   # decoders. python3-torch and python3-numpy: the heavy imports users time
   # (record --imports's e2e test imports them).
   python3 python3-yaml python3-numpy python3-torch chromium prometheus nodejs systemd
+  # Graphviz: `report --dot`'s e2e test renders the call graph with `dot -Tsvg`.
+  graphviz
   # The push tests' own certificate authority.
   openssl
   # A peer the allocation benchmark compares with (tests/bench/run_allocations_cost.py).

@@ -26,8 +26,10 @@
 #include "daemon/service/metrics_server.h"
 #include "daemon/service/metrics_snapshot.h"
 #include "daemon/service/profile_directory.h"
+#include "daemon/service/profile_pages.h"
 #include "daemon/service/profiling_session.h"
 #include "daemon/service/push_sink.h"
+#include "daemon/service/recent_windows.h"
 #include "daemon/service/sd_notify.h"
 #include "daemon/service/self_metrics.h"
 
@@ -165,6 +167,9 @@ class Daemon {
   DaemonArgs args_;
   DaemonConfig config_;
   std::shared_ptr<MetricsSnapshot> snapshot_ = std::make_shared<MetricsSnapshot>();
+  // The last windows, for the pages served beside /metrics.
+  std::shared_ptr<RecentWindows> recent_windows_ = std::make_shared<RecentWindows>();
+  std::shared_ptr<const ProfilePages> pages_ = std::make_shared<ProfilePages>(recent_windows_);
   std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<ProfileDirectory> profile_dir_;
   PushSink push_sink_;
@@ -180,8 +185,9 @@ class Daemon {
 };
 
 absl::Status Daemon::StartSession() {
-  absl::StatusOr<std::unique_ptr<ProfilingSession>> session = ProfilingSession::Start(
-      config_, {profile_dir_.get(), &push_sink_}, labels_.get(), next_sequence_);
+  absl::StatusOr<std::unique_ptr<ProfilingSession>> session =
+      ProfilingSession::Start(config_, {profile_dir_.get(), &push_sink_, recent_windows_.get()},
+                              labels_.get(), next_sequence_);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
   if (absl::Status s = wakeups_->Watch(session_->ring_buffer_fd()); !s.ok()) {
@@ -209,12 +215,12 @@ void Daemon::Reload() {
   if (next.exporters.prometheus.listen != config_.exporters.prometheus.listen) {
     metrics_server_.reset();  // free the old port first: the new one may be the same
     absl::StatusOr<std::unique_ptr<MetricsServer>> server =
-        MetricsServer::Start(next.exporters.prometheus.listen, snapshot_);
+        MetricsServer::Start(next.exporters.prometheus.listen, snapshot_, pages_);
     if (!server.ok()) {
       Log(absl::StrCat("SIGHUP: ", server.status().message(), "; keeping ",
                        config_.exporters.prometheus.listen));
       next.exporters.prometheus.listen = config_.exporters.prometheus.listen;
-      server = MetricsServer::Start(next.exporters.prometheus.listen, snapshot_);
+      server = MetricsServer::Start(next.exporters.prometheus.listen, snapshot_, pages_);
     }
     if (server.ok()) metrics_server_ = std::move(*server);
   }
@@ -322,7 +328,7 @@ int Daemon::Run() {
     return Fail("daemon", s);
   }
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
-      MetricsServer::Start(config_.exporters.prometheus.listen, snapshot_);
+      MetricsServer::Start(config_.exporters.prometheus.listen, snapshot_, pages_);
   if (!server.ok()) {
     return Fail("daemon", server.status());
   }

@@ -1,10 +1,13 @@
 #include "daemon/cli/report_command.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,9 +20,12 @@
 #include "absl/strings/string_view.h"
 #include "daemon/cli/exit_status.h"
 #include "daemon/cli/flag_cursor.h"
+#include "daemon/reports/call_graph_dot.h"
 #include "daemon/reports/flat_report.h"
+#include "daemon/reports/html_report.h"
 #include "daemon/reports/recording_diff.h"
 #include "daemon/reports/recording_reader.h"
+#include "daemon/reports/sample_charge.h"
 #include "exporters/json_string.h"
 
 namespace pystrobe {
@@ -45,6 +51,10 @@ struct ReportOptions {
   std::optional<std::string> source;
   std::optional<std::string> callers;
   std::optional<std::string> callees;
+  std::optional<std::string> output;  // -o: where --dot or --html goes (stdout when unset)
+  bool dot = false;
+  bool html = false;
+  CallGraphOptions graph;
   bool help = false;
 };
 
@@ -52,7 +62,8 @@ struct DiffOptions {
   TableOptions table;
   std::string before;
   std::string after;
-  std::optional<std::string> svg;
+  std::optional<std::string> svg;  // -o: the differential SVG, or with --html the page
+  bool html = false;
   bool help = false;
 };
 
@@ -105,8 +116,25 @@ absl::StatusOr<ReportOptions> ParseReportOptions(const std::vector<std::string>&
       if (!table->ok()) return *table;
       continue;
     }
+    if ((flag == "--dot" || flag == "--html") && !flags.HadInlineValue()) {
+      (flag == "--dot" ? options.dot : options.html) = true;
+      continue;
+    }
+    if (flag == "--node-threshold" || flag == "--edge-threshold") {
+      absl::StatusOr<std::string> value = flags.Value(flag);
+      if (!value.ok()) return value.status();
+      double percent = 0;
+      if (!absl::SimpleAtod(*value, &percent) || percent < 0 || percent > 100) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, " takes a percentage from 0 to 100, not '", *value, "'"));
+      }
+      (flag == "--node-threshold" ? options.graph.node_threshold : options.graph.edge_threshold) =
+          percent / 100;
+      continue;
+    }
     std::optional<std::string>* target = nullptr;
     if (flag == "--focus") target = &options.focus;
+    if (flag == "-o" || flag == "--output") target = &options.output;
     if (flag == "--source") target = &options.source;
     if (flag == "--callers") target = &options.callers;
     if (flag == "--callees") target = &options.callees;
@@ -135,6 +163,16 @@ absl::StatusOr<ReportOptions> ParseReportOptions(const std::vector<std::string>&
   if (views > 1) {
     return absl::InvalidArgumentError("--source, --callers and --callees: one at a time");
   }
+  if (options.dot + options.html + (views > 0) > 1) {
+    return absl::InvalidArgumentError(
+        "--dot, --html and --source/--callers/--callees: one at a time");
+  }
+  if ((options.dot || options.html) && options.table.json) {
+    return absl::InvalidArgumentError("--json is a table's form; --dot and --html are not tables");
+  }
+  if (options.output && !options.dot && !options.html) {
+    return absl::InvalidArgumentError("-o is where --dot or --html is written; give one of them");
+  }
   return options;
 }
 
@@ -152,6 +190,8 @@ absl::StatusOr<DiffOptions> ParseDiffOptions(const std::vector<std::string>& arg
       absl::StatusOr<std::string> value = flags.NonEmptyValue(flag);
       if (!value.ok()) return value.status();
       options.svg = *value;
+    } else if (flag == "--html" && !flags.HadInlineValue()) {
+      options.html = true;
     } else if ((flag == "-h" || flag == "--help") && !flags.HadInlineValue()) {
       options.help = true;
     } else if (flag.starts_with("-") && flag != "-") {
@@ -167,23 +207,14 @@ absl::StatusOr<DiffOptions> ParseDiffOptions(const std::vector<std::string>& arg
   }
   options.before = files[0];
   options.after = files[1];
+  if (options.html && !options.svg) {
+    return absl::InvalidArgumentError("--html writes a page: give -o FILE.html");
+  }
   return options;
 }
 
-// A value in its unit, as a person reads it.
 std::string FormatValue(int64_t value, absl::string_view unit) {
-  double v = static_cast<double>(value);
-  if (unit == "nanoseconds") return absl::StrFormat("%.3fs", v / 1e9);
-  if (unit == "microseconds") return absl::StrFormat("%.3fs", v / 1e6);
-  if (unit == "milliseconds") return absl::StrFormat("%.3fs", v / 1e3);
-  if (unit == "seconds") return absl::StrFormat("%ds", value);
-  if (unit == "bytes") {
-    if (value >= (int64_t{1} << 30)) return absl::StrFormat("%.1fGiB", v / (1 << 30));
-    if (value >= (int64_t{1} << 20)) return absl::StrFormat("%.1fMiB", v / (1 << 20));
-    if (value >= (int64_t{1} << 10)) return absl::StrFormat("%.1fKiB", v / (1 << 10));
-    return absl::StrFormat("%dB", value);
-  }
-  return absl::StrCat(value);
+  return FormatSampleValue(value, std::string_view(unit.data(), unit.size()));
 }
 
 double Share(int64_t value, int64_t total) {
@@ -201,6 +232,50 @@ std::string KeyJson(const ReportKey& key, ReportGrouping by) {
       absl::StrCat("\"function\":", JsonString(key.function), ",\"file\":", JsonString(key.file));
   if (by == ReportGrouping::kLine) absl::StrAppend(&json, ",\"line\":", key.line);
   return json;
+}
+
+std::string ColumnsHeader(const std::vector<CostColumn>& shown) {
+  std::string out;
+  for (CostColumn column : shown) absl::StrAppendFormat(&out, " %10s", CostColumnTitle(column));
+  return out;
+}
+
+// Each shown column's share of all samples; blank where it has none.
+std::string ColumnsText(const std::vector<CostColumn>& shown, const ColumnValues& values,
+                        int64_t total) {
+  std::string out;
+  for (CostColumn column : shown) {
+    int64_t value = values[static_cast<size_t>(column)];
+    if (value == 0) {
+      absl::StrAppendFormat(&out, " %10s", ".");
+    } else {
+      absl::StrAppendFormat(&out, " %9.2f%%", 100 * Share(value, total));
+    }
+  }
+  return out;
+}
+
+// ,"columns":{"python":0.5,...},"column_samples":{"python":10,...}
+std::string ColumnsJson(const std::vector<CostColumn>& shown, const ColumnValues& values,
+                        int64_t total) {
+  std::string shares;
+  std::string samples;
+  for (CostColumn column : shown) {
+    const char* key = CostColumnKey(column);
+    int64_t value = values[static_cast<size_t>(column)];
+    absl::StrAppendFormat(&shares, "%s\"%s\":%.6f", shares.empty() ? "" : ",", key,
+                          Share(value, total));
+    absl::StrAppendFormat(&samples, "%s\"%s\":%d", samples.empty() ? "" : ",", key, value);
+  }
+  return absl::StrCat(",\"columns\":{", shares, "},\"column_samples\":{", samples, "}");
+}
+
+std::string ColumnNamesJson(const std::vector<CostColumn>& shown) {
+  std::string out = "[";
+  for (size_t i = 0; i < shown.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ",", "\"", CostColumnKey(shown[i]), "\"");
+  }
+  return out + "]";
 }
 
 size_t RowLimit(const TableOptions& options, size_t rows) {
@@ -253,14 +328,17 @@ std::string FlatText(const std::string& path, const LoadedRecording& loaded,
                           FormatValue(report.focused, unit),
                           100 * Share(report.focused, report.total));
   }
-  absl::StrAppendFormat(&out, "\n\n%8s %12s %8s %12s  %s\n", "self%", "self", "total%", "total",
+  std::vector<CostColumn> shown = ColumnsWithSamples(report.columns);
+  absl::StrAppendFormat(&out, "\n\n%8s %12s %8s %12s%s  %s\n", "self%", "self", "total%", "total",
+                        ColumnsHeader(shown),
                         options.table.by == ReportGrouping::kFile ? "file" : "function");
   size_t limit = RowLimit(options.table, report.rows.size());
   for (size_t i = 0; i < limit; ++i) {
     const ReportRow& row = report.rows[i];
-    absl::StrAppendFormat(&out, "%7.2f%% %12s %7.2f%% %12s  %s\n",
+    absl::StrAppendFormat(&out, "%7.2f%% %12s %7.2f%% %12s%s  %s\n",
                           100 * Share(row.self, report.total), FormatValue(row.self, unit),
                           100 * Share(row.total, report.total), FormatValue(row.total, unit),
+                          ColumnsText(shown, row.columns, report.total),
                           KeyText(row.key, options.table.by));
   }
   if (limit < report.rows.size()) {
@@ -272,19 +350,22 @@ std::string FlatText(const std::string& path, const LoadedRecording& loaded,
 std::string FlatJson(const std::string& path, const LoadedRecording& loaded,
                      const ReportOptions& options, const FlatReport& report) {
   const RecordedSampleType& type = loaded.recording.sample_types[loaded.sample_type];
+  std::vector<CostColumn> shown = ColumnsWithSamples(report.columns);
   std::string out = absl::StrCat(
       "{\"file\":", JsonString(path), ",\"format\":", JsonString(loaded.recording.format),
       ",\"sample_type\":{\"type\":", JsonString(type.type), ",\"unit\":", JsonString(type.unit),
-      "},\"total_samples\":", report.total, ",\"focused_samples\":", report.focused, ",\"rows\":[");
+      "},\"total_samples\":", report.total, ",\"focused_samples\":", report.focused,
+      ",\"column_names\":", ColumnNamesJson(shown),
+      ColumnsJson(shown, report.columns, report.total), ",\"rows\":[");
   size_t limit = RowLimit(options.table, report.rows.size());
   for (size_t i = 0; i < limit; ++i) {
     const ReportRow& row = report.rows[i];
     absl::StrAppendFormat(&out,
                           "%s\n{%s,\"self\":%.6f,\"total\":%.6f,\"self_samples\":%d,"
-                          "\"total_samples\":%d}",
+                          "\"total_samples\":%d%s}",
                           i == 0 ? "" : ",", KeyJson(row.key, options.table.by),
                           Share(row.self, report.total), Share(row.total, report.total), row.self,
-                          row.total);
+                          row.total, ColumnsJson(shown, row.columns, report.total));
   }
   out.append("]}\n");
   return out;
@@ -332,17 +413,21 @@ std::string SourceText(const std::string& path, const LoadedRecording& loaded,
                        const SourceReport& report) {
   const std::string& unit = loaded.recording.sample_types[loaded.sample_type].unit;
   std::string out = Header(path, loaded, report.total);
+  std::vector<CostColumn> shown = ColumnsWithSamples(report.columns);
   for (const SourceFile& file : report.files) {
-    absl::StrAppendFormat(
-        &out, "\n\n%s in %s: %s (%.2f%% of all)%s\n%8s %8s %6s\n", file.function, file.file,
-        FormatValue(file.function_total, unit), 100 * Share(file.function_total, report.total),
-        file.resolved.empty() ? "; source not found, lines only" : "", "self%", "total%", "line");
+    absl::StrAppendFormat(&out, "\n\n%s in %s: %s (%.2f%% of all)%s\n%8s%s %8s %6s\n",
+                          file.function, file.file, FormatValue(file.function_total, unit),
+                          100 * Share(file.function_total, report.total),
+                          file.resolved.empty() ? "; source not found, lines only" : "", "self%",
+                          ColumnsHeader(shown), "total%", "line");
     for (const SourceLine& line : file.lines) {
       std::string self =
           line.self > 0 ? absl::StrFormat("%.2f%%", 100 * Share(line.self, report.total)) : "";
       std::string total =
           line.total > 0 ? absl::StrFormat("%.2f%%", 100 * Share(line.total, report.total)) : "";
-      absl::StrAppendFormat(&out, "%8s %8s %6d  %s\n", self, total, line.line,
+      std::string columns = line.self > 0 ? ColumnsText(shown, line.columns, report.total)
+                                          : std::string(11 * shown.size(), ' ');
+      absl::StrAppendFormat(&out, "%8s%s %8s %6d  %s\n", self, columns, total, line.line,
                             line.text.value_or(""));
     }
   }
@@ -361,12 +446,14 @@ std::string SourceJson(const SourceReport& report, const std::string& function) 
                     ",\"function_samples\":", file.function_total, ",\"lines\":[");
     for (size_t l = 0; l < file.lines.size(); ++l) {
       const SourceLine& line = file.lines[l];
-      absl::StrAppendFormat(&out,
-                            "%s\n{\"line\":%d,\"self\":%.6f,\"total\":%.6f,\"self_samples\":%d,"
-                            "\"total_samples\":%d,\"text\":%s}",
-                            l == 0 ? "" : ",", line.line, Share(line.self, report.total),
-                            Share(line.total, report.total), line.self, line.total,
-                            line.text ? JsonString(*line.text) : "null");
+      absl::StrAppendFormat(
+          &out,
+          "%s\n{\"line\":%d,\"self\":%.6f,\"total\":%.6f,\"self_samples\":%d,"
+          "\"total_samples\":%d%s,\"text\":%s}",
+          l == 0 ? "" : ",", line.line, Share(line.self, report.total),
+          Share(line.total, report.total), line.self, line.total,
+          ColumnsJson(ColumnsWithSamples(report.columns), line.columns, report.total),
+          line.text ? JsonString(*line.text) : "null");
     }
     out.append("]}");
   }
@@ -418,16 +505,65 @@ std::string DiffJson(const DiffOptions& options, const RecordingDiff& diff) {
   return out;
 }
 
+// Writes what `write` makes to `path`, or to stdout without one; a
+// message on stderr says why not, naming the command and the file.
+bool WriteTo(const std::optional<std::string>& path, absl::string_view command,
+             const std::function<absl::Status(std::ostream&)>& write) {
+  if (!path) {
+    std::ostringstream text;
+    absl::Status written = write(text);
+    if (!written.ok()) {
+      fprintf(stderr, "pystrobe %s: %s\n", std::string(command).c_str(),
+              std::string(written.message()).c_str());
+      return false;
+    }
+    return Print(text.str());
+  }
+  std::ofstream out(*path, std::ios::binary | std::ios::trunc);
+  absl::Status written = out ? write(out) : absl::PermissionDeniedError("cannot open for writing");
+  if (written.ok()) {
+    out.close();
+    if (!out) written = absl::DataLossError("write failed");
+  }
+  if (!written.ok()) {
+    fprintf(stderr, "pystrobe %s: %s: %s\n", std::string(command).c_str(), path->c_str(),
+            std::string(written.message()).c_str());
+    return false;
+  }
+  fprintf(stderr, "pystrobe %s: wrote %s\n", std::string(command).c_str(), path->c_str());
+  return true;
+}
+
 }  // namespace
 
 const char* ReportUsage() {
-  return R"(usage: pystrobe report FILE [options]
+  return R"usage(usage: pystrobe report FILE [options]
 
 Reads a recording pystrobe wrote (folded, pprof .pb.gz or speedscope; the
 format is told from the content) and prints where the samples went, heaviest
-first: each function's self share (samples where it was running, pstats'
-tottime) and total share (samples with it anywhere on the stack, cumtime),
-with the samples (or seconds, bytes for other sample types). No root needed.
+first. No root needed.
+
+Each sample is charged to the innermost Python line on its stack (to its
+leaf frame when the stack has no Python: another process), so the Python
+line that called numpy's dgemm_ is the row, not dgemm_. A row's self share is
+what was charged to it, split into columns by where that time went:
+  python      the interpreter running the line (and CPython's own C code)
+  native      C extensions, BLAS, libc... called from the line
+  system      the kernel, on CPU, on behalf of the line
+  io wait, sleep/lock, runqueue, gil wait, other wait
+              off CPU and why (recordings made with --off-cpu)
+  memory      bytes (--memory, --allocations recordings)
+The columns sum to the self share; only columns with samples are shown. The
+total share counts samples with the row anywhere on the stack (cumtime).
+How a frame is told apart: pprof keeps it (a kernel mapping, a Python
+function's file, a native mapping's file); folded and speedscope keep only
+names, so there it follows pystrobe's names: "func (file:line)" is Python,
+"name_[k]" the kernel, "[...]" a marker ("[io wait]", "[native]"), a
+native frame in python*/libpython* ("python3.11+0x1f2a") or in CPython's
+API (_Py*, Py_*, PyObject_*, PyEval_*...) is the interpreter's (counted as
+python), any other name native. A folded
+--memory recording does not say it counts bytes: read its pprof file for the
+memory column.
 
 Options:
   --by function|line|file  one row per function (default), per source line
@@ -438,19 +574,35 @@ Options:
                            matches; shares stay shares of the whole recording
   --sample-type TYPE       which of a pprof file's values to count (e.g. cpu,
                            samples, wall, off_cpu; default: the file's default)
-  --source FUNCTION        FUNCTION's source lines, each with its share, read from
-                           the file when it is found (as recorded, or beside FILE)
+  --source FUNCTION        FUNCTION's source lines, each with its share and
+                           columns, read from the file when it is found (as
+                           recorded, or beside FILE)
   --callers FUNCTION       who called FUNCTION, and with what share of its samples
   --callees FUNCTION       what FUNCTION called, and [self] for its own time
                            (FUNCTION: a name as in the table, or FILE:NAME)
   --json                   one JSON object instead of the table:
-                           {"total_samples", "rows": [{"function", "file", "line"
-                            (with --by line), "self", "total", "self_samples",
-                            "total_samples"}]}, shares as fractions of all samples
+                           {"total_samples", "column_names", "columns",
+                            "rows": [{"function", "file", "line" (with --by line),
+                            "self", "total", "self_samples", "total_samples",
+                            "columns": {"python": share, ...},
+                            "column_samples": {"python": samples, ...}}]},
+                           shares as fractions of all samples
+  --dot                    the call graph as Graphviz dot (gprof2dot's picture:
+                           render with `dot -Tsvg`): a node per function with
+                           its total and self (leaf) shares, an edge per call
+                           with the share of samples through it, coloured from
+                           blue (little) to red (much)
+  --node-threshold PCT     --dot: leave out functions under PCT% (default 0.5)
+  --edge-threshold PCT     --dot: leave out calls under PCT% (default 0.1)
+  --html                   one self-contained HTML page (nothing fetched): the
+                           flame graph, the lines and functions with their
+                           columns, the source of the heaviest functions
+  -o, --output FILE        where --dot or --html is written (default: stdout)
   -h, --help               this text
 
-Exit status: 0 printed, 2 bad flags or a file that is missing or not a recording.
-)";
+Exit status: 0 printed, 1 the output could not be written, 2 bad flags or a
+file that is missing or not a recording.
+)usage";
 }
 
 const char* DiffUsage() {
@@ -466,6 +618,9 @@ Options:
                            red where a stack's share grew, blue where it shrank,
                            deeper for bigger changes (stacks only in BEFORE are
                            in the table, not the graph)
+  --html                   with -o FILE.html: one self-contained HTML page
+                           instead: the two flame graphs side by side, the
+                           differential one and the table of changes
   --by function|line|file  one row per function (default), line or file
   --sort self|total        order by the change of self (default) or total
   --top N                  rows shown (default 30; 0 for all; --json: all)
@@ -477,7 +632,7 @@ Options:
                             "before_self_samples", ...}]}, shares as fractions
   -h, --help               this text
 
-Exit status: 0 printed, 1 the SVG could not be written, 2 bad flags or a file
+Exit status: 0 printed, 1 the SVG or page could not be written, 2 bad flags or a file
 that is missing or not a recording.
 )";
 }
@@ -534,6 +689,31 @@ int RunReportCommand(const std::vector<std::string>& args) {
                : kExitFailure;
   }
 
+  if (options.dot) {
+    CallGraph graph = BuildCallGraph(recording, filter, options.graph);
+    const RecordedSampleType& type = recording.sample_types[filter.sample_type];
+    std::string title = absl::StrCat("pystrobe: ", options.file, " (", type.type, ")");
+    return WriteTo(options.output, "report",
+                   [&](std::ostream& out) {
+                     out << CallGraphDot(graph, type.unit, title);
+                     return out ? absl::OkStatus() : absl::DataLossError("write failed");
+                   })
+               ? kExitOk
+               : kExitFailure;
+  }
+  if (options.html) {
+    HtmlReportOptions html;
+    html.title = options.file;
+    html.sample_type = filter.sample_type;
+    html.focus = filter.focus;
+    if (options.table.top) html.rows = *options.table.top == 0 ? SIZE_MAX : *options.table.top;
+    html.source_dirs = {std::filesystem::path(options.file).parent_path().string()};
+    return WriteTo(options.output, "report",
+                   [&](std::ostream& out) { return WriteHtmlReport(recording, html, out); })
+               ? kExitOk
+               : kExitFailure;
+  }
+
   FlatReport report = BuildFlatReport(recording, filter, options.table.by, options.table.sort);
   return Print(options.table.json ? FlatJson(options.file, *loaded, options, report)
                                   : FlatText(options.file, *loaded, options, report))
@@ -554,6 +734,20 @@ int RunDiffCommand(const std::vector<std::string>& args) {
   absl::StatusOr<LoadedRecording> after = Load(options.after, options.table.sample_type);
   if (!after.ok()) return UsageError("diff", after.status());
 
+  if (options.html) {
+    HtmlDiffOptions html;
+    html.before_name = options.before;
+    html.after_name = options.after;
+    html.before_type = before->sample_type;
+    html.after_type = after->sample_type;
+    if (options.table.top) html.rows = *options.table.top == 0 ? SIZE_MAX : *options.table.top;
+    return WriteTo(options.svg, "diff",
+                   [&](std::ostream& out) {
+                     return WriteHtmlDiff(before->recording, after->recording, html, out);
+                   })
+               ? kExitOk
+               : kExitFailure;
+  }
   RecordingDiff diff = DiffRecordings(before->recording, before->sample_type, after->recording,
                                       after->sample_type, options.table.by, options.table.sort);
   if (options.svg) {

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace pystrobe {
 namespace {
@@ -90,6 +91,21 @@ absl::StatusOr<ReportSort> ParseReportSort(std::string_view text) {
       absl::StrCat("--sort takes self or total, not '", std::string(text), "'"));
 }
 
+std::string FormatSampleValue(int64_t value, std::string_view unit) {
+  double v = static_cast<double>(value);
+  if (unit == "nanoseconds") return absl::StrFormat("%.3fs", v / 1e9);
+  if (unit == "microseconds") return absl::StrFormat("%.3fs", v / 1e6);
+  if (unit == "milliseconds") return absl::StrFormat("%.3fs", v / 1e3);
+  if (unit == "seconds") return absl::StrFormat("%ds", value);
+  if (unit == "bytes") {
+    if (value >= (int64_t{1} << 30)) return absl::StrFormat("%.1fGiB", v / (1 << 30));
+    if (value >= (int64_t{1} << 20)) return absl::StrFormat("%.1fMiB", v / (1 << 20));
+    if (value >= (int64_t{1} << 10)) return absl::StrFormat("%.1fKiB", v / (1 << 10));
+    return absl::StrFormat("%dB", value);
+  }
+  return absl::StrCat(value);
+}
+
 ReportKey KeyOf(const RecordedFrame& frame, ReportGrouping by) {
   switch (by) {
     case ReportGrouping::kFunction:
@@ -137,18 +153,23 @@ FlatReport BuildFlatReport(const Recording& recording, const ReportFilter& filte
     if (inserted) report.rows.push_back({it->first, 0, 0});
     row_of_frame.push_back(it->second);
   }
+  const bool memory = IsMemorySampleType(recording.sample_types[filter.sample_type]);
   absl::flat_hash_set<size_t> seen;
   for (const RecordedStack& stack : recording.stacks) {
     int64_t value = stack.values[filter.sample_type];
     if (value == 0 || !filter.Keeps(recording, stack)) continue;
     report.focused += value;
-    if (stack.frames.empty()) continue;
+    std::optional<SampleCharge> charge = ChargeSample(recording, stack, memory);
+    if (!charge) continue;
     // A recursive function counts once in the stack's total.
     seen.clear();
     for (size_t index : stack.frames) {
       if (seen.insert(row_of_frame[index]).second) report.rows[row_of_frame[index]].total += value;
     }
-    report.rows[row_of_frame[stack.frames.back()]].self += value;
+    ReportRow& charged = report.rows[row_of_frame[stack.frames[charge->position]]];
+    charged.self += value;
+    charged.columns[static_cast<size_t>(charge->column)] += value;
+    report.columns[static_cast<size_t>(charge->column)] += value;
   }
   std::erase_if(report.rows, [](const ReportRow& row) { return row.total == 0; });
   SortRows(report.rows, sort);
@@ -202,7 +223,7 @@ CallGraphReport BuildCallGraphReport(const Recording& recording, const ReportFil
 
 SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& filter,
                                std::string_view function,
-                               const std::vector<std::string>& search_dirs) {
+                               const std::vector<std::string>& search_dirs, bool read_sources) {
   SourceReport report;
   report.total = recording.Total(filter.sample_type);
   // (function, file) -> line -> samples.
@@ -210,9 +231,11 @@ SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& f
   std::map<std::pair<std::string, std::string>, int64_t> file_totals;
   std::set<std::pair<std::string, std::string>> files_seen;
   std::set<std::tuple<std::string, std::string, int64_t>> lines_seen;
+  const bool memory = IsMemorySampleType(recording.sample_types[filter.sample_type]);
   for (const RecordedStack& stack : recording.stacks) {
     int64_t value = stack.values[filter.sample_type];
     if (value == 0 || !filter.Keeps(recording, stack)) continue;
+    std::optional<SampleCharge> charge = ChargeSample(recording, stack, memory);
     files_seen.clear();
     lines_seen.clear();
     for (size_t at = 0; at < stack.frames.size(); ++at) {
@@ -222,7 +245,11 @@ SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& f
       SourceLine& line = by_file[id][frame.line];
       line.line = frame.line;
       if (lines_seen.emplace(frame.function, frame.file, frame.line).second) line.total += value;
-      if (at + 1 == stack.frames.size()) line.self += value;
+      if (charge && at == charge->position) {
+        line.self += value;
+        line.columns[static_cast<size_t>(charge->column)] += value;
+        report.columns[static_cast<size_t>(charge->column)] += value;
+      }
       if (files_seen.insert(id).second) file_totals[id] += value;
     }
   }
@@ -231,7 +258,7 @@ SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& f
     file.function = id.first;
     file.file = id.second;
     file.function_total = file_totals[id];
-    file.resolved = ResolveSource(file.file, search_dirs);
+    if (read_sources) file.resolved = ResolveSource(file.file, search_dirs);
     std::vector<std::string> source;
     if (!file.resolved.empty()) source = ReadLines(file.resolved);
     int64_t first = lines.begin()->first;
@@ -241,7 +268,7 @@ SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& f
     if (whole && last - first <= kMaxSourceSpan) {
       for (int64_t n = first; n <= last; ++n) {
         auto it = lines.find(n);
-        SourceLine line = it != lines.end() ? it->second : SourceLine{n, 0, 0, std::nullopt};
+        SourceLine line = it != lines.end() ? it->second : SourceLine{n, 0, 0, {}, std::nullopt};
         line.text = source[n - 1];
         file.lines.push_back(std::move(line));
       }

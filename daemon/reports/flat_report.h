@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/reports/recording_reader.h"
+#include "daemon/reports/sample_charge.h"
 
 namespace pystrobe {
 
@@ -41,10 +42,20 @@ inline constexpr std::string_view kNoFile = "[no file]";
 
 ReportKey KeyOf(const RecordedFrame& frame, ReportGrouping by);
 
+// A value in its unit ("nanoseconds", "bytes", "count"...) as a person
+// reads it: "1.250s", "3.4MiB", "120".
+std::string FormatSampleValue(int64_t value, std::string_view unit);
+
+// A row's self samples are the samples charged to it (see ChargeSample):
+// those whose innermost Python frame is in it, or, in stacks without Python
+// frames, whose leaf is. So the native function a Python line called has
+// total but no self in a Python program; the line has the self, split into
+// columns by where the time went.
 struct ReportRow {
   ReportKey key;
-  int64_t self = 0;   // in stacks where it is the leaf
-  int64_t total = 0;  // in stacks that hold it, once per stack however deep it recurses
+  int64_t self = 0;        // charged to it; the sum of `columns`
+  int64_t total = 0;       // in stacks that hold it, once per stack however deep it recurses
+  ColumnValues columns{};  // self, by where the time went
 };
 
 // Which samples a view counts.
@@ -61,6 +72,7 @@ struct FlatReport {
   int64_t total = 0;            // all samples of the sample type: what shares divide by
   int64_t focused = 0;          // the samples the filter kept
   std::vector<ReportRow> rows;  // heaviest first, by the sort asked for
+  ColumnValues columns{};       // the kept samples by column: which columns to show
 };
 
 FlatReport BuildFlatReport(const Recording& recording, const ReportFilter& filter,
@@ -94,8 +106,9 @@ CallGraphReport BuildCallGraphReport(const Recording& recording, const ReportFil
 // source text where the file can be read.
 struct SourceLine {
   int64_t line = 0;
-  int64_t self = 0;
+  int64_t self = 0;  // charged to the line, as ReportRow's self
   int64_t total = 0;
+  ColumnValues columns{};
   std::optional<std::string> text;  // unset when the file could not be read
 };
 struct SourceFile {
@@ -107,13 +120,18 @@ struct SourceFile {
 };
 struct SourceReport {
   int64_t total = 0;
+  ColumnValues columns{};         // over the lines shown
   std::vector<SourceFile> files;  // heaviest first
 };
 // Relative file names are looked for as given, then under each of
-// `search_dirs` (the recording's directory).
+// `search_dirs` (the recording's directory). With `read_sources` false no
+// file is opened (the lines come without text): for a reader with more
+// rights than whoever gave the file names, as the daemon serving a page
+// (a process names its own code's files, and could name any file).
 SourceReport BuildSourceReport(const Recording& recording, const ReportFilter& filter,
                                std::string_view function,
-                               const std::vector<std::string>& search_dirs);
+                               const std::vector<std::string>& search_dirs,
+                               bool read_sources = true);
 
 }  // namespace pystrobe
 

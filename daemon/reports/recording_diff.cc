@@ -15,16 +15,23 @@
 namespace pystrobe {
 namespace {
 
-constexpr std::string_view kKernelSuffix = "_[k]";
-
 double Share(int64_t value, int64_t total) {
   return total == 0 ? 0.0 : static_cast<double>(value) / static_cast<double>(total);
 }
 
+// The flame graph's palette for the kind the reader found.
 FrameKind KindOf(const RecordedFrame& frame) {
-  if (!frame.file.empty()) return FrameKind::kPython;
-  if (frame.function.ends_with(kKernelSuffix)) return FrameKind::kKernel;
-  if (frame.function.starts_with('[')) return FrameKind::kMarker;
+  switch (frame.kind) {
+    case RecordedFrameKind::kPython:
+      return FrameKind::kPython;
+    case RecordedFrameKind::kKernel:
+      return FrameKind::kKernel;
+    case RecordedFrameKind::kMarker:
+      return FrameKind::kMarker;
+    case RecordedFrameKind::kInterpreter:
+    case RecordedFrameKind::kNative:
+      break;
+  }
   return FrameKind::kNative;
 }
 
@@ -123,11 +130,15 @@ RecordingDiff DiffRecordings(const Recording& before, size_t before_type, const 
 }
 
 Profile ToProfile(const Recording& recording, size_t sample_type) {
+  return ToProfile(recording, sample_type, ReportFilter{sample_type, std::nullopt});
+}
+
+Profile ToProfile(const Recording& recording, size_t sample_type, const ReportFilter& filter) {
   Profile profile;
   std::vector<Frame> frames;
   for (const RecordedStack& stack : recording.stacks) {
     int64_t value = stack.values[sample_type];
-    if (value <= 0) continue;
+    if (value <= 0 || !filter.Keeps(recording, stack)) continue;
     frames.clear();
     for (size_t index : stack.frames) {
       const RecordedFrame& frame = recording.frames[index];

@@ -41,6 +41,8 @@ RecordingDiff DiffRecordings(const Recording& before, size_t before_type, const 
 // The recording's stacks as a Profile of one sample type, frames named as
 // in folded stacks, for the flame graph writer.
 Profile ToProfile(const Recording& recording, size_t sample_type);
+// The same, of the stacks `filter` keeps (its sample type is `sample_type`).
+Profile ToProfile(const Recording& recording, size_t sample_type, const ReportFilter& filter);
 
 // A flame graph of AFTER in which each frame is red where its stack's share
 // grew since BEFORE, blue where it shrank, white where it stayed, deeper

@@ -96,10 +96,45 @@ RecordedFrame FrameFromName(std::string_view name) {
     bool file_like = python->file.find(',') == std::string_view::npos &&
                      python->file.find("::") == std::string_view::npos;
     if (file_like) {
-      return {std::string(python->qualname), std::string(python->file), python->line};
+      return {std::string(python->qualname), std::string(python->file), python->line,
+              RecordedFrameKind::kPython};
     }
   }
-  return {std::string(name), "", 0};
+  RecordedFrame frame{std::string(name), "", 0};
+  frame.kind = ClassifyFrame(frame);
+  return frame;
+}
+
+// "python3.11", "python3.12d", "libpython3.12.so.1.0": the interpreter's own files.
+bool IsInterpreterModule(std::string_view module) {
+  module = module.substr(module.rfind('/') + 1);
+  if (module.starts_with("lib")) module.remove_prefix(3);
+  return module.starts_with("python");
+}
+
+// CPython's own C functions: its internals ("_PyEval_EvalFrameDefault"),
+// "Py_*", and the C API's namespaces ("PyObject_Call"). Extensions name
+// their own APIs alike ("PyArray_*" is numpy's), hence a list, not "Py*".
+bool IsInterpreterSymbol(std::string_view name) {
+  if (name.starts_with("_Py") || name.starts_with("Py_")) return true;
+  static constexpr std::string_view kApiNamespaces[] = {
+      "Object",    "Eval",        "List",     "Dict",      "Long",       "Number",
+      "Type",      "Unicode",     "Tuple",    "Frame",     "Code",       "Mem",
+      "GC",        "Run",         "Import",   "Err",       "Float",      "Bytes",
+      "ByteArray", "Sequence",    "Iter",     "CFunction", "Vectorcall", "Thread",
+      "GILState",  "Module",      "Set",      "Slice",     "Arg",        "Method",
+      "Cell",      "Gen",         "Coro",     "Capsule",   "Bool",       "Complex",
+      "Weakref",   "Interpreter", "Mapping",  "Buffer",    "OS",         "StructSequence",
+      "Exception", "Function",    "Instance", "Callable",  "Context",    "Marshal",
+      "Sys"};
+  if (!name.starts_with("Py")) return false;
+  std::string_view rest = name.substr(2);
+  for (std::string_view space : kApiNamespaces) {
+    if (rest.starts_with(space) && rest.size() > space.size() && rest[space.size()] == '_') {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The positions in a stack (root first) of the frames that are functions:
@@ -132,6 +167,25 @@ bool UnderOnAndOffCpuRoots(const Recording& recording) {
 }
 
 }  // namespace
+
+RecordedFrameKind ClassifyFrame(const RecordedFrame& frame, std::string_view module) {
+  std::string_view name = frame.function;
+  if (!frame.file.empty()) return RecordedFrameKind::kPython;
+  if (module == kKernelMapping || name.ends_with(kKernelSuffix)) return RecordedFrameKind::kKernel;
+  if (module.empty() && name.starts_with('[') && name.ends_with(']')) {
+    return RecordedFrameKind::kMarker;
+  }
+  // A pprof mapping says where the code lies: names are not looked at.
+  if (!module.empty()) {
+    return IsInterpreterModule(module) ? RecordedFrameKind::kInterpreter
+                                       : RecordedFrameKind::kNative;
+  }
+  if (std::optional<ModuleOffsetFrameName> unsymbolized = ParseModuleOffsetFrameName(name)) {
+    return IsInterpreterModule(unsymbolized->module) ? RecordedFrameKind::kInterpreter
+                                                     : RecordedFrameKind::kNative;
+  }
+  return IsInterpreterSymbol(name) ? RecordedFrameKind::kInterpreter : RecordedFrameKind::kNative;
+}
 
 size_t Recording::Intern(RecordedFrame frame) {
   auto [it, inserted] = frame_index_.try_emplace(frame, frames.size());
@@ -269,6 +323,7 @@ absl::StatusOr<Recording> ParsePprof(std::string_view data, std::string_view nam
       absl::StatusOr<std::string> file = string_at(function->second->filename(), "function file");
       if (!file.ok()) return file.status();
       RecordedFrame frame{*function_name, *file, file->empty() ? 0 : line.line()};
+      frame.kind = ClassifyFrame(frame, mapping_file);
       // The kernel's functions, named as in folded stacks.
       if (mapping_file == kKernelMapping) frame.function.append(kKernelSuffix);
       frames.push_back(recording.Intern(std::move(frame)));
@@ -278,7 +333,9 @@ absl::StatusOr<Recording> ParsePprof(std::string_view data, std::string_view nam
       std::string base = mapping_file.substr(mapping_file.rfind('/') + 1);
       std::string function = base.empty() ? absl::StrFormat("0x%x", location.address())
                                           : absl::StrFormat("%s+0x%x", base, location.address());
-      frames.push_back(recording.Intern({std::move(function), "", 0}));
+      RecordedFrame frame{std::move(function), "", 0};
+      frame.kind = ClassifyFrame(frame, mapping_file.empty() ? "?" : mapping_file);
+      frames.push_back(recording.Intern(std::move(frame)));
     }
   }
 
@@ -344,7 +401,7 @@ absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_vie
     const Value* frame_line = field(frame.struct_value(), "line");
     if (frame_file != nullptr && frame_file->has_string_value() &&
         frame_file->string_value() != recorded.file) {
-      recorded = {names.back(), frame_file->string_value(), 0};
+      recorded = {names.back(), frame_file->string_value(), 0, RecordedFrameKind::kPython};
       if (frame_line != nullptr && frame_line->has_number_value()) {
         recorded.line = static_cast<int64_t>(frame_line->number_value());
       }
@@ -415,6 +472,63 @@ absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_vie
   } else {
     // pystrobe weighs a CPU profile's stacks by the time their samples stand for.
     recording.sample_types = {{unit == "nanoseconds" ? "cpu" : "time", unit}};
+  }
+  return recording;
+}
+
+Recording RecordingFromProfile(const Profile& profile, std::optional<uint32_t> pid) {
+  Recording recording;
+  recording.format = "daemon window";
+  const std::string& unit = profile.count_unit;
+  if (unit == "microseconds") {
+    recording.sample_types = {{"wall", "microseconds"}};
+  } else if (unit == "bytes") {
+    recording.sample_types = {{"resident_growth", "bytes"}};
+  } else if (unit == "inuse_bytes" || unit == "alloc_bytes") {
+    recording.sample_types = {{unit == "inuse_bytes" ? "inuse_space" : "alloc_space", "bytes"}};
+  } else {
+    recording.sample_types = {{"samples", "count"}};
+  }
+  for (const ProfileStack& stack : profile.stacks()) {
+    if (stack.count == 0) continue;
+    RecordedStack recorded;
+    bool wanted = !pid.has_value();
+    for (const Frame& frame : stack.frames) {
+      switch (frame.kind) {
+        case FrameKind::kProcess:
+          if (pid) {
+            std::optional<ProcessFrameName> process = ParseProcessFrameName(frame.name);
+            wanted = process.has_value() && process->pid == *pid;
+          }
+          continue;
+        case FrameKind::kThread:
+          continue;
+        case FrameKind::kPython:
+          if (std::optional<PythonFrameName> python = ParsePythonFrameName(frame.name)) {
+            recorded.frames.push_back(
+                recording.Intern({std::string(python->qualname), std::string(python->file),
+                                  python->line, RecordedFrameKind::kPython}));
+            continue;
+          }
+          break;
+        case FrameKind::kKernel:
+          recorded.frames.push_back(
+              recording.Intern({frame.name, "", 0, RecordedFrameKind::kKernel}));
+          continue;
+        case FrameKind::kMarker:
+          recorded.frames.push_back(
+              recording.Intern({frame.name, "", 0, RecordedFrameKind::kMarker}));
+          continue;
+        case FrameKind::kNative:
+          break;
+      }
+      RecordedFrame native{frame.name, "", 0};
+      native.kind = ClassifyFrame(native, frame.module != nullptr ? frame.module->path : "");
+      recorded.frames.push_back(recording.Intern(std::move(native)));
+    }
+    if (!wanted) continue;
+    recorded.values = {static_cast<int64_t>(stack.count)};
+    recording.stacks.push_back(std::move(recorded));
   }
   return recording;
 }

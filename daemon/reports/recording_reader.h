@@ -5,6 +5,7 @@
 #define PYSTROBE_DAEMON_REPORTS_RECORDING_READER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,8 +13,19 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "exporters/profile.h"
 
 namespace pystrobe {
+
+// What ran in a frame, as far as the recording tells: the per-line columns
+// of a report (Python, native, system, waiting) are read from it.
+enum class RecordedFrameKind {
+  kPython,       // a Python function: "qualname (file:line)"
+  kInterpreter,  // the interpreter's own C code (python3.11, libpython, Py*/_Py* symbols)
+  kNative,       // any other user-space code: C extensions, BLAS, libc
+  kKernel,       // "symbol_[k]", or pprof's "[kernel]" mapping
+  kMarker,       // a frame pystrobe adds: "[io wait]", "[native]", "[on-cpu]", "[unknown]"
+};
 
 // One frame as a report groups it. Python frames have a file and (unless
 // recorded with --nolineno) a line; native, kernel and marker frames have
@@ -22,13 +34,22 @@ struct RecordedFrame {
   std::string function;
   std::string file;  // empty when the format does not say
   int64_t line = 0;  // 0 when unknown
+  RecordedFrameKind kind = RecordedFrameKind::kNative;
 
   friend bool operator==(const RecordedFrame&, const RecordedFrame&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const RecordedFrame& f) {
-    return H::combine(std::move(h), f.function, f.file, f.line);
+    return H::combine(std::move(h), f.function, f.file, f.line, f.kind);
   }
 };
+
+// The kind of a frame known only by its name (folded, speedscope), from
+// the names pystrobe gives frames: Python frames carry a file, kernel
+// frames end "_[k]", markers are "[...]"; a native frame is the
+// interpreter's when its module is python*/libpython* ("python3.11+0x14c981")
+// or its symbol is CPython's (Py*, _Py*). `module` is the file a pprof
+// mapping names, when there is one.
+RecordedFrameKind ClassifyFrame(const RecordedFrame& frame, std::string_view module = "");
 
 // What a value counts, as pprof names it: {"samples", "count"},
 // {"cpu", "nanoseconds"}, {"wall", "nanoseconds"}, ...
@@ -76,6 +97,13 @@ absl::StatusOr<Recording> ParseFolded(std::string_view text, std::string_view na
 // `data` is the serialized profile.proto message, not gzipped.
 absl::StatusOr<Recording> ParsePprof(std::string_view data, std::string_view name);
 absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_view name);
+
+// A profile still in memory (the daemon's recent windows) as a Recording,
+// the stacks of process `pid` only when it is given. Its one sample type
+// follows the profile's count unit: samples, wall microseconds (record
+// --off-cpu's "[on-cpu]"/"[off-cpu]" roots kept, as the folded file keeps
+// them), or bytes.
+Recording RecordingFromProfile(const Profile& profile, std::optional<uint32_t> pid = std::nullopt);
 
 // A frame's name as the folded format writes it: "function (file:line)" for
 // frames with a file, otherwise the function.

@@ -28,7 +28,7 @@ class MetricsSnapshot : public prometheus::Collectable {
 
   // Figures made when a scrape asks for them rather than every second: an
   // always-on daemon that nobody scrapes then builds no metrics at all. Each
-  // scrape calls `request` (from the exposer's thread: it must be quick and
+  // scrape calls `request` (from the HTTP server's thread: it must be quick and
   // thread-safe, such as waking the daemon's loop) and waits up to `wait`
   // for MarkFresh(); past that it serves what was published last.
   void set_refresh(std::function<void()> request, absl::Duration wait);

@@ -81,6 +81,23 @@ def render_dom(svg_path, query="", timeout=60):
     return dom
 
 
+def render_url_dom(url, timeout=60):
+    """The DOM of the page at `url` (e.g. the daemon's http:// pages) after its
+    scripts ran."""
+    dom = _run_chromium(["--dump-dom"], url, timeout)
+    if not dom.strip():
+        raise ChromiumError(f"chromium dumped an empty DOM for {url}")
+    return dom
+
+
+def render_url_screenshot(url, png_path, width=1200, height=800, timeout=60):
+    """Writes a PNG of the page at `url` as Chromium draws it to `png_path`."""
+    png_path = pathlib.Path(png_path).resolve()
+    _run_chromium([f"--screenshot={png_path}", f"--window-size={width},{height}"], url, timeout)
+    if not png_path.is_file() or png_path.stat().st_size == 0:
+        raise ChromiumError(f"chromium wrote no screenshot to {png_path}")
+
+
 def render_screenshot(svg_path, png_path, width=1200, height=800, query="", timeout=60):
     """Writes a PNG of `svg_path` as Chromium draws it to `png_path`."""
     png_path = pathlib.Path(png_path).resolve()

@@ -31,7 +31,8 @@ ALLOWED = {
     "daemon/service": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
                        "daemon/unwind",
                        "daemon/accounting", "daemon/control", "daemon/python",
-                       "daemon/symbolizer", "daemon/containers", "daemon/gpu"},
+                       "daemon/symbolizer", "daemon/containers", "daemon/gpu",
+                       "daemon/reports"},  # the HTML pages of recent windows
     "daemon/reports": {"exporters"},
     "daemon/cli": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
                    "daemon/unwind",

@@ -42,7 +42,7 @@ constexpr std::string_view kProgram =
     "p (1);main (m.py:1);b (m.py:21) 10\n"
     "p (1);main (m.py:2) 20\n";
 
-TEST(FlatReportTest, SelfIsTheLeafAndTotalCountsARecursiveFunctionOnce) {
+TEST(FlatReportTest, SelfIsTheInnermostPythonFrameAndTotalCountsARecursiveFunctionOnce) {
   FlatReport report =
       BuildFlatReport(Folded(kProgram), {}, ReportGrouping::kFunction, ReportSort::kSelf);
   EXPECT_EQ(report.total, 100);
@@ -70,12 +70,15 @@ TEST(FlatReportTest, ByLineSplitsAFunctionsLines) {
 
 TEST(FlatReportTest, ByFileGroupsFramesWithoutAFile) {
   FlatReport report = BuildFlatReport(Folded("p (1);main (m.py:1);schedule_[k] 3\n"), {},
-                                      ReportGrouping::kFile, ReportSort::kSelf);
+                                      ReportGrouping::kFile, ReportSort::kTotal);
   ASSERT_EQ(report.rows.size(), 2u);
-  EXPECT_EQ(report.rows[0].key.file, kNoFile);
+  // The kernel's time is charged to the Python file that asked for it.
+  EXPECT_EQ(report.rows[0].key.file, "m.py");
   EXPECT_EQ(report.rows[0].self, 3);
-  EXPECT_EQ(report.rows[1].key.file, "m.py");
+  EXPECT_EQ(report.rows[0].columns[static_cast<size_t>(CostColumn::kSystem)], 3);
+  EXPECT_EQ(report.rows[1].key.file, kNoFile);
   EXPECT_EQ(report.rows[1].total, 3);
+  EXPECT_EQ(report.rows[1].self, 0);
 }
 
 TEST(FlatReportTest, FocusKeepsMatchingStacksAndSharesOfTheWhole) {

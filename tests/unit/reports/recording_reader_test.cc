@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/reports/flat_report.h"
 #include "exporters/pprof_writer.h"
 #include "exporters/profile.h"
 #include "exporters/profile_writer.h"
@@ -179,6 +180,66 @@ TEST(RecordingReaderTest, OffCpuRecordingsAreWallTimeInEveryFormat) {
     int64_t scale = format == "pprof" ? 1000 : 1;  // nanoseconds there
     EXPECT_EQ(recording->Total(*wall), 100'000 * scale) << format;
     EXPECT_EQ(TotalsByFrame(*recording, *wall)["wait (app.py:9)"], 70'000 * scale) << format;
+  }
+}
+
+// What a frame is survives every format: pprof by its mappings and files,
+// folded and speedscope by pystrobe's names; so a line's columns agree.
+TEST(RecordingReaderTest, EveryFormatGivesTheSameColumns) {
+  auto python = std::make_shared<NativeModule>();
+  python->path = "/usr/bin/python3.11";
+  auto blas = std::make_shared<NativeModule>();
+  blas->path = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
+  auto kernel = std::make_shared<NativeModule>();
+  kernel->path = "[kernel]";
+  Profile profile;
+  profile.sample_rate_hz = 100;
+  profile.count_unit = "microseconds";
+  profile.Add({{"[on-cpu]", FrameKind::kMarker},
+               {"python3 (42)", FrameKind::kProcess},
+               {"<module> (mm.py:6)", FrameKind::kPython},
+               {"python3.11+0x1f00", FrameKind::kNative, python, 0x1f00},
+               {"dgemm_", FrameKind::kNative, blas, 0x400}},
+              900);
+  profile.Add({{"[on-cpu]", FrameKind::kMarker},
+               {"python3 (42)", FrameKind::kProcess},
+               {"<module> (mm.py:6)", FrameKind::kPython},
+               {"list_sort_impl", FrameKind::kNative, python, 0x2f00}},
+              50);
+  profile.Add({{"[on-cpu]", FrameKind::kMarker},
+               {"python3 (42)", FrameKind::kProcess},
+               {"<module> (mm.py:6)", FrameKind::kPython},
+               {"clear_page_erms_[k]", FrameKind::kKernel, kernel}},
+              20);
+  profile.Add({{"[off-cpu]", FrameKind::kMarker},
+               {"python3 (42)", FrameKind::kProcess},
+               {"<module> (mm.py:7)", FrameKind::kPython},
+               {"schedule_[k]", FrameKind::kKernel, kernel},
+               {"[io wait]", FrameKind::kMarker}},
+              30);
+  for (std::string_view format : {"folded", "pprof", "speedscope"}) {
+    absl::StatusOr<Recording> recording = ParseRecording(Write(profile, format), format);
+    ASSERT_TRUE(recording.ok()) << recording.status();
+    ReportFilter filter;
+    filter.sample_type = *recording->SampleTypeIndex("wall");
+    FlatReport report =
+        BuildFlatReport(*recording, filter, ReportGrouping::kLine, ReportSort::kSelf);
+    ASSERT_FALSE(report.rows.empty()) << format;
+    const ReportRow& top = report.rows[0];
+    EXPECT_EQ(top.key.line, 6) << format;
+    auto share = [&](const ReportRow& row, CostColumn column) {
+      return static_cast<double>(row.columns[static_cast<size_t>(column)]) / report.total;
+    };
+    // list_sort_impl has no CPython name: in folded it is native; pprof's
+    // mapping knows it is the interpreter's.
+    EXPECT_DOUBLE_EQ(share(top, CostColumn::kPython) + share(top, CostColumn::kNative), 0.95)
+        << format;
+    if (format == "pprof") {
+      EXPECT_DOUBLE_EQ(share(top, CostColumn::kNative), 0.9);
+      EXPECT_DOUBLE_EQ(share(top, CostColumn::kPython), 0.05);
+    }
+    EXPECT_DOUBLE_EQ(share(top, CostColumn::kSystem), 0.02) << format;
+    EXPECT_DOUBLE_EQ(share(report.rows[1], CostColumn::kIoWait), 0.03) << format;
   }
 }
 
