@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                   // Tables for CPython processes only: the rest of the host
                   // keeps its frame-pointer stacks.
                   .native_unwind_bytes = config.python.walk && config.python.native_stacks
-                                             ? kDefaultNativeUnwindBytes
+                                             ? uint64_t(config.python.native_table_mib) << 20
                                              : 0,
                   .memory_growth = config.memory,
                   .oom_kill_stacks = true},
