@@ -234,11 +234,15 @@ absl::Status NativeUnwindTracker::Track(uint32_t pid) {
     mapping.table_id = TableFor(pid, region, fresh.tables, bias);
     mapping.bias = bias;
     mappings.push_back(mapping);
-    // Every stack starts in the executable (_start, main) and the C library
-    // (__libc_start_main, or clone for threads): their tables are wanted
-    // now, not one ring-buffer round trip per binary later.
+    // Tables wanted now, not one ring-buffer round trip per binary later:
+    // the executable's (_start, main) and the C library's
+    // (__libc_start_main, clone), which every stack passes through, and
+    // those on disk, which walks went through in an earlier run (a torch
+    // process: 16 of its 314 binaries).
     if (mapping.table_id < PYSTROBE_UNWIND_TABLE_JIT &&
-        (region.path == executable || IsCLibrary(region.path))) {
+        (region.path == executable || IsCLibrary(region.path) ||
+         (cache_.state(mapping.table_id) == UnwindTableCache::State::kUnbuilt &&
+          builder_.OnDisk(cache_.key(mapping.table_id))))) {
       Want(mapping.table_id);
     }
   }

@@ -64,6 +64,8 @@ class UnwindTableBuilder {
   // A copy, consistent as of the call.
   Stats stats() const;
   bool has_disk_cache() const { return disk_.has_value(); }
+  // Whether the disk cache holds a table for content key `key`.
+  bool OnDisk(const std::string& key) const { return disk_ && disk_->Contains(key); }
 
  private:
   void Run();

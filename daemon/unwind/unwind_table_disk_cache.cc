@@ -199,6 +199,11 @@ std::string UnwindTableDiskCache::PathOf(absl::string_view key) const {
   return absl::StrCat(directory_, "/", name, kSuffix);
 }
 
+bool UnwindTableDiskCache::Contains(absl::string_view key) const {
+  struct stat st;
+  return lstat(PathOf(key).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 std::optional<UnwindTable> UnwindTableDiskCache::Load(absl::string_view key) {
   std::string path = PathOf(key);
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -45,6 +45,9 @@ class UnwindTableDiskCache {
 
   // The table stored under `key`, or nullopt (absent, or rejected).
   std::optional<UnwindTable> Load(absl::string_view key);
+  // Whether a file is stored under `key` (not whether it will pass the
+  // checks). Safe to call from any thread.
+  bool Contains(absl::string_view key) const;
   // Stores `table` under `key`, then trims the directory to max_bytes.
   absl::Status Store(absl::string_view key, const UnwindTable& table);
 

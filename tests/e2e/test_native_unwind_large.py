@@ -79,13 +79,16 @@ def reads_whole_torch_chain(frames):
 
 class LargeLibraryTest(BpfTestCase):
 
-    def test_chains_through_a_large_library_read_whole(self):
-        recording = record(["--native", "-r", "499", "--unwind-cache", "none", "--",
-                            workload("unwind_big"), "--seconds", "4"], self.tmp, name="big")
+    def record_chains(self, name, cache):
+        recording = record(["--native", "-r", "499", "--unwind-cache", cache, "--",
+                            workload("unwind_big"), "--seconds", "8"], self.tmp, name=name)
         self.assertRecorded(recording)
         in_leaf = {s: c for s, c in recording.stacks.items()
                    if s and s[0].startswith("unwind_big") and "unwind_big_leaf" in s}
-        self.assertGreater(total(in_leaf), 4 * 499 * 0.4, summarize(recording.stacks))
+        self.assertGreater(total(in_leaf), 8 * 499 * 0.4, summarize(recording.stacks))
+        return recording, in_leaf
+
+    def test_chains_through_a_large_library_read_whole(self):
         start = ("_start", "__libc_start_main", "__libc_start_call_main", "main", "RunChains")
 
         def whole(stack):
@@ -97,15 +100,32 @@ class LargeLibraryTest(BpfTestCase):
             return bool(match) and chain == [f"big_chain_{match.group(1)}_{d}"
                                              for d in range(6)]
 
-        whole_samples = sum(c for s, c in in_leaf.items() if whole(s))
-        self.assertGreaterEqual(whole_samples, 0.95 * total(in_leaf),
-                                f"{whole_samples} of {total(in_leaf)} whole:\n"
-                                f"{summarize(in_leaf)}\n{recording.summary}")
-        native = recording.summary["native_unwind"]
-        self.assertGreaterEqual(native["tables"], 2, native)
+        cache = tempfile.mkdtemp(dir=self.tmp)
+        os.chmod(cache, 0o700)
+        # First run: the library's table (860k rows) is built while the
+        # program runs; the samples taken meanwhile end in one [unknown]
+        # after their pc, never in a chain of frame-pointer guesses.
+        first, in_leaf = self.record_chains("big-first", cache)
+        for stack in first.stacks:
+            self.assertLessEqual(stack.count("[unknown]"), 1, stack)
+        cold = sum(c for s, c in in_leaf.items() if whole(s))
+        native = first.summary["native_unwind"]
+        self.assertGreaterEqual(native["tables_built"], 2, native)
         # Tables only for what the walks went through, not every binary mapped.
         self.assertLessEqual(native["tables"], native["binaries"], native)
-        print(f"large library: {whole_samples}/{total(in_leaf)} whole; {native}")
+        print(f"large library, first run: {cold}/{total(in_leaf)} whole; {native}")
+
+        # Second run: the tables walks went through before come from the disk
+        # cache as the process starts (its first samples, before they are in
+        # the kernel, end in [unknown]: about 0.3 s of 8 here).
+        second, in_leaf = self.record_chains("big-second", cache)
+        warm = sum(c for s, c in in_leaf.items() if whole(s))
+        native = second.summary["native_unwind"]
+        self.assertGreaterEqual(native["tables_from_disk"], 2, native)
+        self.assertGreaterEqual(warm, 0.95 * total(in_leaf),
+                                f"{warm} of {total(in_leaf)} whole:\n"
+                                f"{summarize(in_leaf)}\n{second.summary}")
+        print(f"large library, second run: {warm}/{total(in_leaf)} whole; {native}")
 
 
 @unittest.skipIf(torch_missing(), torch_missing())
@@ -158,12 +178,15 @@ class TorchTrainingTest(BpfTestCase):
         self.assertGreater(total(in_sgemm), 100, summarize(first.stacks))
         whole = sum(c for s, c in in_sgemm.items() if reads_whole_torch_chain(user_frames(s)))
         share = whole / total(in_sgemm)
-        perf_share, perf_samples = self.perf_whole_share()
         print(f"torch: pystrobe {whole}/{total(in_sgemm)} = {share:.3f} of sgemm_ samples whole; "
-              f"perf --call-graph dwarf {perf_share:.3f} of {perf_samples}; "
               f"{first.summary['native_unwind']}")
         self.assertGreaterEqual(share, 0.90, f"{summarize(in_sgemm)}\n{first.summary}")
-        self.assertGreaterEqual(share, perf_share - 0.05, summarize(in_sgemm))
+        if perf_missing():
+            print(f"skipped: the comparison with perf ({perf_missing()})")
+        else:
+            perf_share, perf_samples = self.perf_whole_share()
+            print(f"torch: perf --call-graph dwarf {perf_share:.3f} of {perf_samples} whole")
+            self.assertGreaterEqual(share, perf_share - 0.05, summarize(in_sgemm))
         # perf's chain: addmm's implementation under linear's dispatch.
         names = {f for s in in_sgemm for f in s}
         for frame in ("at::native::structured_addmm_out_cpu::impl", "at::_ops::addmm::call",
