@@ -440,6 +440,7 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		native_emit(&w, ip);
 		native_emit(&w, PYSTROBE_UNWIND_FRAME_UNKNOWN);
 		count_drop(PYSTROBE_DROP_NATIVE_NOT_TRACKED);
+		count_drop(PYSTROBE_DROP_NATIVE_UNWIND);
 		return w.frames;
 	}
 	w.now = bpf_ktime_get_ns();

@@ -48,13 +48,16 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
                     Dropped(kernel, PYSTROBE_DROP_OFFCPU_STORAGE), "\n");
   }
   if (native.enabled || kernel.dropped[PYSTROBE_DROP_NATIVE_UNWIND] > 0 ||
-      kernel.dropped[PYSTROBE_DROP_NATIVE_STALE_MAPPINGS] > 0) {
+      kernel.dropped[PYSTROBE_DROP_NATIVE_STALE_MAPPINGS] > 0 ||
+      kernel.dropped[PYSTROBE_DROP_NATIVE_NOT_TRACKED] > 0) {
     absl::StrAppend(&text, "pystrobe: native: ", kernel.native_complete, " walks whole, ",
                     kernel.native_jit, " ended in JIT code, ", kernel.native_truncated,
                     " truncated, ", Dropped(kernel, PYSTROBE_DROP_NATIVE_UNWIND), " (of them ",
                     Dropped(kernel, PYSTROBE_DROP_NATIVE_STALE_MAPPINGS), ", ",
                     Dropped(kernel, PYSTROBE_DROP_NATIVE_TABLE_ABSENT), ", ",
                     Dropped(kernel, PYSTROBE_DROP_NATIVE_NOT_TRACKED), ")\n");
+  }
+  if (native.enabled) {
     absl::StrAppend(
         &text, "pystrobe: unwind tables: ", native.tables_loaded, " loaded for ", native.binaries,
         " binaries mapped (", native.tables_built,
