@@ -5,14 +5,15 @@ Runs `pystrobe record` with and without --native on a C program built without
 frame pointers (unwind_chain --mode recursion, 18 native frames), on Debian's
 python3.11 spinning 98 Python frames deep and, where python3-torch is
 installed, on a torch training loop (one thread; Linear layers, backward,
-SGD: ~40 native frames through libtorch_cpu), reads the run time and run count of pystrobe's own sample_cpu program
-(kernel.bpf_stats_enabled, found through the recorder's /proc/PID/fdinfo)
-over 5 s (after torch's import), and divides one by the other. The runs on
-idle CPUs and of other processes count too (cheap ones): compare with and
-without --native on one workload, not workloads with each other. For torch it also runs --native twice more with a fresh table cache
-and prints what the tables cost: kernel bytes, tables, CPU to build them
-(first run) and to read them back from disk (second run). As root, with
-bpftool; prints tables, asserts nothing.
+SGD: ~40 native frames through libtorch_cpu). It reads the run time and run
+count of pystrobe's own sample_cpu program (kernel.bpf_stats_enabled, found
+through the recorder's /proc/PID/fdinfo) over 5 s (after torch's import) and
+divides one by the other. The runs on idle CPUs and of other processes count
+too (cheap ones): compare with and without --native on one workload, not
+workloads with each other. For torch it also runs --native twice more with a
+fresh table cache and prints what the tables cost: kernel bytes, tables, CPU
+to build them (first run) and to read them back from disk (second run). As
+root, with bpftool; prints tables, asserts nothing.
 
   tests/bench/run_native_unwind_cost.py --bin build/pystrobe \\
       --workloads build/tests/workloads/native
