@@ -131,9 +131,11 @@ void IndexUnwindTablePages(UnwindTable& table) {
 
 bool HasCallFrameInformation(const std::string& path, const ElfFile& file,
                              const UnwindTableOptions& options) {
+  // A section of one terminator (4 bytes: libtorch.so's, libicudata's)
+  // holds no FDE; the smallest CIE and FDE together take more than 16.
   for (absl::string_view name : {".eh_frame", ".debug_frame"}) {
     const ElfSection* section = file.FindSection(name);
-    if (section != nullptr && section->size > 0) return true;
+    if (section != nullptr && section->size > 16) return true;
   }
   return options.use_debug_frame && FindDebugFile(path, file, options).has_value();
 }
