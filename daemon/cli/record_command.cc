@@ -265,6 +265,12 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
     fprintf(stderr, "pystrobe record: warning: kernel frames stay unnamed: %s\n",
             std::string((*session)->kernel_symbols_status().message()).c_str());
   }
+  if (!(*session)->unwind_cache_status().ok()) {
+    fprintf(stderr,
+            "pystrobe record: warning: unwind tables are built in every run, not kept on disk: "
+            "%s (--unwind-cache DIR to choose another)\n",
+            std::string((*session)->unwind_cache_status().message()).c_str());
+  }
   Recorder& recorder = (*session)->recorder();
 
   Signals::Install();
