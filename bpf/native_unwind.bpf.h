@@ -25,13 +25,19 @@
 #include "sampler_output.bpf.h"
 
 /* Set by the loader (--native with unwind tables): processes in
- * unwind_processes are walked with tables, others as before. */
+ * unwind_processes are walked with tables. */
 const volatile __u8 native_unwinding = 0;
+/* Set by the loader when every process is walked with tables (record
+ * --native), not only CPython ones: a process not read yet then gets its pc
+ * and one [unknown], as a CPython process always does, never a
+ * frame-pointer guess. */
+const volatile __u8 native_unwinding_all = 0;
 
 /*
- * Rows of every table, 16 to a value (pystrobe_unwind_row_block). Key:
- * block index. Sized by the loader (daemon/loader/unwind_maps.h) before load:
- * 32 MiB by default, which holds python3.11, libc and numpy's BLAS many times.
+ * Packed rows of every table, 64 to a value (pystrobe_unwind_row_block).
+ * Key: block index. Sized by the loader (daemon/loader/unwind_maps.h) before
+ * load from the table budget (record --native-table-mib): 32 MiB by default,
+ * 8M rows, which holds a torch process's busy binaries (libtorch_cpu: 1.3M).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -49,14 +55,36 @@ struct {
 	__type(value, __u32);
 } unwind_pages SEC(".maps");
 
-/* Where each table lies in unwind_rows and unwind_pages. Key: table id
- * (UnwindTableCache's). Value: struct pystrobe_unwind_table. */
+/* The rules every table's rows name (pystrobe_unwind_rule). Key: rule
+ * index (a packed row's `rule`). Written by userspace as tables bring new
+ * rules; never shrinks (a few thousand on a whole system). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PYSTROBE_UNWIND_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct pystrobe_unwind_rule);
+} unwind_rules SEC(".maps");
+
+/* Where each table lies in unwind_rows and unwind_pages, and whether it is
+ * there. Key: table id (UnwindTableCache's). Value: struct
+ * pystrobe_unwind_table; the kernel writes only its used_ns. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 8192);
 	__type(key, __u32);
 	__type(value, struct pystrobe_unwind_table);
 } unwind_tables SEC(".maps");
+
+/* Tables a walk needed and found absent. Key: table id. Value: the
+ * bpf_ktime_get_ns() of the first such walk. Userspace takes the keys when
+ * a sample carries PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED and loads those
+ * tables; a full map only delays a table until a key is taken. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_wanted SEC(".maps");
 
 /* The executable mappings of each process walked with tables. Key: tgid.
  * Value: struct pystrobe_unwind_process (16 KiB), written whole by
@@ -92,6 +120,7 @@ struct native_walk {
 	__u32 frames; /* frames written */
 	__u32 max_frames;
 	__u32 jit_frames; /* frames in JIT code walked through by rbp */
+	__u64 now;	  /* bpf_ktime_get_ns() at the walk's start */
 	__u8 exact_pc;	  /* the pc was interrupted, not a return address */
 	__u8 outcome;	  /* enum native_walk_outcome */
 };
@@ -103,6 +132,7 @@ enum native_walk_outcome {
 	NATIVE_WALK_JIT = 3,	   /* ended in anonymous executable memory */
 	NATIVE_WALK_STALE = 4,	   /* a pc outside every known mapping */
 	NATIVE_WALK_TRUNCATED = 5, /* out of frames */
+	NATIVE_WALK_ABSENT = 6,	   /* a binary's table is not in the kernel */
 };
 
 static __always_inline void native_emit(struct native_walk *w, __u64 address)
@@ -120,6 +150,7 @@ struct native_search {
 	__u64 key;
 	__u32 lo, hi; /* see each step */
 	__u32 first_row;
+	__u16 page_low; /* the page's start & 0xffff */
 	__u8 failed;
 };
 
@@ -157,7 +188,7 @@ native_find_mapping(const struct pystrobe_unwind_process *proc, __u64 pc)
 	return &proc->mappings[lo];
 }
 
-static __always_inline const struct pystrobe_unwind_row *native_row(__u32 index)
+static __always_inline const struct pystrobe_unwind_packed_row *native_row(__u32 index)
 {
 	__u32 block = index / PYSTROBE_UNWIND_ROWS_PER_BLOCK;
 	const struct pystrobe_unwind_row_block *rows = bpf_map_lookup_elem(&unwind_rows, &block);
@@ -167,11 +198,13 @@ static __always_inline const struct pystrobe_unwind_row *native_row(__u32 index)
 	return &rows->rows[index & (PYSTROBE_UNWIND_ROWS_PER_BLOCK - 1)];
 }
 
-/* The last row at or below key lies in [lo, hi], rows[lo] at or below it. */
+/* The last row at or below key lies in [lo, hi], rows[lo] at or below it;
+ * rows after lo are compared by their offset from the page's start (key is
+ * that offset here). */
 static long native_row_step(__u32 index, void *ctx)
 {
 	struct native_search *s = ctx;
-	const struct pystrobe_unwind_row *row;
+	const struct pystrobe_unwind_packed_row *row;
 	__u32 mid;
 
 	if (s->lo >= s->hi)
@@ -182,44 +215,69 @@ static long native_row_step(__u32 index, void *ctx)
 		s->failed = 1;
 		return 1;
 	}
-	if (row->addr <= s->key)
+	if ((__u16)(row->addr_low - s->page_low) <= s->key)
 		s->lo = mid;
 	else
 		s->hi = mid - 1;
 	return 0;
 }
 
-/* The row of table `table_id` in effect at link-time address `addr`. */
-static __always_inline const struct pystrobe_unwind_row *native_find_row(__u32 table_id, __u64 addr)
+/* What native_find_rule found. */
+enum native_lookup {
+	NATIVE_LOOKUP_FOUND = 0,
+	NATIVE_LOOKUP_NONE = 1,	  /* no row: the walk cannot go on */
+	NATIVE_LOOKUP_ABSENT = 2, /* the table is not in the kernel */
+};
+
+/* The rule of table `table_id` in effect at link-time address `addr`, in
+ * *rule. */
+static __always_inline int native_find_rule(struct native_walk *w, __u32 table_id, __u64 addr,
+					    struct pystrobe_unwind_rule *rule)
 {
-	const struct pystrobe_unwind_table *table = bpf_map_lookup_elem(&unwind_tables, &table_id);
-	const struct pystrobe_unwind_row *row;
-	struct native_search s = {.key = addr};
-	__u32 page, entry, *bound;
+	struct pystrobe_unwind_table *table = bpf_map_lookup_elem(&unwind_tables, &table_id);
+	const struct pystrobe_unwind_packed_row *row;
+	const struct pystrobe_unwind_rule *found;
+	struct native_search s = {};
+	__u32 page, entry, *bound, rule_index;
 
 	if (!table || addr > 0xffffffffull)
-		return NULL;
+		return NATIVE_LOOKUP_NONE;
+	if (table->state != PYSTROBE_UNWIND_TABLE_LOADED) {
+		if (table->state == PYSTROBE_UNWIND_TABLE_UNAVAILABLE)
+			return NATIVE_LOOKUP_NONE;
+		bpf_map_update_elem(&unwind_wanted, &table_id, &w->now, BPF_NOEXIST);
+		return NATIVE_LOOKUP_ABSENT;
+	}
 	page = (__u32)(addr >> PYSTROBE_UNWIND_PAGE_SHIFT);
+	s.key = addr & ((1u << PYSTROBE_UNWIND_PAGE_SHIFT) - 1);
+	s.page_low = (__u16)(page << PYSTROBE_UNWIND_PAGE_SHIFT);
 	if (page < table->first_page || page - table->first_page + 1 >= table->page_count)
-		return NULL;
+		return NATIVE_LOOKUP_NONE;
 	entry = table->first_page_entry + (page - table->first_page);
 	bound = bpf_map_lookup_elem(&unwind_pages, &entry);
 	if (!bound)
-		return NULL;
+		return NATIVE_LOOKUP_NONE;
 	s.lo = *bound;
 	entry++;
 	bound = bpf_map_lookup_elem(&unwind_pages, &entry);
 	if (!bound)
-		return NULL;
+		return NATIVE_LOOKUP_NONE;
 	s.hi = *bound;
 	s.first_row = table->first_row;
 	bpf_loop(UNWIND_ROW_STEPS, native_row_step, &s, 0);
-	if (s.failed || s.lo < s.hi)
-		return NULL;
+	if (s.failed || s.lo < s.hi || s.lo >= table->row_count)
+		return NATIVE_LOOKUP_NONE;
 	row = native_row(table->first_row + s.lo);
-	if (!row || row->addr > addr)
-		return NULL;
-	return row;
+	if (!row)
+		return NATIVE_LOOKUP_NONE;
+	rule_index = row->rule;
+	found = bpf_map_lookup_elem(&unwind_rules, &rule_index);
+	if (!found)
+		return NATIVE_LOOKUP_NONE;
+	*rule = *found;
+	if (table->used_ns != w->now)
+		table->used_ns = w->now;
+	return NATIVE_LOOKUP_FOUND;
 }
 
 static __always_inline bool native_read(__u64 address, __u64 *value)
@@ -272,8 +330,9 @@ static long native_unwind_step(__u32 index, void *ctx)
 {
 	struct native_walk *w = ctx;
 	const struct pystrobe_unwind_mapping *mapping;
-	const struct pystrobe_unwind_row *row;
+	struct pystrobe_unwind_rule rule_value = {}, *row = &rule_value;
 	__u64 lookup, cfa, ra, regs[7];
+	int found;
 
 	if (w->frames >= w->max_frames) {
 		w->outcome = NATIVE_WALK_TRUNCATED;
@@ -290,11 +349,12 @@ static long native_unwind_step(__u32 index, void *ctx)
 	/* A return address is the instruction after the call: the call itself,
 	 * one byte earlier, is in the calling function (which may end with it). */
 	lookup = w->pc - mapping->bias - (w->exact_pc ? 0 : 1);
-	row = mapping->table_id == PYSTROBE_UNWIND_TABLE_NONE
-		  ? NULL
-		  : native_find_row(mapping->table_id, lookup);
-	if (!row) {
-		w->outcome = NATIVE_WALK_UNKNOWN;
+	found = mapping->table_id == PYSTROBE_UNWIND_TABLE_NONE
+		    ? NATIVE_LOOKUP_NONE
+		    : native_find_rule(w, mapping->table_id, lookup, row);
+	if (found != NATIVE_LOOKUP_FOUND) {
+		w->outcome =
+		    found == NATIVE_LOOKUP_ABSENT ? NATIVE_WALK_ABSENT : NATIVE_WALK_UNKNOWN;
 		return 1;
 	}
 	switch (row->cfa_rule) {
@@ -357,21 +417,33 @@ static long native_unwind_step(__u32 index, void *ctx)
 /*
  * Walks the current thread's user stack with the tables into
  * sample->data[base...], from `regs` (its user registers). Returns the
- * frames written, or -1 when the process has no tables (the caller falls
- * back to bpf_get_stack).
+ * frames written, or -1 when the process is not walked with tables (the
+ * caller falls back to bpf_get_stack). A process that should be but whose
+ * mappings userspace has not read yet gets its pc and one [unknown].
  */
 static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 base,
-					  __u32 max_frames, __u64 ip, __u64 sp, __u64 bp)
+					  __u32 max_frames, __u64 ip, __u64 sp, __u64 bp,
+					  bool python)
 {
 	__u32 tgid = sample->pid;
 	struct native_walk w = {};
 
 	if (!native_unwinding)
 		return -1;
-	w.proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
-	if (!w.proc)
-		return -1;
 	w.sample = sample;
+	w.base = base;
+	w.proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
+	if (!w.proc) {
+		/* Kernel threads have no user stack: bpf_get_stack says so. */
+		if ((!native_unwinding_all && !python) || !bpf_get_current_task_btf()->mm)
+			return -1;
+		native_emit(&w, ip);
+		native_emit(&w, PYSTROBE_UNWIND_FRAME_UNKNOWN);
+		count_drop(PYSTROBE_DROP_NATIVE_NOT_TRACKED);
+		count_drop(PYSTROBE_DROP_NATIVE_UNWIND);
+		return w.frames;
+	}
+	w.now = bpf_ktime_get_ns();
 	w.base = base;
 	w.max_frames = max_frames;
 	w.pc = ip;
@@ -389,10 +461,16 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		count_sample(PYSTROBE_COUNT_NATIVE_JIT);
 		break;
 	case NATIVE_WALK_STALE:
-		sample->flags |= PYSTROBE_SAMPLE_NATIVE_STALE;
-		count_drop(PYSTROBE_DROP_NATIVE_STALE_MAPPINGS);
-		/* fall through: the stack ends with [unknown] */
+	case NATIVE_WALK_ABSENT:
 	case NATIVE_WALK_UNKNOWN:
+		/* The stack ends with [unknown]; the first two say why. */
+		if (w.outcome == NATIVE_WALK_STALE) {
+			sample->flags |= PYSTROBE_SAMPLE_NATIVE_STALE;
+			count_drop(PYSTROBE_DROP_NATIVE_STALE_MAPPINGS);
+		} else if (w.outcome == NATIVE_WALK_ABSENT) {
+			sample->flags |= PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED;
+			count_drop(PYSTROBE_DROP_NATIVE_TABLE_ABSENT);
+		}
 		if (w.frames < max_frames)
 			native_emit(&w, PYSTROBE_UNWIND_FRAME_UNKNOWN);
 		count_drop(PYSTROBE_DROP_NATIVE_UNWIND);

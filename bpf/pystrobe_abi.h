@@ -88,6 +88,9 @@ enum pystrobe_sample_flags {
 	PYSTROBE_SAMPLE_NATIVE_STALE = 1u << 5,
 	/* The native walk was deeper than PYSTROBE_MAX_NATIVE_FRAMES. */
 	PYSTROBE_SAMPLE_NATIVE_TRUNCATED = 1u << 6,
+	/* The native walk met a binary whose unwind table is not in the kernel
+	 * yet (or was evicted): it is in map unwind_wanted, for userspace. */
+	PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED = 1u << 7,
 };
 
 /* What the in-kernel CPython walk found; pystrobe_sample.python_status. */
@@ -208,7 +211,13 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_event) == 32,
 	 * (the stack ends with one [unknown]). */                                                 \
 	X(NATIVE_UNWIND, "native_unwind_failed", "native walks ended in [unknown]")                \
 	/* ... because the pc was in no mapping the kernel knew (then refreshed). */               \
-	X(NATIVE_STALE_MAPPINGS, "native_mappings_stale", "before their mappings were read")
+	X(NATIVE_STALE_MAPPINGS, "native_mappings_stale", "before their mappings were read")       \
+	/* ... because a binary's table was not in the kernel yet (being built,                    \
+	 * or evicted for room): userspace loads it. */                                            \
+	X(NATIVE_TABLE_ABSENT, "native_table_absent", "before their tables were loaded")           \
+	/* A process sampled before its mappings were read: one [unknown] frame                    \
+	 * after the pc, never a frame-pointer guess. */                                           \
+	X(NATIVE_NOT_TRACKED, "native_process_unknown", "before their process was read")
 
 /* Indices of the per-CPU drop counters (map `drop_counters`). */
 /* clang-format off */
@@ -665,9 +674,14 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_counters) ==
  * A table's rows are sorted by `addr`, the binary's link-time virtual
  * address where the row's rule starts; a row holds until the next one. A
  * process's mapping turns a pc into that address: addr = pc - bias.
- * Rows of every table live in one array map (unwind_rows), in blocks of
- * PYSTROBE_UNWIND_ROWS_PER_BLOCK (12-byte rows: an array map pads each value
- * to 8 bytes, a block of 16 rows pads nothing).
+ *
+ * Userspace builds full rows (pystrobe_unwind_row); the kernel holds them
+ * packed, 4 bytes each (pystrobe_unwind_packed_row): the low 16 bits of the
+ * address (the page index gives the rest) and the index of the row's rule in
+ * one dictionary that every table shares (a binary uses a few hundred
+ * distinct rules, libtorch_cpu's 1.4M rows 642). Packed rows of every table
+ * live in one array map (unwind_rows), in blocks of
+ * PYSTROBE_UNWIND_ROWS_PER_BLOCK.
  */
 
 /* How the canonical frame address (the caller's rsp) is found. */
@@ -688,13 +702,14 @@ enum pystrobe_unwind_cfa_rule {
 	PYSTROBE_UNWIND_CFA_END = 5,
 };
 
-/* Where the caller's rbp is; pystrobe_unwind_row.rbp_rule. */
+/* Where the caller's rbp is; pystrobe_unwind_rule.rbp_rule. */
 enum pystrobe_unwind_rbp_rule {
 	PYSTROBE_UNWIND_RBP_SAME = 0,	 /* not saved: the caller's rbp is rbp */
 	PYSTROBE_UNWIND_RBP_OFFSET = 1,	 /* saved at CFA + rbp_offset */
 	PYSTROBE_UNWIND_RBP_UNKNOWN = 2, /* in another register or an expression */
 };
 
+/* A row as userspace builds it: where a rule starts, and the rule. */
 struct pystrobe_unwind_row {
 	__u32 addr;	  /* link-time virtual address the rule starts at */
 	__s32 cfa_offset; /* with CFA_RSP/CFA_RBP */
@@ -704,11 +719,33 @@ struct pystrobe_unwind_row {
 };
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_row) == 12, "ABI: pystrobe_unwind_row");
 
-#define PYSTROBE_UNWIND_ROWS_PER_BLOCK 16
-struct pystrobe_unwind_row_block {
-	struct pystrobe_unwind_row rows[PYSTROBE_UNWIND_ROWS_PER_BLOCK];
+/* One rule of the shared dictionary: map unwind_rules, by rule index.
+ * Index 0 is the INVALID rule (all zeroes). */
+struct pystrobe_unwind_rule {
+	__s32 cfa_offset;
+	__s16 rbp_offset;
+	__u8 cfa_rule; /* enum pystrobe_unwind_cfa_rule */
+	__u8 rbp_rule; /* enum pystrobe_unwind_rbp_rule */
 };
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_row_block) == 192,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_rule) == 8, "ABI: pystrobe_unwind_rule");
+#define PYSTROBE_UNWIND_MAX_RULES 65536 /* a rule index is 16 bits */
+
+/* A row as the kernel holds it. */
+struct pystrobe_unwind_packed_row {
+	/* addr & 0xffff. Within a page's rows (see PYSTROBE_UNWIND_PAGE_SHIFT)
+	 * every address after the page's first row is in (page start, page
+	 * start + page size], so (addr_low - page start) mod 2^16 is exact. */
+	__u16 addr_low;
+	__u16 rule; /* index in unwind_rules */
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_packed_row) == 4,
+		    "ABI: pystrobe_unwind_packed_row");
+
+#define PYSTROBE_UNWIND_ROWS_PER_BLOCK 64
+struct pystrobe_unwind_row_block {
+	struct pystrobe_unwind_packed_row rows[PYSTROBE_UNWIND_ROWS_PER_BLOCK];
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_row_block) == 256,
 		    "ABI: pystrobe_unwind_row_block");
 
 /*
@@ -716,20 +753,36 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_row_block) == 192,
  * 1 << PYSTROBE_UNWIND_PAGE_SHIFT bytes from first_page on, the index (from
  * the table's first row) of the row in effect at the page's start. The rows
  * a pc of page p may need lie between the entries of p and p + 1, a few
- * dozen at most, instead of the whole table.
+ * dozen at most, instead of the whole table. A table's first row is at or
+ * below its first page's start (userspace puts an INVALID row there), so
+ * the row an entry names is in effect for the whole page up to the next row.
  */
 #define PYSTROBE_UNWIND_PAGE_SHIFT 12
 
+/* Whether a table's rows are in the kernel; pystrobe_unwind_table.state. */
+enum pystrobe_unwind_table_state {
+	/* Not loaded (not built yet, or evicted for room): the walk ends with
+	 * [unknown] and asks for it (map unwind_wanted). */
+	PYSTROBE_UNWIND_TABLE_ABSENT = 0,
+	PYSTROBE_UNWIND_TABLE_LOADED = 1,
+	/* The file has no usable call frame information, or its table never
+	 * fits: the walk ends with [unknown] and asks for nothing. */
+	PYSTROBE_UNWIND_TABLE_UNAVAILABLE = 2,
+};
+
 /* One table as the kernel finds it: map unwind_tables, by table id. */
 struct pystrobe_unwind_table {
-	__u32 first_row; /* index in unwind_rows' rows (block * 16 + slot) */
+	__u32 first_row; /* index in unwind_rows' rows (block * 64 + slot) */
 	__u32 row_count;
 	__u32 first_page_entry; /* index in unwind_pages of first_page's entry */
 	__u32 page_count;	/* entries: pages covered, plus one past the last */
 	__u32 first_page;	/* lowest row address >> PYSTROBE_UNWIND_PAGE_SHIFT */
-	__u32 _pad;
+	__u32 state;		/* enum pystrobe_unwind_table_state */
+	/* bpf_ktime_get_ns() of the last walk that used a row of it, written
+	 * by the kernel: userspace evicts the least recently used first. */
+	__u64 used_ns;
 };
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_table) == 24, "ABI: pystrobe_unwind_table");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_table) == 32, "ABI: pystrobe_unwind_table");
 
 /* Special table ids of a mapping. */
 #define PYSTROBE_UNWIND_TABLE_NONE 0xffffffffu /* a file without unwind info */

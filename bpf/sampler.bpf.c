@@ -180,7 +180,8 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		struct pt_regs *regs = compat_current_user_regs();
 		long frames =
 		    native_unwind(sample, kernel_bytes / sizeof(__u64), PYSTROBE_MAX_USER_FRAMES,
-				  compat_user_ip(regs), compat_user_sp(regs), compat_user_fp(regs));
+				  compat_user_ip(regs), compat_user_sp(regs), compat_user_fp(regs),
+				  python != NULL);
 
 		if (frames >= 0)
 			user_bytes = frames * sizeof(__u64);

@@ -46,6 +46,9 @@ struct PythonConfig {
   // Whole native stacks of CPython processes, walked in the kernel with unwind
   // tables, around and between their Python frames.
   bool native_stacks = true;
+  // Kernel memory for those unwind tables, in MiB; when full, the tables
+  // walked least recently are evicted (and loaded again when walked).
+  int native_table_mib = 32;
 
   friend bool operator==(const PythonConfig&, const PythonConfig&) = default;
 };
@@ -137,6 +140,8 @@ struct DaemonConfig {
 inline constexpr int kConfigMinRateHz = 1;
 inline constexpr int kConfigMaxRateHz = 1000;
 inline constexpr int kConfigMinPythonDepth = 1;
+inline constexpr int kConfigMinNativeTableMib = 4;
+inline constexpr int kConfigMaxNativeTableMib = 1024;
 inline constexpr int kConfigMaxPythonDepth = 384;  // PYSTROBE_MAX_PYTHON_FRAMES
 inline constexpr int64_t kConfigMinWindowSeconds = 1;
 inline constexpr int64_t kConfigMaxWindowSeconds = 3600;

@@ -335,6 +335,11 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
              }},
             {"native_stacks", [&](const YAML::Node& v,
                                   const std::string& k) { w.Bool(v, k, &c.python.native_stacks); }},
+            {"native_table_mib",
+             [&](const YAML::Node& v, const std::string& k) {
+               w.Int(v, k, kConfigMinNativeTableMib, kConfigMaxNativeTableMib,
+                     &c.python.native_table_mib);
+             }},
         });
   };
 

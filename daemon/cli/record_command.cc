@@ -69,12 +69,21 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const SamplingSession& 
   NativeUnwindTotals native_totals;
   if (const NativeUnwindTracker* native = session.native_unwind()) {
     const UnwindTableCache::Stats& cache = native->cache().stats();
+    UnwindTableBuilder::Stats built = native->builder_stats();
     native_totals = {.enabled = true,
-                     .tables_built = cache.built,
+                     .binaries = cache.binaries,
                      .tables_shared = cache.shared,
-                     .table_failures = native->stats().table_failures,
+                     .tables_built = built.built,
+                     .tables_from_disk = built.from_disk,
+                     .tables_loaded = native->stats().tables_loaded,
+                     .tables_evicted = native->stats().tables_evicted,
+                     .tables_unavailable = native->stats().tables_unavailable,
+                     .files_without_cfi = cache.without_cfi,
                      .kernel_bytes = session.unwind_maps()->peak_bytes_used(),
-                     .build_time = cache.build_time};
+                     .budget_bytes = session.unwind_maps()->bytes_total(),
+                     .build_cpu = built.build_cpu,
+                     .disk_load_cpu = built.load_cpu,
+                     .disk_cache = native->has_disk_cache()};
   }
   fputs(RecordSummary(kernel, totals, elapsed, options.rate_hz, native_totals).c_str(), stderr);
   if (options.summary_json.empty()) return absl::OkStatus();
@@ -101,7 +110,9 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                   .python_native_stacks = options.native || gpu_host,
                   // On a GPU host, CPython's native stacks (for [gpu wait])
                   // are walked with tables too.
-                  .native_unwind_bytes = options.native || gpu_host ? kDefaultNativeUnwindBytes : 0,
+                  .native_unwind_bytes =
+                      options.native || gpu_host ? uint64_t(options.native_table_mib) << 20 : 0,
+                  .native_unwind_all = options.native,
                   .memory_growth = options.memory,
                   .allocations = options.allocations},
       .target_pids = targets,
@@ -114,6 +125,7 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
       .accounting = std::nullopt,  // record counts nothing per process
       .python = SamplingSessionConfig::PythonDiscovery::kOn,
       .native_unwind_python_only = !options.native,
+      .unwind_cache_directory = options.unwind_cache,
   };
 }
 
@@ -252,6 +264,12 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   if (!(*session)->kernel_symbols_status().ok()) {
     fprintf(stderr, "pystrobe record: warning: kernel frames stay unnamed: %s\n",
             std::string((*session)->kernel_symbols_status().message()).c_str());
+  }
+  if (!(*session)->unwind_cache_status().ok()) {
+    fprintf(stderr,
+            "pystrobe record: warning: unwind tables are built in every run, not kept on disk: "
+            "%s (--unwind-cache DIR to choose another)\n",
+            std::string((*session)->unwind_cache_status().message()).c_str());
   }
   Recorder& recorder = (*session)->recorder();
 

@@ -99,7 +99,20 @@ Memory:
 
 Python (any CPython 2.7 or 3.6 to 3.13, found automatically):
       --native         keep native frames: extensions above the Python frame
-                       that called them, the interpreter's starters below
+                       that called them, the interpreter's starters below;
+                       every process's native stack is walked with unwind
+                       tables built from its binaries' .eh_frame, for the
+                       binaries its samples walk through (the first samples
+                       through a binary end in [unknown] while its table is
+                       built, once: tables are kept on disk)
+      --native-table-mib MIB
+                       kernel memory for unwind tables (4 to 1024, default
+                       32; a torch training loop needs about 9): when full,
+                       the tables walked least recently make room
+      --unwind-cache DIR
+                       where unwind tables are kept across runs (default
+                       /var/cache/pystrobe/unwind, at most 512 MiB; "none":
+                       build them in every run)
       --gil            keep only samples whose thread held the GIL
       --function       show the line a function starts at, not the line running
       --nolineno       no line numbers
@@ -185,6 +198,17 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
       absl::StatusOr<int64_t> depth = ParseInteger(flag, *value, 1, kMaxPythonDepth, "frames");
       if (!depth.ok()) return depth.status();
       options.max_python_depth = static_cast<int>(*depth);
+    } else if (flag == "--native-table-mib") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      absl::StatusOr<int64_t> mib = ParseInteger(flag, *value, 4, 1024, "MiB");
+      if (!mib.ok()) return mib.status();
+      options.native_table_mib = static_cast<int>(*mib);
+    } else if (flag == "--unwind-cache") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a path"));
+      options.unwind_cache = *value == "none" ? "" : *value;
     } else if (bool* switch_flag = SwitchFlag(options, flag); switch_flag != nullptr) {
       if (absl::Status s = takes_no_value(); !s.ok()) return s;
       *switch_flag = true;

@@ -39,6 +39,10 @@ struct RecordOptions {
   bool allocations = false;  // sampled allocations still held at the end (--allocations)
   bool alloc_space = false;  // ... every sampled allocation, freed or not (--alloc-space)
   int max_python_depth = 128;
+  // Kernel memory for native unwind tables (--native-table-mib).
+  int native_table_mib = 32;
+  // Where unwind tables are kept across runs (--unwind-cache); "": nowhere.
+  std::string unwind_cache = "/var/cache/pystrobe/unwind";
   bool subprocesses = false;  // follow children of the targets
   // The import time of each module, as a tree, instead of a profile: to
   // `output` when given, else to stderr.

@@ -48,17 +48,28 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
                     Dropped(kernel, PYSTROBE_DROP_OFFCPU_STORAGE), "\n");
   }
   if (native.enabled || kernel.dropped[PYSTROBE_DROP_NATIVE_UNWIND] > 0 ||
-      kernel.dropped[PYSTROBE_DROP_NATIVE_STALE_MAPPINGS] > 0) {
+      kernel.dropped[PYSTROBE_DROP_NATIVE_STALE_MAPPINGS] > 0 ||
+      kernel.dropped[PYSTROBE_DROP_NATIVE_NOT_TRACKED] > 0) {
     absl::StrAppend(&text, "pystrobe: native: ", kernel.native_complete, " walks whole, ",
                     kernel.native_jit, " ended in JIT code, ", kernel.native_truncated,
                     " truncated, ", Dropped(kernel, PYSTROBE_DROP_NATIVE_UNWIND), " (of them ",
-                    Dropped(kernel, PYSTROBE_DROP_NATIVE_STALE_MAPPINGS), "); ",
-                    native.tables_built, " unwind tables built in ",
-                    absl::StrFormat("%.1f ms (%.1f MiB in the kernel at most)",
-                                    absl::ToDoubleMilliseconds(native.build_time),
-                                    native.kernel_bytes / 1048576.0),
-                    ", ", native.tables_shared, " shared, ", native.table_failures,
-                    " files without tables\n");
+                    Dropped(kernel, PYSTROBE_DROP_NATIVE_STALE_MAPPINGS), ", ",
+                    Dropped(kernel, PYSTROBE_DROP_NATIVE_TABLE_ABSENT), ", ",
+                    Dropped(kernel, PYSTROBE_DROP_NATIVE_NOT_TRACKED), ")\n");
+  }
+  if (native.enabled) {
+    absl::StrAppend(
+        &text, "pystrobe: unwind tables: ", native.tables_loaded, " loaded for ", native.binaries,
+        " binaries mapped (", native.tables_built,
+        absl::StrFormat(" built in %.1f ms of CPU, ", absl::ToDoubleMilliseconds(native.build_cpu)),
+        native.tables_from_disk,
+        absl::StrFormat(" read from disk in %.1f ms%s), ",
+                        absl::ToDoubleMilliseconds(native.disk_load_cpu),
+                        native.disk_cache ? "" : ", no disk cache"),
+        native.tables_evicted, " evicted for room, ", native.tables_unavailable, " unavailable, ",
+        absl::StrFormat("%.1f of %.1f MiB of kernel memory at most; ",
+                        native.kernel_bytes / 1048576.0, native.budget_bytes / 1048576.0),
+        native.files_without_cfi, " files without call frame information\n");
   }
   if (kernel.memory_sent + kernel.memory_lost > 0) {
     absl::StrAppend(&text, "pystrobe: memory: ", kernel.memory_sent,
@@ -115,10 +126,16 @@ std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals&
       ",\"native_unwind\":{\"enabled\":", native.enabled ? "true" : "false",
       ",\"complete\":", kernel.native_complete, ",\"jit\":", kernel.native_jit,
       ",\"truncated\":", kernel.native_truncated, ",\"through_jit\":", kernel.native_through_jit,
-      ",\"tables\":", native.tables_built, ",\"tables_shared\":", native.tables_shared,
-      ",\"files_without_tables\":", native.table_failures,
-      ",\"kernel_bytes\":", native.kernel_bytes,
-      absl::StrFormat(",\"build_ms\":%.3f", absl::ToDoubleMilliseconds(native.build_time)), "}}\n");
+      ",\"tables\":", native.tables_loaded, ",\"binaries\":", native.binaries,
+      ",\"tables_shared\":", native.tables_shared, ",\"tables_built\":", native.tables_built,
+      ",\"tables_from_disk\":", native.tables_from_disk,
+      ",\"tables_evicted\":", native.tables_evicted,
+      ",\"tables_unavailable\":", native.tables_unavailable,
+      ",\"files_without_tables\":", native.files_without_cfi,
+      ",\"kernel_bytes\":", native.kernel_bytes, ",\"budget_bytes\":", native.budget_bytes,
+      absl::StrFormat(",\"build_ms\":%.3f", absl::ToDoubleMilliseconds(native.build_cpu)),
+      absl::StrFormat(",\"disk_load_ms\":%.3f", absl::ToDoubleMilliseconds(native.disk_load_cpu)),
+      "}}\n");
 }
 
 }  // namespace pystrobe

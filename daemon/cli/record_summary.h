@@ -28,15 +28,26 @@ struct RecordTotals {
   uint64_t in_use_bytes = 0;      // ... of which still held at the end
 };
 
-// Native unwinding with tables (--native): tables built and the kernel
-// memory they take, files without tables, and the time spent building.
+// Native unwinding with tables (--native): the binaries the targets map,
+// the tables their walks needed (built, or read back from disk), the kernel
+// memory they take against its budget, and the CPU spent on them.
 struct NativeUnwindTotals {
   bool enabled = false;
-  uint64_t tables_built = 0;
-  uint64_t tables_shared = 0;
-  uint64_t table_failures = 0;
-  uint64_t kernel_bytes = 0;
-  absl::Duration build_time;
+  uint64_t binaries = 0;            // distinct binaries with call frame information mapped
+  uint64_t tables_shared = 0;       // mappings answered by a binary already known
+  uint64_t tables_built = 0;        // from call frame information
+  uint64_t tables_from_disk = 0;    // read back from the disk cache
+  uint64_t tables_loaded = 0;       // put in the kernel (again after an eviction too)
+  uint64_t tables_evicted = 0;      // taken out for room, least recently walked first
+  uint64_t tables_unavailable = 0;  // never fit, or failed to build
+  // Distinct files mapped executable without call frame information (or
+  // unreadable): their frames end a stack in [unknown].
+  uint64_t files_without_cfi = 0;
+  uint64_t kernel_bytes = 0;  // at most, during the recording
+  uint64_t budget_bytes = 0;
+  absl::Duration build_cpu;      // building tables from binaries
+  absl::Duration disk_load_cpu;  // reading them back from disk
+  bool disk_cache = false;
 };
 
 // The summary's lines, each ending in a newline.

@@ -131,12 +131,13 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   oom_kill_stacks_ = config.oom_kill_stacks;
   skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
   skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
-  // The tables' maps: rows in blocks of 16, page entries an eighth of the
-  // room (a 4 KiB page holds about 90 rows of python3.11).
+  // The tables' maps: packed rows in blocks of 64, page entries a
+  // sixteenth of the room (a 4 KiB page of code holds about 70 rows).
   skeleton_->rodata->native_unwinding = config.native_unwind_bytes > 0 ? 1 : 0;
-  uint64_t row_bytes = config.native_unwind_bytes - config.native_unwind_bytes / 8;
+  skeleton_->rodata->native_unwinding_all = config.native_unwind_all ? 1 : 0;
+  uint64_t row_bytes = config.native_unwind_bytes - config.native_unwind_bytes / 16;
   uint32_t blocks = static_cast<uint32_t>(row_bytes / sizeof(pystrobe_unwind_row_block));
-  uint32_t pages = static_cast<uint32_t>(config.native_unwind_bytes / 8 / sizeof(uint32_t));
+  uint32_t pages = static_cast<uint32_t>(config.native_unwind_bytes / 16 / sizeof(uint32_t));
   if (bpf_map__set_max_entries(skeleton_->maps.unwind_rows, std::max<uint32_t>(blocks, 1)) != 0 ||
       bpf_map__set_max_entries(skeleton_->maps.unwind_pages, std::max<uint32_t>(pages, 1)) != 0) {
     return LibbpfError(-errno, "size the unwind table maps");
@@ -189,8 +190,9 @@ absl::Status BpfSampler::RemoveTargetCgroup(uint64_t cgroup_id) {
 }
 
 UnwindMaps::Maps BpfSampler::unwind_maps() const {
-  return {skeleton_->maps.unwind_rows, skeleton_->maps.unwind_pages, skeleton_->maps.unwind_tables,
-          skeleton_->maps.unwind_processes};
+  return {skeleton_->maps.unwind_rows,   skeleton_->maps.unwind_pages,
+          skeleton_->maps.unwind_tables, skeleton_->maps.unwind_processes,
+          skeleton_->maps.unwind_rules,  skeleton_->maps.unwind_wanted};
 }
 
 std::vector<BpfSampler::MapFill> BpfSampler::ReadMapFill() const {

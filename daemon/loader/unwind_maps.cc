@@ -76,14 +76,51 @@ UnwindMaps::UnwindMaps(Maps maps)
       block_capacity_(bpf_map__max_entries(maps.rows)),
       page_capacity_(bpf_map__max_entries(maps.pages)) {}
 
+absl::StatusOr<uint16_t> UnwindMaps::RuleIndex(const pystrobe_unwind_row& row) {
+  pystrobe_unwind_rule rule{};
+  if (row.cfa_rule != PYSTROBE_UNWIND_CFA_INVALID) {
+    rule = {row.cfa_offset, row.rbp_offset, row.cfa_rule, row.rbp_rule};
+  }
+  uint64_t packed;
+  static_assert(sizeof(packed) == sizeof(rule));
+  std::memcpy(&packed, &rule, sizeof(rule));
+  if (packed == 0) return 0;  // index 0: the INVALID rule, all zeroes
+  auto it = rule_index_.find(packed);
+  if (it != rule_index_.end()) return it->second;
+  uint32_t index = static_cast<uint32_t>(rule_index_.size()) + 1;
+  if (index >= std::min<uint32_t>(PYSTROBE_UNWIND_MAX_RULES, bpf_map__max_entries(maps_.rules))) {
+    return absl::ResourceExhaustedError("the unwind rule dictionary is full");
+  }
+  if (bpf_map__update_elem(maps_.rules, &index, sizeof(index), &rule, sizeof(rule), BPF_ANY) != 0) {
+    return LibbpfError(-errno, "write an unwind rule");
+  }
+  rule_index_.emplace(packed, static_cast<uint16_t>(index));
+  return static_cast<uint16_t>(index);
+}
+
+void UnwindMaps::WriteEntry(uint32_t id, const pystrobe_unwind_table& entry) {
+  bpf_map__update_elem(maps_.tables, &id, sizeof(id), &entry, sizeof(entry), BPF_ANY);
+}
+
 absl::Status UnwindMaps::LoadTable(uint32_t id, const UnwindTable& table) {
   if (id >= bpf_map__max_entries(maps_.tables)) {
     return absl::ResourceExhaustedError(absl::StrCat("unwind table id ", id, " past the map"));
   }
   UnloadTable(id);
+  // Packed before any room is taken: a full dictionary fails the load whole.
+  std::vector<pystrobe_unwind_row_block> rows(
+      (table.rows.size() + PYSTROBE_UNWIND_ROWS_PER_BLOCK - 1) / PYSTROBE_UNWIND_ROWS_PER_BLOCK);
+  std::memset(rows.data(), 0, rows.size() * sizeof(rows[0]));
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    absl::StatusOr<uint16_t> rule = RuleIndex(table.rows[i]);
+    if (!rule.ok()) return rule.status();
+    pystrobe_unwind_packed_row& packed =
+        rows[i / PYSTROBE_UNWIND_ROWS_PER_BLOCK].rows[i % PYSTROBE_UNWIND_ROWS_PER_BLOCK];
+    packed.addr_low = static_cast<uint16_t>(table.rows[i].addr);
+    packed.rule = *rule;
+  }
   Placement placed;
-  placed.blocks = static_cast<uint32_t>((table.rows.size() + PYSTROBE_UNWIND_ROWS_PER_BLOCK - 1) /
-                                        PYSTROBE_UNWIND_ROWS_PER_BLOCK);
+  placed.blocks = static_cast<uint32_t>(rows.size());
   placed.pages = static_cast<uint32_t>(table.pages.size());
   std::optional<uint32_t> blocks = blocks_.Allocate(placed.blocks);
   if (!blocks) {
@@ -99,9 +136,6 @@ absl::Status UnwindMaps::LoadTable(uint32_t id, const UnwindTable& table) {
   placed.first_block = *blocks;
   placed.first_page = *pages;
 
-  std::vector<pystrobe_unwind_row_block> rows(placed.blocks);
-  std::memset(rows.data(), 0, rows.size() * sizeof(rows[0]));
-  std::memcpy(rows.data(), table.rows.data(), table.rows.size() * sizeof(table.rows[0]));
   absl::Status status = WriteArray(maps_.rows, placed.first_block, rows, "rows");
   if (status.ok()) status = WriteArray(maps_.pages, placed.first_page, table.pages, "pages");
   pystrobe_unwind_table entry{};
@@ -110,6 +144,7 @@ absl::Status UnwindMaps::LoadTable(uint32_t id, const UnwindTable& table) {
   entry.first_page_entry = placed.first_page;
   entry.page_count = placed.pages;
   entry.first_page = table.first_page;
+  entry.state = PYSTROBE_UNWIND_TABLE_LOADED;
   if (status.ok() &&
       bpf_map__update_elem(maps_.tables, &id, sizeof(id), &entry, sizeof(entry), BPF_ANY) != 0) {
     status = LibbpfError(-errno, "write an unwind table's entry");
@@ -125,14 +160,41 @@ absl::Status UnwindMaps::LoadTable(uint32_t id, const UnwindTable& table) {
 }
 
 void UnwindMaps::UnloadTable(uint32_t id) {
+  // Absent: a walk that still finds this id finds no row, and asks.
+  pystrobe_unwind_table absent{};
+  absent.state = PYSTROBE_UNWIND_TABLE_ABSENT;
+  WriteEntry(id, absent);
   auto it = placed_.find(id);
   if (it == placed_.end()) return;
-  // An entry with no pages: a walk that still finds this id finds no row.
-  pystrobe_unwind_table empty{};
-  bpf_map__update_elem(maps_.tables, &id, sizeof(id), &empty, sizeof(empty), BPF_ANY);
   blocks_.Free(it->second.first_block, it->second.blocks);
   pages_.Free(it->second.first_page, it->second.pages);
   placed_.erase(it);
+}
+
+void UnwindMaps::MarkUnavailable(uint32_t id) {
+  UnloadTable(id);
+  pystrobe_unwind_table unavailable{};
+  unavailable.state = PYSTROBE_UNWIND_TABLE_UNAVAILABLE;
+  WriteEntry(id, unavailable);
+}
+
+std::vector<uint32_t> UnwindMaps::TakeWantedTables() {
+  std::vector<uint32_t> ids;
+  uint32_t key, next;
+  const uint32_t* previous = nullptr;
+  while (bpf_map__get_next_key(maps_.wanted, previous, &next, sizeof(next)) == 0) {
+    ids.push_back(next);
+    key = next;
+    previous = &key;
+  }
+  for (uint32_t id : ids) bpf_map__delete_elem(maps_.wanted, &id, sizeof(id), 0);
+  return ids;
+}
+
+uint64_t UnwindMaps::LastUsedNs(uint32_t id) {
+  pystrobe_unwind_table entry{};
+  if (bpf_map__lookup_elem(maps_.tables, &id, sizeof(id), &entry, sizeof(entry), 0) != 0) return 0;
+  return entry.used_ns;
 }
 
 absl::Status UnwindMaps::SetProcessMappings(uint32_t pid,

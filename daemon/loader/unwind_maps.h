@@ -1,7 +1,7 @@
-// The kernel's side of the unwind tables (bpf/native_unwind.bpf.h): rows and
-// page entries placed in the two big array maps by a first-fit allocator,
-// tables described in unwind_tables, processes' mappings in
-// unwind_processes.
+// The kernel's side of the unwind tables (bpf/native_unwind.bpf.h): rows
+// packed to 4 bytes against one rule dictionary (unwind_rules), rows and page
+// entries placed in the two big array maps by a first-fit allocator, tables
+// described in unwind_tables, processes' mappings in unwind_processes.
 #ifndef PYSTROBE_DAEMON_LOADER_UNWIND_MAPS_H_
 #define PYSTROBE_DAEMON_LOADER_UNWIND_MAPS_H_
 
@@ -9,6 +9,7 @@
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "daemon/unwind/unwind_table_store.h"
 
 struct bpf_map;
@@ -36,11 +37,16 @@ class UnwindMaps : public UnwindTableStore {
     bpf_map* pages;      // entry index -> u32
     bpf_map* tables;     // table id -> pystrobe_unwind_table
     bpf_map* processes;  // tgid -> pystrobe_unwind_process
+    bpf_map* rules;      // rule index -> pystrobe_unwind_rule
+    bpf_map* wanted;     // table id -> first ask's time
   };
   explicit UnwindMaps(Maps maps);
 
   absl::Status LoadTable(uint32_t id, const UnwindTable& table) override;
   void UnloadTable(uint32_t id) override;
+  void MarkUnavailable(uint32_t id) override;
+  std::vector<uint32_t> TakeWantedTables() override;
+  uint64_t LastUsedNs(uint32_t id) override;
   absl::Status SetProcessMappings(uint32_t pid,
                                   absl::Span<const pystrobe_unwind_mapping> mappings) override;
   void RemoveProcess(uint32_t pid) override;
@@ -50,13 +56,20 @@ class UnwindMaps : public UnwindTableStore {
   uint64_t bytes_used() const;
   uint64_t peak_bytes_used() const { return peak_bytes_used_; }
   uint64_t bytes_total() const;
+  size_t tables_loaded() const { return placed_.size(); }
+  size_t rules() const { return rule_index_.size(); }
 
  private:
   struct Placement {
     uint32_t first_block = 0, blocks = 0;
     uint32_t first_page = 0, pages = 0;
   };
+  // The index of `row`'s rule in unwind_rules, written there when new.
+  absl::StatusOr<uint16_t> RuleIndex(const pystrobe_unwind_row& row);
+  void WriteEntry(uint32_t id, const pystrobe_unwind_table& entry);
+
   Maps maps_;
+  absl::flat_hash_map<uint64_t, uint16_t> rule_index_;  // packed rule -> index
   RangeAllocator blocks_;
   RangeAllocator pages_;
   uint32_t block_capacity_;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,6 +24,18 @@ namespace {
 // library just loaded is in every sample until then, and re-reading for
 // each would cost more than the samples.
 constexpr absl::Duration kRefreshInterval = absl::Milliseconds(20);
+
+std::string ReadLink(const std::string& path) {
+  char target[4096];
+  ssize_t n = readlink(path.c_str(), target, sizeof(target));
+  return n > 0 ? std::string(target, n) : "";
+}
+
+bool IsCLibrary(absl::string_view path) {
+  absl::string_view name = path.substr(path.rfind('/') + 1);
+  return absl::StartsWith(name, "libc.so") || absl::StartsWith(name, "libc-") ||
+         absl::StartsWith(name, "ld-linux");
+}
 
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path);
@@ -58,9 +71,12 @@ std::vector<ExecutableRegion> ParseExecutableRegions(absl::string_view maps) {
   return regions;
 }
 
-NativeUnwindTracker::NativeUnwindTracker(UnwindTableStore* store, std::string proc,
-                                         bool python_only)
-    : store_(store), proc_(std::move(proc)), python_only_(python_only) {}
+NativeUnwindTracker::NativeUnwindTracker(UnwindTableStore* store,
+                                         NativeUnwindTrackerOptions options)
+    : store_(store),
+      proc_(std::move(options.proc)),
+      python_only_(options.python_only),
+      builder_(options.tables, std::move(options.disk_cache)) {}
 
 NativeUnwindTracker::~NativeUnwindTracker() {
   if (vdso_fd_ >= 0) close(vdso_fd_);
@@ -101,24 +117,16 @@ uint32_t NativeUnwindTracker::TableFor(uint32_t pid, const ExecutableRegion& reg
   }
   if (path.empty()) return PYSTROBE_UNWIND_TABLE_NONE;
   absl::StatusOr<UnwindTableCache::Handle> handle = cache_.Acquire(path);
-  if (!handle.ok()) {
-    ++stats_.table_failures;
-    return PYSTROBE_UNWIND_TABLE_NONE;
-  }
+  if (!handle.ok()) return PYSTROBE_UNWIND_TABLE_NONE;
   std::optional<uint64_t> load_bias =
-      LoadBias(handle->table->load_segments, region.start, region.file_offset);
+      LoadBias(cache_.load_segments(handle->id), region.start, region.file_offset);
   if (!load_bias) {
     if (cache_.Release(handle->id)) store_->UnloadTable(handle->id);
     return PYSTROBE_UNWIND_TABLE_NONE;
   }
-  if (handle->built_now) {
-    if (!store_->LoadTable(handle->id, *handle->table).ok()) {
-      ++stats_.table_failures;
-      if (cache_.Release(handle->id)) store_->UnloadTable(handle->id);
-      return PYSTROBE_UNWIND_TABLE_NONE;
-    }
-    ++stats_.tables_loaded;
-  }
+  // A fresh id (maybe another binary's before) is absent in the kernel:
+  // the first walk through it asks for its table.
+  if (handle->first) store_->UnloadTable(handle->id);
   held.push_back(handle->id);
   bias = *load_bias;
   return handle->id;
@@ -126,8 +134,79 @@ uint32_t NativeUnwindTracker::TableFor(uint32_t pid, const ExecutableRegion& reg
 
 void NativeUnwindTracker::Release(const std::vector<uint32_t>& tables) {
   for (uint32_t id : tables) {
-    if (cache_.Release(id)) store_->UnloadTable(id);
+    if (cache_.Release(id)) {
+      store_->UnloadTable(id);
+      loaded_.erase(id);
+    }
   }
+}
+
+void NativeUnwindTracker::Load(uint32_t id) {
+  const std::shared_ptr<const UnwindTable>& table = cache_.table(id);
+  absl::Status status = store_->LoadTable(id, *table);
+  while (absl::IsResourceExhausted(status)) {
+    // The least recently walked table makes room; the kernel stamps each
+    // table a walk used.
+    std::optional<uint32_t> victim;
+    uint64_t victim_used = 0;
+    for (uint32_t other : loaded_) {
+      uint64_t used = store_->LastUsedNs(other);
+      if (!victim || used < victim_used) {
+        victim = other;
+        victim_used = used;
+      }
+    }
+    if (!victim) break;
+    store_->UnloadTable(*victim);
+    loaded_.erase(*victim);
+    ++stats_.tables_evicted;
+    status = store_->LoadTable(id, *table);
+  }
+  if (!status.ok()) {
+    store_->MarkUnavailable(id);
+    ++stats_.tables_unavailable;
+    return;
+  }
+  loaded_.insert(id);
+  ++stats_.tables_loaded;
+}
+
+void NativeUnwindTracker::Service(bool asked) {
+  for (UnwindTableBuilder::Result& result : builder_.TakeFinished()) {
+    // The binary's last process may be gone, and its id another binary's.
+    if (!cache_.Holds(result.id, result.key)) continue;
+    bool built = result.table.ok();
+    cache_.SetBuilt(result.id, std::move(result.table));
+    if (built) {
+      Load(result.id);
+    } else {
+      store_->MarkUnavailable(result.id);
+      ++stats_.tables_unavailable;
+    }
+  }
+  if (!asked) return;
+  for (uint32_t id : store_->TakeWantedTables()) Want(id);
+}
+
+void NativeUnwindTracker::Want(uint32_t id) {
+  if (loaded_.contains(id)) return;
+  switch (cache_.state(id)) {
+    case UnwindTableCache::State::kUnbuilt:
+      cache_.set_building(id);
+      builder_.Enqueue({id, cache_.key(id), cache_.path(id)});
+      break;
+    case UnwindTableCache::State::kBuilt:
+      Load(id);  // evicted for room, wanted again
+      break;
+    case UnwindTableCache::State::kBuilding:
+    case UnwindTableCache::State::kFailed:
+      break;
+  }
+}
+
+void NativeUnwindTracker::Settle(absl::Duration timeout) {
+  builder_.WaitIdle(timeout);
+  Service(/*asked=*/true);
 }
 
 absl::Status NativeUnwindTracker::Track(uint32_t pid) {
@@ -146,6 +225,7 @@ absl::Status NativeUnwindTracker::Track(uint32_t pid) {
   fresh.read_at = absl::Now();
   std::vector<pystrobe_unwind_mapping> mappings;
   mappings.reserve(regions.size());
+  std::string executable = ReadLink(absl::StrCat(proc_, "/", pid, "/exe"));
   for (const ExecutableRegion& region : regions) {
     pystrobe_unwind_mapping mapping{};
     mapping.start = region.start;
@@ -154,6 +234,17 @@ absl::Status NativeUnwindTracker::Track(uint32_t pid) {
     mapping.table_id = TableFor(pid, region, fresh.tables, bias);
     mapping.bias = bias;
     mappings.push_back(mapping);
+    // Tables wanted now, not one ring-buffer round trip per binary later:
+    // the executable's (_start, main) and the C library's
+    // (__libc_start_main, clone), which every stack passes through, and
+    // those on disk, which walks went through in an earlier run (a torch
+    // process: 16 of its 314 binaries).
+    if (mapping.table_id < PYSTROBE_UNWIND_TABLE_JIT &&
+        (region.path == executable || IsCLibrary(region.path) ||
+         (cache_.state(mapping.table_id) == UnwindTableCache::State::kUnbuilt &&
+          builder_.OnDisk(cache_.key(mapping.table_id))))) {
+      Want(mapping.table_id);
+    }
   }
   absl::Status status = store_->SetProcessMappings(pid, mappings);
   // The old references go after the new ones are taken: tables both images
@@ -184,6 +275,7 @@ void NativeUnwindTracker::OnRecord(std::span<const uint8_t> record) {
   if (record.size() < 8) return;
   std::memcpy(&kind, record.data(), 4);
   std::memcpy(&pid, record.data() + 4, 4);
+  bool asked = false;
   switch (kind) {
     case PYSTROBE_EVENT_SAMPLE:
     case PYSTROBE_EVENT_OFFCPU: {
@@ -192,6 +284,7 @@ void NativeUnwindTracker::OnRecord(std::span<const uint8_t> record) {
       uint16_t python_status;
       std::memcpy(&flags, record.data() + offsetof(pystrobe_sample, flags), 4);
       std::memcpy(&python_status, record.data() + offsetof(pystrobe_sample, python_status), 2);
+      asked = flags & PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED;
       auto it = processes_.find(pid);
       if (it == processes_.end()) {
         if (python_only_ && python_status == PYSTROBE_PY_NOT_PYTHON) break;
@@ -214,6 +307,7 @@ void NativeUnwindTracker::OnRecord(std::span<const uint8_t> record) {
       Forget(pid);
       break;
   }
+  Service(asked);
 }
 
 }  // namespace pystrobe

@@ -24,8 +24,20 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
   if (c.sampler.native_unwind_bytes > 0) {
     // Targets known now are walked with tables from their first sample.
     session->unwind_maps_ = std::make_unique<UnwindMaps>(bpf.unwind_maps());
-    session->native_unwind_ = std::make_unique<NativeUnwindTracker>(
-        session->unwind_maps_.get(), "/proc", c.native_unwind_python_only);
+    NativeUnwindTrackerOptions options;
+    options.python_only = c.native_unwind_python_only;
+    if (!c.unwind_cache_directory.empty()) {
+      // Without the cache tables are built in every run: slower, not wrong.
+      absl::StatusOr<UnwindTableDiskCache> disk =
+          UnwindTableDiskCache::Open(c.unwind_cache_directory, c.unwind_cache_bytes);
+      if (disk.ok()) {
+        options.disk_cache.emplace(std::move(*disk));
+      } else {
+        session->unwind_cache_status_ = disk.status();
+      }
+    }
+    session->native_unwind_ =
+        std::make_unique<NativeUnwindTracker>(session->unwind_maps_.get(), std::move(options));
     // A command pystrobe launched is still pystrobe until it execs: its
     // exec reads its mappings.
     std::error_code error;

@@ -43,6 +43,10 @@ struct SamplingSessionConfig {
   // With sampler.native_unwind_bytes: walk only processes the kernel knows
   // as CPython with tables (the daemon), or every target (record --native).
   bool native_unwind_python_only = false;
+  // Where unwind tables are kept across runs (UnwindTableDiskCache), and
+  // how many bytes of them at most; "": built in every run.
+  std::string unwind_cache_directory = kDefaultUnwindCacheDirectory;
+  uint64_t unwind_cache_bytes = kDefaultUnwindCacheBytes;
 };
 
 class SamplingSession {
@@ -85,11 +89,16 @@ class SamplingSession {
   KernelPythonDiscovery* python_discovery() { return python_discovery_.get(); }
   // Null unless the sampler walks native stacks with unwind tables.
   const NativeUnwindTracker* native_unwind() const { return native_unwind_.get(); }
+  NativeUnwindTracker* native_unwind() { return native_unwind_.get(); }
+  // Why unwind tables are not kept on disk, when asked to be.
+  const absl::Status& unwind_cache_status() const { return unwind_cache_status_; }
   const UnwindMaps* unwind_maps() const { return unwind_maps_.get(); }
 
  private:
   explicit SamplingSession(SamplingSessionConfig config) : config_(std::move(config)) {}
 
+  // Where the unwind tables are read from, and why not from disk if not.
+  absl::Status unwind_cache_status_;
   SamplingSessionConfig config_;
   std::unique_ptr<BpfSampler> sampler_;
   std::optional<KernelSymbolizer> kernel_symbols_;

@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
                   // Tables for CPython processes only: the rest of the host
                   // keeps its frame-pointer stacks.
                   .native_unwind_bytes = config.python.walk && config.python.native_stacks
-                                             ? kDefaultNativeUnwindBytes
+                                             ? uint64_t(config.python.native_table_mib) << 20
                                              : 0,
                   .memory_growth = config.memory,
                   .oom_kill_stacks = true},
@@ -332,9 +332,11 @@ void ProfilingSession::FillHealth(DaemonHealth& health) {
   health.python_processes = recorder.processes().python_processes();
   health.window_stacks = recorder.stacks().size() + recorder.offcpu_stacks().size();
   if (const NativeUnwindTracker* native = sampling_->native_unwind()) {
-    health.unwind_tables = native->cache().size();
+    health.unwind_tables = sampling_->unwind_maps()->tables_loaded();
     health.unwind_table_bytes = sampling_->unwind_maps()->bytes_used();
-    health.unwind_table_build_seconds = absl::ToDoubleSeconds(native->cache().stats().build_time);
+    health.unwind_table_budget_bytes = sampling_->unwind_maps()->bytes_total();
+    health.unwind_tables_evicted = native->stats().tables_evicted;
+    health.unwind_table_build_seconds = absl::ToDoubleSeconds(native->builder_stats().build_cpu);
   }
   health.windows = window_loop_->windows();
   health.sink_errors = window_loop_->sink_errors();

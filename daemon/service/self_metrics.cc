@@ -159,8 +159,15 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   gauge("pystrobe_native_unwind_table_bytes",
         "Kernel memory the native unwind tables' rows and page entries take.",
         static_cast<double>(health.unwind_table_bytes));
+  gauge("pystrobe_native_unwind_table_budget_bytes",
+        "Kernel memory set aside for native unwind tables; when full, the tables walked "
+        "least recently are evicted.",
+        static_cast<double>(health.unwind_table_budget_bytes));
+  counter("pystrobe_native_unwind_tables_evicted_total",
+          "Native unwind tables taken out of the kernel for room (loaded again when walked).",
+          static_cast<double>(health.unwind_tables_evicted));
   counter("pystrobe_native_unwind_table_build_seconds_total",
-          "Time spent building native unwind tables from binaries' call frame information.",
+          "CPU time spent building native unwind tables from binaries' call frame information.",
           health.unwind_table_build_seconds);
 
   families.push_back(GaugeFamily("pystrobe_bpf_map_entries", "Entries in each BPF hash map."));

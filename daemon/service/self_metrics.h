@@ -67,6 +67,8 @@ struct DaemonHealth {
   // memory their rows and page entries take, and the time spent building.
   size_t unwind_tables = 0;
   uint64_t unwind_table_bytes = 0;
+  uint64_t unwind_table_budget_bytes = 0;
+  uint64_t unwind_tables_evicted = 0;
   double unwind_table_build_seconds = 0;
   uint64_t windows = 0;
   // Per sink: windows it failed to take.

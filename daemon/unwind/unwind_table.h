@@ -18,7 +18,9 @@ namespace pystrobe {
 
 struct UnwindTable {
   // Sorted by addr, no two neighbours alike; a gap between functions is an
-  // INVALID row, and the last row is INVALID (past the last function).
+  // INVALID row (but for alignment padding, which belongs to the function
+  // before it), the first row is at a page's start (INVALID up to the first
+  // function) and the last row is INVALID (past the last function).
   std::vector<pystrobe_unwind_row> rows;
   // pages[i]: index of the row in effect at the start of page first_page + i;
   // one entry past the last page (see PYSTROBE_UNWIND_PAGE_SHIFT).
@@ -39,8 +41,10 @@ struct UnwindTable {
   // The row in effect at `address` (link-time), searched as the kernel does
   // (page index, then binary search); nullptr outside every row.
   const pystrobe_unwind_row* Find(uint64_t address) const;
-  // Bytes the kernel holds for this table: rows and page entries.
-  size_t KernelBytes() const { return rows.size() * sizeof(rows[0]) + pages.size() * 4; }
+  // Bytes the kernel holds for this table: packed rows and page entries.
+  size_t KernelBytes() const {
+    return rows.size() * sizeof(pystrobe_unwind_packed_row) + pages.size() * 4;
+  }
 };
 
 struct UnwindTableOptions {
@@ -60,10 +64,14 @@ struct UnwindTableOptions {
 absl::StatusOr<UnwindTable> BuildUnwindTable(const std::string& path,
                                              const UnwindTableOptions& options = {});
 
-// Fills `table`'s page index (pages, first_page) from its rows, which must
-// be sorted as UnwindTable::rows says: BuildUnwindTable's last step, and how
-// a table made row by row (the BPF tests') becomes one the kernel can search.
-void BuildPageIndex(UnwindTable& table);
+// Whether the ELF file at `path` (opened as `file`) has call frame
+// information a table could be built from: its headers and a few stats, no
+// section read.
+bool HasCallFrameInformation(const std::string& path, const ElfFile& file,
+                             const UnwindTableOptions& options = {});
+
+// Fills table.pages and table.first_page from table.rows.
+void IndexUnwindTablePages(UnwindTable& table);
 
 // What to add to a link-time address of the file to get the address in a
 // process that maps the file's bytes from `file_offset` at `start`.

@@ -76,7 +76,7 @@ pystrobe_unwind_row Row(uint32_t addr, uint8_t cfa_rule, int32_t cfa_offset,
 UnwindTable TableOf(std::vector<pystrobe_unwind_row> rows) {
   UnwindTable table;
   table.rows = std::move(rows);
-  BuildPageIndex(table);
+  IndexUnwindTablePages(table);
   return table;
 }
 

@@ -18,8 +18,8 @@ from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, CpuClock, printed_cpu_
                               workload)
 
 RATE = 499
-# Samples that must read whole: the first sample or two of a process come
-# before its mappings are read, and are walked with frame pointers.
+# Samples that must read whole: the first samples of a process come before
+# its mappings are read and its tables loaded, and end in one [unknown].
 WHOLE_SHARE = 0.95
 PROGRAM_START = ("_start", "__libc_start_main", "__libc_start_call_main", "main")
 

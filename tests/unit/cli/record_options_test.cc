@@ -91,6 +91,20 @@ TEST(RecordOptionsTest, PythonFlags) {
   EXPECT_EQ(Parse({}).value().max_python_depth, 128);
 }
 
+TEST(RecordOptionsTest, UnwindTableBudgetAndDiskCache) {
+  RecordOptions defaults = Parse({}).value();
+  EXPECT_EQ(defaults.native_table_mib, 32);
+  EXPECT_EQ(defaults.unwind_cache, "/var/cache/pystrobe/unwind");
+  absl::StatusOr<RecordOptions> options =
+      Parse({"--native", "--native-table-mib", "8", "--unwind-cache", "/tmp/tables"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->native_table_mib, 8);
+  EXPECT_EQ(options->unwind_cache, "/tmp/tables");
+  EXPECT_EQ(Parse({"--unwind-cache", "none"}).value().unwind_cache, "");
+  EXPECT_THAT(Parse({"--native-table-mib", "2"}).status().message(), HasSubstr("from 4 to 1024"));
+  EXPECT_FALSE(Parse({"--unwind-cache", ""}).ok());
+}
+
 TEST(RecordOptionsTest, PythonFlagErrors) {
   EXPECT_THAT(Parse({"--max-python-depth", "0"}).status().message(), HasSubstr("from 1 to 384"));
   EXPECT_THAT(Parse({"--max-python-depth", "385"}).status().message(), HasSubstr("from 1 to 384"));

@@ -84,8 +84,8 @@ TEST(RecordSummaryTest, TextIsTheOneScriptsRead) {
             "lost\n"
             "pystrobe: off CPU: 7 intervals, 1006 stacks that could not be kept\n"
             "pystrobe: native: 0 walks whole, 0 ended in JIT code, 0 truncated, 1008 native walks "
-            "ended in [unknown] (of them 1009 before their mappings were read); 0 unwind tables "
-            "built in 0.0 ms (0.0 MiB in the kernel at most), 0 shared, 0 files without tables\n"
+            "ended in [unknown] (of them 1009 before their mappings were read, 1010 before their "
+            "tables were loaded, 1011 before their process was read)\n"
             "pystrobe: the kernel refused 2 of 92 redraws of a CPU's sampling period; those CPUs "
             "kept their previous period a while\n"
             "pystrobe: --gil left out 9 samples of threads not holding the GIL\n");

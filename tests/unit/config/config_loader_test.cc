@@ -38,6 +38,7 @@ TEST(ConfigDefaultsTest, MatchTheDocumentedValues) {
   EXPECT_TRUE(c.targets.all);
   EXPECT_TRUE(c.python.walk);
   EXPECT_EQ(c.python.max_depth, 128);
+  EXPECT_EQ(c.python.native_table_mib, 32);
   EXPECT_FALSE(c.off_cpu);
   EXPECT_FALSE(c.memory);
   EXPECT_TRUE(c.gpu);
@@ -73,6 +74,7 @@ targets:
 python:
   walk: false
   max_depth: 384
+  native_table_mib: 96
 off_cpu: true
 memory: true
 gpu: false
@@ -109,6 +111,7 @@ labels:
                           "3f4e5d6c7b8a9f0e1d2c3b4a5f6e7d8c9b0a1f2e3d4c5b6a7f8e9d0c1b2a3f4e"));
   EXPECT_FALSE(c.python.walk);
   EXPECT_EQ(c.python.max_depth, 384);
+  EXPECT_EQ(c.python.native_table_mib, 96);
   EXPECT_TRUE(c.off_cpu);
   EXPECT_TRUE(c.memory);
   EXPECT_FALSE(c.gpu);

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 
@@ -25,7 +26,16 @@ class FakeStore : public UnwindTableStore {
     ++loads;
     return absl::OkStatus();
   }
-  void UnloadTable(uint32_t id) override { loaded.erase(id); }
+  void UnloadTable(uint32_t id) override {
+    if (loaded.erase(id)) ++unloads;
+    unavailable.erase(id);
+  }
+  void MarkUnavailable(uint32_t id) override {
+    loaded.erase(id);
+    unavailable.insert(id);
+  }
+  std::vector<uint32_t> TakeWantedTables() override { return std::exchange(wanted, {}); }
+  uint64_t LastUsedNs(uint32_t id) override { return used_ns[id]; }
   absl::Status SetProcessMappings(uint32_t pid,
                                   absl::Span<const pystrobe_unwind_mapping> mappings) override {
     processes[pid].assign(mappings.begin(), mappings.end());
@@ -34,8 +44,25 @@ class FakeStore : public UnwindTableStore {
   void RemoveProcess(uint32_t pid) override { processes.erase(pid); }
 
   std::map<uint32_t, const UnwindTable*> loaded;
+  std::set<uint32_t> unavailable;
   std::map<uint32_t, std::vector<pystrobe_unwind_mapping>> processes;
+  std::vector<uint32_t> wanted;
+  std::map<uint32_t, uint64_t> used_ns;
+  // With a budget: tables past it do not fit (rows counted).
+  size_t budget_rows = SIZE_MAX;
   int loads = 0;
+  int unloads = 0;
+};
+
+// The store above with room for `budget_rows` rows in all.
+class BudgetStore : public FakeStore {
+ public:
+  absl::Status LoadTable(uint32_t id, const UnwindTable& table) override {
+    size_t rows = table.rows.size();
+    for (const auto& [other, t] : loaded) rows += other == id ? 0 : t->rows.size();
+    if (rows > budget_rows) return absl::ResourceExhaustedError("no room");
+    return FakeStore::LoadTable(id, table);
+  }
 };
 
 // The state letter of /proc/PID/stat ('S' asleep, 'R' running...), or 0.
@@ -101,11 +128,44 @@ TEST(ParseExecutableRegionsTest, KeepsFilesVdsoAndAnonymousCodeOnly) {
   EXPECT_FALSE(regions[3].anonymous());
 }
 
+// A sample whose walk asked for tables (or not).
+std::vector<uint8_t> SampleOf(pid_t pid, uint32_t flags = 0) {
+  pystrobe_sample sample{};
+  sample.kind = PYSTROBE_EVENT_SAMPLE;
+  sample.pid = static_cast<uint32_t>(pid);
+  sample.flags = flags;
+  sample.python_status = PYSTROBE_PY_NOT_PYTHON;
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&sample);
+  return std::vector<uint8_t>(bytes, bytes + offsetof(pystrobe_sample, data));
+}
+
+// The table id of the mapping that holds the file named `name`, or NONE.
+uint32_t TableOf(const FakeStore& store, pid_t pid, const std::string& maps_path,
+                 const std::string& name) {
+  std::ifstream in(maps_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find(name) == std::string::npos || line.find("r-xp") == std::string::npos) continue;
+    uint64_t start = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+    for (const pystrobe_unwind_mapping& m : store.processes.at(pid)) {
+      if (m.start == start) return m.table_id;
+    }
+  }
+  return PYSTROBE_UNWIND_TABLE_NONE;
+}
+
 TEST(NativeUnwindTrackerTest, ProcessesShareTablesAndTheLastExitEvictsThem) {
   FakeStore store;
   NativeUnwindTracker tracker(&store);
   pid_t first = StartSleeper(), second = StartSleeper();
   ASSERT_TRUE(tracker.Track(first).ok());
+  // The executable's and libc's tables come at once (every stack starts
+  // there); the rest when a walk asks. Here: all of them.
+  tracker.Settle(absl::Seconds(30));
+  for (const pystrobe_unwind_mapping& m : store.processes[first])
+    store.wanted.push_back(m.table_id);
+  tracker.Service(/*asked=*/true);
+  tracker.Settle(absl::Seconds(30));
   const std::vector<pystrobe_unwind_mapping>& mappings = store.processes[first];
   ASSERT_GE(mappings.size(), 3u);  // sleep, libc, ld.so, the vDSO
   EXPECT_TRUE(std::is_sorted(mappings.begin(), mappings.end(),
@@ -138,7 +198,9 @@ TEST(NativeUnwindTrackerTest, ProcessesShareTablesAndTheLastExitEvictsThem) {
 
 TEST(NativeUnwindTrackerTest, PythonOnlyTrackerIgnoresOtherProcessesSamples) {
   FakeStore store;
-  NativeUnwindTracker tracker(&store, "/proc", /*python_only=*/true);
+  NativeUnwindTrackerOptions options;
+  options.python_only = true;
+  NativeUnwindTracker tracker(&store, std::move(options));
   pid_t pid = StartSleeper();
   pystrobe_sample sample{};
   sample.kind = PYSTROBE_EVENT_SAMPLE;
@@ -151,6 +213,84 @@ TEST(NativeUnwindTrackerTest, PythonOnlyTrackerIgnoresOtherProcessesSamples) {
   sample.python_status = PYSTROBE_PY_WALKED;
   tracker.OnRecord(bytes);
   EXPECT_EQ(store.processes.count(pid), 1u);
+  Stop(pid);
+}
+
+TEST(NativeUnwindTrackerTest, OnlyTablesWalksAskForAreBuiltAndLoaded) {
+  FakeStore store;
+  NativeUnwindTracker tracker(&store);
+  pid_t pid = StartSleeper();
+  tracker.OnRecord(SampleOf(pid));
+  tracker.Settle(absl::Seconds(30));
+  std::string maps = "/proc/" + std::to_string(pid) + "/maps";
+  uint32_t sleep = TableOf(store, pid, maps, "/sleep");
+  uint32_t libc = TableOf(store, pid, maps, "libc.so");
+  uint32_t vdso = TableOf(store, pid, maps, "[vdso]");
+  ASSERT_NE(sleep, PYSTROBE_UNWIND_TABLE_NONE);
+  ASSERT_NE(libc, PYSTROBE_UNWIND_TABLE_NONE);
+  ASSERT_NE(vdso, PYSTROBE_UNWIND_TABLE_NONE);
+  // Every stack starts in the executable and libc: theirs come at once.
+  EXPECT_TRUE(store.loaded.count(sleep));
+  EXPECT_TRUE(store.loaded.count(libc));
+  // The vDSO: mapped, not walked through yet, not built.
+  EXPECT_FALSE(store.loaded.count(vdso));
+  // A walk asks for the vDSO's table: it comes.
+  store.wanted = {vdso};
+  tracker.OnRecord(SampleOf(pid, PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED));
+  tracker.Settle(absl::Seconds(30));
+  EXPECT_TRUE(store.loaded.count(vdso));
+  EXPECT_EQ(tracker.builder_stats().failed, 0u);
+  Stop(pid);
+}
+
+TEST(NativeUnwindTrackerTest, FullBudgetEvictsTheLeastRecentlyWalkedTable) {
+  BudgetStore store;
+  NativeUnwindTracker tracker(&store);
+  pid_t pid = StartSleeper();
+  tracker.OnRecord(SampleOf(pid));
+  tracker.Settle(absl::Seconds(30));
+  std::string maps = "/proc/" + std::to_string(pid) + "/maps";
+  uint32_t sleep = TableOf(store, pid, maps, "/sleep");
+  uint32_t libc = TableOf(store, pid, maps, "libc.so");
+  uint32_t loader = TableOf(store, pid, maps, "ld-linux");
+  uint32_t vdso = TableOf(store, pid, maps, "[vdso]");
+  ASSERT_TRUE(store.loaded.count(sleep) && store.loaded.count(libc) && store.loaded.count(loader));
+  size_t rows = 0;
+  for (const auto& [id, table] : store.loaded) rows += table->rows.size();
+  // No room for the vDSO's few rows until sleep's table (walked longest
+  // ago) goes; libc's, walked just now, stays.
+  store.budget_rows = rows - 1;
+  store.used_ns = {{sleep, 100}, {libc, 300}, {loader, 200}};
+  store.wanted = {vdso};
+  tracker.OnRecord(SampleOf(pid, PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED));
+  tracker.Settle(absl::Seconds(30));
+  EXPECT_TRUE(store.loaded.count(vdso));
+  EXPECT_FALSE(store.loaded.count(sleep)) << "walked longest ago";
+  EXPECT_TRUE(store.loaded.count(libc)) << "walked last";
+  EXPECT_EQ(tracker.stats().tables_evicted, 1u);
+  // Asked for again, sleep's table comes back from memory (nothing is
+  // built again), in place of what is oldest now.
+  store.used_ns = {{vdso, 400}, {libc, 50}, {loader, 350}};
+  store.wanted = {sleep};
+  uint64_t built = tracker.builder_stats().built;
+  tracker.OnRecord(SampleOf(pid, PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED));
+  EXPECT_TRUE(store.loaded.count(sleep));
+  EXPECT_FALSE(store.loaded.count(libc));
+  EXPECT_EQ(tracker.builder_stats().built, built);
+  Stop(pid);
+}
+
+TEST(NativeUnwindTrackerTest, TableLargerThanTheWholeBudgetIsUnavailable) {
+  BudgetStore store;
+  store.budget_rows = 10;
+  NativeUnwindTracker tracker(&store);
+  pid_t pid = StartSleeper();
+  tracker.OnRecord(SampleOf(pid));
+  tracker.Settle(absl::Seconds(30));
+  std::string maps = "/proc/" + std::to_string(pid) + "/maps";
+  uint32_t libc = TableOf(store, pid, maps, "libc.so");
+  EXPECT_TRUE(store.unavailable.count(libc));
+  EXPECT_GE(tracker.stats().tables_unavailable, 1u);
   Stop(pid);
 }
 

@@ -191,10 +191,12 @@ void ExpectTableMatchesReadelf(const std::string& path, size_t min_rows) {
                       << fde.end << "): " << why;
       }
     }
-    // Just past a function whose neighbour does not start there: nothing.
-    const pystrobe_unwind_row* after = table->Find(fde.end);
-    bool neighbour = std::any_of(fdes.begin(), fdes.end(),
-                                 [&](const ReadelfFde& f) { return f.start == fde.end; });
+    // Past a function whose neighbour does not start within its alignment
+    // padding (which takes the function's last rule): nothing.
+    const pystrobe_unwind_row* after = table->Find(fde.end + 15);
+    bool neighbour = std::any_of(fdes.begin(), fdes.end(), [&](const ReadelfFde& f) {
+      return f.start >= fde.end && f.start < fde.end + 16;
+    });
     if (!neighbour && after && after->cfa_rule != PYSTROBE_UNWIND_CFA_INVALID &&
         ++mismatches <= 10) {
       ADD_FAILURE() << path << ": a rule past the end of FDE 0x" << std::hex << fde.start;
@@ -262,23 +264,46 @@ TEST(UnwindTableTest, FileWithoutFrameInformationIsNotFound) {
   EXPECT_EQ(BuildUnwindTable("/etc/hostname").status().code() == absl::StatusCode::kOk, false);
 }
 
-TEST(UnwindTableCacheTest, OneTableSharedUntilItsLastUserReleasesIt) {
+TEST(UnwindTableCacheTest, OneIdSharedUntilItsLastUserReleasesIt) {
   UnwindTableCache cache;
   auto first = cache.Acquire("/lib/x86_64-linux-gnu/libc.so.6");
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_TRUE(first->built_now);
+  EXPECT_TRUE(first->first);
+  // Nothing is built until a walk asks.
+  EXPECT_EQ(cache.state(first->id), UnwindTableCache::State::kUnbuilt);
+  EXPECT_FALSE(cache.load_segments(first->id).empty());
   // The same file under another name (a symlink, /proc/PID/root/...).
   auto second = cache.Acquire("/usr/lib/x86_64-linux-gnu/libc.so.6");
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_FALSE(second->built_now);
+  EXPECT_FALSE(second->first);
   EXPECT_EQ(first->id, second->id);
-  EXPECT_EQ(first->table.get(), second->table.get());
   EXPECT_EQ(cache.size(), 1u);
   EXPECT_FALSE(cache.Release(first->id));
   EXPECT_TRUE(cache.Release(second->id));
   EXPECT_EQ(cache.size(), 0u);
-  EXPECT_EQ(cache.stats().built, 1u);
-  EXPECT_EQ(cache.stats().evicted, 1u);
+  EXPECT_EQ(cache.stats().binaries, 1u);
+  EXPECT_EQ(cache.stats().released, 1u);
+}
+
+TEST(UnwindTableCacheTest, FileWithoutFrameInformationIsCountedOnce) {
+  UnwindTableCache cache;
+  EXPECT_FALSE(cache.Acquire("/etc/hostname").ok());
+  EXPECT_FALSE(cache.Acquire("/etc/hostname").ok());
+  EXPECT_EQ(cache.stats().without_cfi, 1u);
+}
+
+TEST(UnwindTableTest, PaddingBetweenFunctionsTakesNoRow) {
+  absl::StatusOr<UnwindTable> table = BuildUnwindTable("/lib/x86_64-linux-gnu/libc.so.6");
+  ASSERT_TRUE(table.ok()) << table.status();
+  // Each INVALID row inside the table marks a gap of 16 bytes or more.
+  for (size_t i = 1; i + 1 < table->rows.size(); ++i) {
+    if (table->rows[i].cfa_rule == PYSTROBE_UNWIND_CFA_INVALID) {
+      EXPECT_GE(table->rows[i + 1].addr - table->rows[i].addr, 16u) << i;
+    }
+  }
+  // The first row opens the first page, for the kernel's page search.
+  EXPECT_EQ(table->rows.front().addr % (1u << PYSTROBE_UNWIND_PAGE_SHIFT), 0u);
+  EXPECT_EQ(table->KernelBytes(), table->rows.size() * 4 + table->pages.size() * 4);
 }
 
 TEST(LoadBiasTest, PieMappedAtItsLoadAddress) {
