@@ -4,6 +4,6 @@
 # PYSTROBE_SKIP_BPF_TESTS=1 skips, and names, the tests that need BPF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+./scripts/install-deps.sh --tests
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure --timeout 900
