@@ -282,6 +282,10 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(HttpUrl url,
         "basic authentication and a bearer token cannot both be used");
   }
   if (!CurlReady()) return absl::InternalError("libcurl could not be initialized");
+  if (options.http2 && (curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_HTTP2) == 0) {
+    return absl::FailedPreconditionError(
+        "this libcurl has no HTTP/2 (it was built without nghttp2), which gRPC needs");
+  }
   auto curl = std::make_unique<Curl>();
   curl->easy = curl_easy_init();
   curl->multi = curl_multi_init();
@@ -297,6 +301,10 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(HttpUrl url,
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl->error);
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
+  if (options.http2) {
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION,
+                     static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+  }
   if (!tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
   if (!tls.cert_file.empty()) {
     curl_easy_setopt(easy, CURLOPT_SSLCERT, tls.cert_file.c_str());
