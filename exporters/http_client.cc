@@ -304,6 +304,14 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(HttpUrl url,
   if (options.http2) {
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION,
                      static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+    if (!url.https) {
+      // Debian 12's libcurl (7.88) fails the second request on a reused
+      // cleartext HTTP/2 connection with "Error in the HTTP2 framing layer"
+      // (seen against grpcio 1.51; TLS connections reuse fine). One request
+      // a window makes a connection per request cheap.
+      curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
+      curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+    }
   }
   if (!tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
   if (!tls.cert_file.empty()) {
