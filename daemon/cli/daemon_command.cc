@@ -295,7 +295,9 @@ void Daemon::LogPushErrors() {
   auto log = [this](const char* what, const std::string& error_now, uint64_t sent,
                     PushErrorLog& state) {
     if (!error_now.empty() && error_now != state.last_error) {
-      Log(absl::StrCat(what, " failed: ", error_now));
+      // A partial success (OTLP) is the store's word on a window it took.
+      bool partial = absl::StartsWith(error_now, "partial success");
+      Log(absl::StrCat(what, partial ? ": " : " failed: ", error_now));
       state.last_error = error_now;
     } else if (error_now.empty() && !state.last_error.empty() && sent > state.sent_at_error) {
       Log(absl::StrCat(what, ": sending again"));
