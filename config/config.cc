@@ -300,6 +300,40 @@ absl::Status ValidatePushHeader(absl::string_view name, absl::string_view value)
   return absl::OkStatus();
 }
 
+absl::Status ValidateOtlpHeader(absl::string_view name, absl::string_view value) {
+  auto is_token_char = [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
+  };
+  if (name.empty() || !std::all_of(name.begin(), name.end(), is_token_char)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Quoted(name), " is not a header name (letters, digits, '-')"));
+  }
+  for (absl::string_view reserved :
+       {"Host", "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding",
+        "Connection", "Expect", "User-Agent", "TE", "Upgrade", "Keep-Alive"}) {
+    if (absl::EqualsIgnoreCase(name, reserved)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " is set by the OTLP export itself"));
+    }
+  }
+  if (absl::StartsWithIgnoreCase(name, "grpc-")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": grpc-* headers are gRPC's own, set by the OTLP export"));
+  }
+  for (char c : value) {
+    if (absl::ascii_iscntrl(static_cast<unsigned char>(c)) && c != '\t') {
+      return absl::InvalidArgumentError("the value has a control character (a line break?)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOtlpProtocol(absl::string_view text) {
+  if (text == "grpc" || text == "http/protobuf") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(Quoted(text), " is not an OTLP protocol (grpc or http/protobuf)"));
+}
+
 absl::Status ValidateTenantId(absl::string_view text) {
   for (char c : text) {
     if (!absl::ascii_isgraph(static_cast<unsigned char>(c))) {

@@ -94,6 +94,25 @@ struct PushConfig {
   friend bool operator==(const PushConfig&, const PushConfig&) = default;
 };
 
+// OTLP Profiles export (exporters/otlp_pusher.h): each window as one
+// ExportProfilesServiceRequest to an OpenTelemetry Collector or any OTLP
+// profiles receiver, beside (or instead of) push.
+struct OtlpConfig {
+  std::string endpoint;           // empty: no OTLP export. http[s]://HOST:PORT[/PREFIX]
+  std::string protocol = "grpc";  // "grpc" or "http/protobuf"
+  absl::Duration timeout = absl::Seconds(10);
+  int max_queue = 16;  // windows waiting to be sent; beyond it the oldest is dropped
+  PushTlsConfig tls;   // https:// endpoints: CA, client certificate (mTLS)
+  // Sent with every request (a tenant, an API key): values never logged.
+  std::map<std::string, std::string> headers;
+  // Headers whose values are read from files (absolute paths), so a key
+  // stays out of the YAML; read again on SIGHUP.
+  std::map<std::string, std::string> header_files;
+  std::string service_name = "pystrobe";  // the resources' service.name
+
+  friend bool operator==(const OtlpConfig&, const OtlpConfig&) = default;
+};
+
 struct PrometheusConfig {
   std::string listen = "127.0.0.1:9464";  // HOST:PORT, [IPv6]:PORT, or :PORT (all addresses)
 
@@ -104,6 +123,7 @@ struct ExportersConfig {
   std::string profile_dir = "/var/lib/pystrobe/profiles";
   RetentionConfig retention;
   PushConfig push;
+  OtlpConfig otlp;
   PrometheusConfig prometheus;
 
   friend bool operator==(const ExportersConfig&, const ExportersConfig&) = default;
@@ -198,6 +218,15 @@ absl::Status ValidatePushUrl(absl::string_view text);
 // itself (Host, Content-*, Authorization, X-Scope-OrgID, ...), the value
 // without control characters. Messages never quote the value.
 absl::Status ValidatePushHeader(absl::string_view name, absl::string_view value);
+
+// An OTLP header: the name an HTTP token and not one the transport sets
+// itself (Host, Content-*, TE, grpc-*, ...); Authorization and tenant
+// headers are allowed. The value without control characters; messages never
+// quote it.
+absl::Status ValidateOtlpHeader(absl::string_view name, absl::string_view value);
+
+// "grpc" or "http/protobuf".
+absl::Status ValidateOtlpProtocol(absl::string_view text);
 
 // A tenant id: printable, no spaces.
 absl::Status ValidateTenantId(absl::string_view text);

@@ -344,26 +344,31 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
   };
 
   PushMarks push_marks;
-  auto read_push_tls = [&](const YAML::Node& node, const std::string& prefix) {
-    PushTlsConfig& tls = c.exporters.push.tls;
-    push_marks.tls = node.Mark();
-    w.ReadMap(node, prefix,
-              {
-                  {"ca_file",
-                   [&](const YAML::Node& v, const std::string& k) { w.File(v, k, &tls.ca_file); }},
-                  {"cert_file", [&](const YAML::Node& v,
-                                    const std::string& k) { w.File(v, k, &tls.cert_file); }},
-                  {"key_file",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     push_marks.key_file = v.Mark();
-                     w.File(v, k, &tls.key_file);
-                   }},
-                  {"insecure_skip_verify",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.Bool(v, k, &tls.insecure_skip_verify);
-                   }},
-              });
+  // TLS of push or otlp: `marks` records where it and its key were written.
+  auto tls_reader = [&w](PushTlsConfig& tls_out, PushMarks& marks_out) {
+    return [&w, t = &tls_out, m = &marks_out](const YAML::Node& node, const std::string& prefix) {
+      PushTlsConfig& tls = *t;
+      PushMarks& marks = *m;
+      marks.tls = node.Mark();
+      w.ReadMap(node, prefix,
+                {
+                    {"ca_file", [&](const YAML::Node& v,
+                                    const std::string& k) { w.File(v, k, &tls.ca_file); }},
+                    {"cert_file", [&](const YAML::Node& v,
+                                      const std::string& k) { w.File(v, k, &tls.cert_file); }},
+                    {"key_file",
+                     [&](const YAML::Node& v, const std::string& k) {
+                       marks.key_file = v.Mark();
+                       w.File(v, k, &tls.key_file);
+                     }},
+                    {"insecure_skip_verify",
+                     [&](const YAML::Node& v, const std::string& k) {
+                       w.Bool(v, k, &tls.insecure_skip_verify);
+                     }},
+                });
+    };
   };
+  auto read_push_tls = tls_reader(c.exporters.push.tls, push_marks);
   auto read_push_basic_auth = [&](const YAML::Node& node, const std::string& prefix) {
     PushBasicAuthConfig& auth = c.exporters.push.basic_auth;
     push_marks.basic_auth = node.Mark();
@@ -385,35 +390,117 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
                    }},
               });
   };
-  auto read_push_headers = [&](const YAML::Node& node, const std::string& prefix) {
-    if (node.IsNull()) return;
-    if (!node.IsMap()) {
-      w.Error(node.Mark(), prefix,
-              absl::StrCat("expected a mapping of header names to values, got ", Describe(node)));
-      return;
+  // A mapping of header names to strings, each checked by `validate`, names
+  // unique regardless of case; into `headers`.
+  auto headers_reader = [&w](std::map<std::string, std::string>& headers_out,
+                             absl::Status (*validate)(absl::string_view, absl::string_view),
+                             const char* what) {
+    return [h = &headers_out, validate, what, &w](const YAML::Node& node,
+                                                  const std::string& prefix) {
+      std::map<std::string, std::string>& headers = *h;
+      if (node.IsNull()) return;
+      if (!node.IsMap()) {
+        w.Error(
+            node.Mark(), prefix,
+            absl::StrCat("expected a mapping of header names to ", what, ", got ", Describe(node)));
+        return;
+      }
+      for (const auto& entry : node) {
+        const YAML::Node& name_node = entry.first;
+        if (!name_node.IsScalar()) {
+          w.Error(name_node.Mark(), prefix, "header names must be plain names");
+          continue;
+        }
+        const std::string& name = name_node.Scalar();
+        std::string key = absl::StrCat(prefix, ".", name);
+        std::optional<std::string> value = w.Scalar(entry.second, key, what);
+        if (!value) continue;
+        if (absl::Status status = validate(name, *value); !status.ok()) {
+          w.Error(name_node, key, status);
+          continue;
+        }
+        bool duplicate = false;
+        for (const auto& [seen, unused] : headers) duplicate |= absl::EqualsIgnoreCase(seen, name);
+        if (duplicate) {
+          w.Error(name_node.Mark(), key, "duplicate header (names are case-insensitive)");
+          continue;
+        }
+        headers[name] = *value;
+      }
+    };
+  };
+  auto read_push_headers =
+      headers_reader(c.exporters.push.headers, ValidatePushHeader, "a header value");
+
+  PushMarks otlp_marks;
+  auto read_otlp_tls = tls_reader(c.exporters.otlp.tls, otlp_marks);
+  auto read_otlp_headers =
+      headers_reader(c.exporters.otlp.headers, ValidateOtlpHeader, "a header value");
+  auto read_otlp_header_files = headers_reader(
+      c.exporters.otlp.header_files,
+      [](absl::string_view name, absl::string_view path) {
+        if (absl::Status status = ValidateOtlpHeader(name, ""); !status.ok()) return status;
+        return ReadSecretFile(std::string(path)).status();
+      },
+      "a file path");
+  auto read_otlp = [&](const YAML::Node& node, const std::string& prefix) {
+    OtlpConfig& otlp = c.exporters.otlp;
+    int errors_before = w.error_count();
+    w.ReadMap(node, prefix,
+              {
+                  {"endpoint",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     // An empty endpoint is how the OTLP export is turned off.
+                     if (v.IsScalar() && v.Scalar().empty()) {
+                       otlp.endpoint.clear();
+                       return;
+                     }
+                     w.String(v, k, "a URL", ValidatePushUrl, &otlp.endpoint);
+                   }},
+                  {"protocol",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     w.String(v, k, "grpc or http/protobuf", ValidateOtlpProtocol, &otlp.protocol);
+                   }},
+                  {"timeout",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     w.Duration(v, k, kConfigMinPushTimeout, kConfigMaxPushTimeout, &otlp.timeout);
+                   }},
+                  {"max_queue",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     w.Int(v, k, kConfigMinPushQueue, kConfigMaxPushQueue, &otlp.max_queue);
+                   }},
+                  {"tls", read_otlp_tls},
+                  {"headers", read_otlp_headers},
+                  {"header_files", read_otlp_header_files},
+                  {"service_name",
+                   [&](const YAML::Node& v, const std::string& k) {
+                     w.String(
+                         v, k, "a service name",
+                         [](const std::string& text) {
+                           return text.empty() ? absl::InvalidArgumentError("empty")
+                                               : ValidateTenantId(text);
+                         },
+                         &otlp.service_name);
+                   }},
+              });
+    if (w.error_count() != errors_before) return;
+    const PushTlsConfig& tls = otlp.tls;
+    bool any_tls = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty() ||
+                   tls.insecure_skip_verify;
+    if (any_tls && !otlp.endpoint.empty() && !absl::StartsWith(otlp.endpoint, "https://")) {
+      w.Error(otlp_marks.tls, "exporters.otlp.tls", "TLS settings need an https:// endpoint");
     }
-    std::map<std::string, std::string>& headers = c.exporters.push.headers;
-    for (const auto& entry : node) {
-      const YAML::Node& name_node = entry.first;
-      if (!name_node.IsScalar()) {
-        w.Error(name_node.Mark(), prefix, "header names must be plain names");
-        continue;
+    if (!tls.key_file.empty() && tls.cert_file.empty()) {
+      w.Error(otlp_marks.key_file, "exporters.otlp.tls.key_file",
+              "a client key needs its certificate (cert_file)");
+    }
+    for (const auto& [name, unused] : otlp.header_files) {
+      for (const auto& [other, unused2] : otlp.headers) {
+        if (absl::EqualsIgnoreCase(name, other)) {
+          w.Error(node.Mark(), absl::StrCat("exporters.otlp.header_files.", name),
+                  "also in exporters.otlp.headers: give a header one value");
+        }
       }
-      const std::string& name = name_node.Scalar();
-      std::string key = absl::StrCat(prefix, ".", name);
-      std::optional<std::string> value = w.Scalar(entry.second, key, "a header value");
-      if (!value) continue;
-      if (absl::Status status = ValidatePushHeader(name, *value); !status.ok()) {
-        w.Error(name_node, key, status);
-        continue;
-      }
-      bool duplicate = false;
-      for (const auto& [seen, unused] : headers) duplicate |= absl::EqualsIgnoreCase(seen, name);
-      if (duplicate) {
-        w.Error(name_node.Mark(), key, "duplicate header (names are case-insensitive)");
-        continue;
-      }
-      headers[name] = *value;
     }
   };
 
@@ -486,6 +573,7 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
                        CheckPushCombinations(w, e.push, push_marks);
                      }
                    }},
+                  {"otlp", read_otlp},
                   {"prometheus",
                    [&](const YAML::Node& v, const std::string& k) {
                      w.ReadMap(v, k,

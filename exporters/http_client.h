@@ -59,8 +59,8 @@ struct HttpRequest {
 struct HttpResponse {
   int status = 0;
   std::string reason;
-  HttpHeaders headers;
-  std::string body;  // at most kMaxHttpResponseBody bytes are kept
+  HttpHeaders headers;  // the head's, then the trailers' (HTTP/2)
+  std::string body;     // at most kMaxHttpResponseBody bytes are kept
 
   // The first header of that name (case-insensitive), if any.
   std::optional<std::string> Header(std::string_view name) const;
@@ -105,6 +105,10 @@ struct HttpCredentials {
 struct HttpClientOptions {
   HttpTlsOptions tls;
   HttpCredentials credentials;
+  // HTTP/2 only, as gRPC needs: over http:// without an Upgrade (prior
+  // knowledge, what gRPC servers expect), over https:// by ALPN. Trailers
+  // arrive in HttpResponse::headers after the head's.
+  bool http2 = false;
 
   friend bool operator==(const HttpClientOptions&, const HttpClientOptions&) = default;
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "exporters/flamegraph_svg_writer.h"
 #include "exporters/folded_writer.h"
+#include "exporters/otlp_encoder.h"
 #include "exporters/pprof_writer.h"
 #include "exporters/speedscope_writer.h"
 
@@ -18,9 +19,10 @@ absl::StatusOr<std::unique_ptr<ProfileWriter>> MakeProfileWriter(std::string_vie
   if (format == "svg") return std::make_unique<FlameGraphSvgWriter>();
   if (format == "pprof") return std::make_unique<PprofWriter>();
   if (format == "speedscope") return std::make_unique<SpeedscopeWriter>();
+  if (format == "otlp") return std::make_unique<OtlpWriter>();
   return absl::InvalidArgumentError(
       absl::StrCat("unknown profile format \"", std::string(format),
-                   "\"; accepted formats: folded, svg, pprof, speedscope"));
+                   "\"; accepted formats: folded, svg, pprof, speedscope, otlp"));
 }
 
 }  // namespace pystrobe

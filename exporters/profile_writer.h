@@ -23,7 +23,8 @@ class ProfileWriter {
   virtual std::string_view extension() const = 0;
 };
 
-// The writer for a --format value ("folded", "svg", "pprof", "speedscope");
+// The writer for a --format value ("folded", "svg", "pprof", "speedscope",
+// "otlp");
 // InvalidArgument otherwise.
 absl::StatusOr<std::unique_ptr<ProfileWriter>> MakeProfileWriter(std::string_view format);
 

@@ -43,68 +43,20 @@ bool IsTokenChar(char c) {
          absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
 }
 
-std::string ShortBody(absl::string_view body) {
-  std::string text(body.substr(0, 200));
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return std::string(absl::StripAsciiWhitespace(text));
-}
-
 }  // namespace
 
-const char* PushErrorReasonLabel(PushErrorReason reason) {
-  switch (reason) {
-#define PYSTROBE_LABEL(name, label) \
-  case PushErrorReason::name:       \
-    return label;
-    PYSTROBE_PUSH_ERROR_REASONS(PYSTROBE_LABEL)
-#undef PYSTROBE_LABEL
-  }
-  return "other";
-}
-
-PushErrorReason PushErrorReasonOf(const absl::Status& error) {
-  switch (error.code()) {
-    case absl::StatusCode::kUnavailable:
-      return PushErrorReason::kConnect;
-    case absl::StatusCode::kUnauthenticated:
-      return PushErrorReason::kTls;
-    case absl::StatusCode::kDeadlineExceeded:
-      return PushErrorReason::kTimeout;
-    case absl::StatusCode::kDataLoss:
-      return PushErrorReason::kConnectionLost;
-    default:
-      return PushErrorReason::kOther;
-  }
+PushRetryPolicy RetryPolicyOf(const PyroscopePushOptions& options) {
+  return PushRetryPolicy{.timeout = options.timeout,
+                         .max_queue = options.max_queue,
+                         .max_attempts = options.max_attempts,
+                         .initial_backoff = options.initial_backoff,
+                         .max_backoff = options.max_backoff,
+                         .jitter = options.jitter,
+                         .max_retry_after = options.max_retry_after};
 }
 
 absl::Duration PushBackoff(const PyroscopePushOptions& options, int retry, double uniform) {
-  absl::Duration base = options.initial_backoff;
-  for (int i = 1; i < retry && base < options.max_backoff; ++i) base *= 2;
-  base = std::min(base, options.max_backoff);
-  double factor = 1.0 - options.jitter * std::clamp(uniform, 0.0, 1.0);
-  return base * factor;
-}
-
-std::optional<absl::Duration> ParseRetryAfter(std::string_view value_in, absl::Time now) {
-  absl::string_view value(value_in.data(), value_in.size());
-  absl::string_view text = absl::StripAsciiWhitespace(value);
-  if (text.empty()) return std::nullopt;
-  if (std::all_of(text.begin(), text.end(),
-                  [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
-    int64_t seconds = 0;
-    if (!absl::SimpleAtoi(text, &seconds)) return absl::InfiniteDuration();  // absurdly large
-    return absl::Seconds(seconds);
-  }
-  // IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT".
-  absl::Time when;
-  std::string error;
-  if (absl::ParseTime("%a, %d %b %Y %H:%M:%S GMT", std::string(text), absl::UTCTimeZone(), &when,
-                      &error)) {
-    return std::max(absl::ZeroDuration(), when - now);
-  }
-  return std::nullopt;
+  return PushBackoff(RetryPolicyOf(options), retry, uniform);
 }
 
 bool IsRetryableStatus(int status) { return status == 408 || status == 429 || status >= 500; }
@@ -216,19 +168,8 @@ absl::StatusOr<HttpUrl> ValidatePushOptions(const PyroscopePushOptions& options)
           absl::StrCat("push: header ", name, ": the value has a control character"));
     }
   }
-  if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("push: the timeout must be positive");
-  }
-  if (options.max_queue < 1) return absl::InvalidArgumentError("push: max_queue must be >= 1");
-  if (options.max_attempts < 1) {
-    return absl::InvalidArgumentError("push: max_attempts must be >= 1");
-  }
-  if (options.initial_backoff < absl::ZeroDuration() ||
-      options.max_backoff < options.initial_backoff) {
-    return absl::InvalidArgumentError("push: need 0 <= initial_backoff <= max_backoff");
-  }
-  if (!(options.jitter >= 0.0 && options.jitter <= 1.0)) {
-    return absl::InvalidArgumentError("push: jitter must be in [0, 1]");
+  if (absl::Status policy = ValidatePushRetryPolicy(RetryPolicyOf(options), "push"); !policy.ok()) {
+    return policy;
   }
   return url;
 }
@@ -247,163 +188,50 @@ PyroscopePusher::PyroscopePusher(PyroscopePushOptions options, HttpUrl url,
                                  std::unique_ptr<HttpClient> client)
     : options_(std::move(options)),
       url_(std::move(url)),
-      client_(std::move(client)),
-      random_(std::random_device{}()) {
-  worker_ = std::thread([this] { Run(); });
+      random_(std::random_device{}()),
+      queue_(RetryPolicyOf(options_), std::move(client),
+             [this](const HttpRequest&, const HttpResponse& response) { return Judge(response); }) {
 }
 
 PyroscopePusher::~PyroscopePusher() { Shutdown(absl::Now()); }
 
 absl::Status PyroscopePusher::Push(const Profile& profile, absl::Time start, absl::Time end) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::FailedPreconditionError("push: the pusher is shut down");
-  }
+  if (queue_.stopping()) return absl::FailedPreconditionError("push: the pusher is shut down");
   std::string serialized;
   if (!ToPprof(profile).SerializeToString(&serialized)) {
     return absl::InternalError("push: serializing the profile failed");
   }
   absl::StatusOr<std::string> compressed = Gzip(serialized);
   if (!compressed.ok()) return compressed.status();
-
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::FailedPreconditionError("push: the pusher is shut down");
-  ++stats_.enqueued;
-  if (queue_.size() >= static_cast<size_t>(options_.max_queue)) {
-    queue_.pop_front();
-    ++stats_.dropped_queue_full;
-  }
-  queue_.push_back(Window{.profile_gz = *std::move(compressed),
-                          .start = start,
-                          .end = end,
-                          .sample_rate_hz = profile.sample_rate_hz,
-                          .resident_growth = profile.count_unit == "bytes"});
-  return absl::OkStatus();
-}
-
-PushStats PyroscopePusher::Stats() const {
-  absl::MutexLock lock(&mu_);
-  PushStats stats = stats_;
-  stats.queued = queue_.size() + (in_flight_ ? 1 : 0);
-  return stats;
-}
-
-void PyroscopePusher::Shutdown(absl::Time deadline) {
-  absl::MutexLock join_lock(&shutdown_mu_);
+  std::string boundary;
   {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    shutdown_deadline_ = std::min(shutdown_deadline_, deadline);
+    absl::MutexLock lock(&random_mu_);
+    boundary = absl::StrFormat("pystrobe-%016x%016x", random_(), random_());
   }
-  cutoff_.BringForward(deadline);
-  if (worker_.joinable()) worker_.join();
+  return queue_.Enqueue(BuildIngestRequest(options_, url_, *compressed, start, end,
+                                           profile.sample_rate_hz, boundary,
+                                           profile.count_unit == "bytes"));
 }
 
-void PyroscopePusher::Run() {
-  while (true) {
-    Window window;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](PyroscopePusher* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-            return self->stopping_ || !self->queue_.empty();
-          },
-          this));
-      if (queue_.empty()) return;  // stopping, nothing left
-      if (stopping_ && absl::Now() >= shutdown_deadline_) {
-        stats_.dropped_shutdown += queue_.size();
-        queue_.clear();
-        return;
-      }
-      window = std::move(queue_.front());
-      queue_.pop_front();
-      in_flight_ = true;
-    }
-    bool completed = SendWithRetries(window);
-    absl::MutexLock lock(&mu_);
-    in_flight_ = false;
-    if (!completed) ++stats_.dropped_shutdown;
+PushStats PyroscopePusher::Stats() const { return queue_.Stats(); }
+
+void PyroscopePusher::Shutdown(absl::Time deadline) { queue_.Shutdown(deadline); }
+
+PushVerdict PyroscopePusher::Judge(const HttpResponse& response) const {
+  PushVerdict verdict;
+  if (response.status >= 200 && response.status < 300) return verdict;
+  verdict.reason = PushErrorReason::kHttpStatus;
+  verdict.error = absl::StrCat("POST ", url_.ToString("/ingest"), ": HTTP ", response.status, " ",
+                               response.reason, ": ", ShortResponseBody(response.body));
+  if (!IsRetryableStatus(response.status)) {
+    verdict.outcome = PushVerdict::Outcome::kRejected;
+    return verdict;
   }
-}
-
-bool PyroscopePusher::SendWithRetries(const Window& window) {
-  for (int attempt = 1;; ++attempt) {
-    std::string boundary;
-    {
-      absl::MutexLock lock(&mu_);
-      if (attempt > 1) ++stats_.retried;
-      if (stopping_ && absl::Now() >= shutdown_deadline_) return false;
-      boundary = absl::StrFormat("pystrobe-%016x%016x", random_(), random_());
-    }
-    HttpRequest request =
-        BuildIngestRequest(options_, url_, window.profile_gz, window.start, window.end,
-                           window.sample_rate_hz, boundary, window.resident_growth);
-    absl::StatusOr<HttpResponse> response = client_->Send(request, options_.timeout, &cutoff_);
-    if (!response.ok() && response.status().code() == absl::StatusCode::kCancelled) {
-      return false;  // Shutdown's deadline: not a failure of the store
-    }
-
-    std::optional<absl::Duration> retry_after;
-    std::string error;
-    PushErrorReason reason = PushErrorReason::kHttpStatus;
-    if (response.ok()) {
-      if (response->status >= 200 && response->status < 300) {
-        absl::MutexLock lock(&mu_);
-        ++stats_.sent;
-        stats_.bytes_sent += request.body.size();
-        stats_.last_error.clear();
-        return true;
-      }
-      error = absl::StrCat("POST ", url_.ToString("/ingest"), ": HTTP ", response->status, " ",
-                           response->reason, ": ", ShortBody(response->body));
-      if (!IsRetryableStatus(response->status)) {
-        absl::MutexLock lock(&mu_);
-        ++stats_.errors[static_cast<size_t>(PushErrorReason::kHttpStatus)];
-        ++stats_.rejected;
-        stats_.last_error = std::move(error);
-        return true;
-      }
-      if (std::optional<std::string> value = response->Header("Retry-After")) {
-        retry_after = ParseRetryAfter(*value, absl::Now());
-      }
-    } else {
-      error = std::string(response.status().message());
-      reason = PushErrorReasonOf(response.status());
-    }
-
-    absl::Duration delay;
-    {
-      absl::MutexLock lock(&mu_);
-      ++stats_.errors[static_cast<size_t>(reason)];
-      stats_.last_error = error;
-      if (attempt >= options_.max_attempts) {
-        ++stats_.failed;
-        return true;
-      }
-      if (stopping_ && absl::Now() >= shutdown_deadline_) return false;
-      delay = PushBackoff(options_, attempt, std::uniform_real_distribution<double>(0, 1)(random_));
-    }
-    if (retry_after) delay = std::max(delay, std::min(*retry_after, options_.max_retry_after));
-    if (!SleepUntil(absl::Now() + delay)) return false;
+  verdict.outcome = PushVerdict::Outcome::kRetry;
+  if (std::optional<std::string> value = response.Header("Retry-After")) {
+    verdict.retry_after = ParseRetryAfter(*value, absl::Now());
   }
-}
-
-bool PyroscopePusher::SleepUntil(absl::Time until) {
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    absl::Time now = absl::Now();
-    if (now >= shutdown_deadline_) return false;
-    if (now >= until) return true;
-    std::pair<PyroscopePusher*, absl::Time> seen(this, shutdown_deadline_);
-    // Wakes early when Shutdown brings the deadline forward.
-    mu_.AwaitWithDeadline(
-        absl::Condition(
-            +[](std::pair<PyroscopePusher*, absl::Time>* arg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return arg->first->shutdown_deadline_ != arg->second;
-            },
-            &seen),
-        std::min(until, shutdown_deadline_));
-  }
+  return verdict;
 }
 
 }  // namespace pystrobe

@@ -1,5 +1,6 @@
 // Pushes each window's profile to a profile store with Pyroscope's ingest API
-// (POST /ingest), from a worker thread, with a bounded queue and retries.
+// (POST /ingest), from a worker thread, with a bounded queue and retries
+// (exporters/push_queue.h, shared with the OTLP push).
 //
 // The request, as Grafana Pyroscope's server reads it
 // (grafana/pyroscope pkg/ingester/pyroscope/ingest_handler.go, readInputRawDataFromRequest,
@@ -21,12 +22,9 @@
 // the environment; a tenant id goes as X-Scope-OrgID (Grafana's multi-tenant
 // stores), extra headers as given.
 //
-// Outcomes, every window counted once: sent (2xx), rejected (any other 4xx
-// than 408/429: retrying cannot help), failed (retries used up on connection
-// errors, timeouts, 408, 429 and 5xx), dropped_queue_full (the oldest queued
-// window, when a new one arrives and the queue is full), dropped_shutdown
-// (still queued when Shutdown's deadline passed). Every failed attempt is
-// also counted by reason (PushErrorReason).
+// Outcomes (PushStats): sent (2xx), rejected (any other 4xx than 408/429:
+// retrying cannot help), failed (retries used up on connection errors,
+// timeouts, 408, 429 and 5xx), and the queue's drops.
 #ifndef PYSTROBE_EXPORTERS_PYROSCOPE_PUSHER_H_
 #define PYSTROBE_EXPORTERS_PYROSCOPE_PUSHER_H_
 
@@ -49,6 +47,7 @@
 #include "absl/time/time.h"
 #include "exporters/http_client.h"
 #include "exporters/profile.h"
+#include "exporters/push_queue.h"
 
 namespace pystrobe {
 
@@ -92,55 +91,11 @@ struct PyroscopePushOptions {
   absl::Duration max_retry_after = absl::Minutes(5);
 };
 
-// Why an attempt failed: one table for the enum, the metric's label values
-// and their order. X(enumerator, label).
-#define PYSTROBE_PUSH_ERROR_REASONS(X)                                          \
-  X(kConnect, "connect")        /* the host or proxy unresolved or unreached */ \
-  X(kTls, "tls")                /* certificate refused, handshake failed */     \
-  X(kTimeout, "timeout")        /* no complete answer within the timeout */     \
-  X(kConnectionLost, "network") /* the connection broke, or no HTTP answer */   \
-  X(kHttpStatus, "http_status") /* an answer other than 2xx */                  \
-  X(kOther, "other")
+// The queue's part of the options: timeout, queue bound, attempts, backoff.
+PushRetryPolicy RetryPolicyOf(const PyroscopePushOptions& options);
 
-enum class PushErrorReason {
-#define PYSTROBE_ENUMERATOR(name, label) name,
-  PYSTROBE_PUSH_ERROR_REASONS(PYSTROBE_ENUMERATOR)
-#undef PYSTROBE_ENUMERATOR
-};
-inline constexpr size_t kPushErrorReasons = 0
-#define PYSTROBE_COUNT(name, label) +1
-    PYSTROBE_PUSH_ERROR_REASONS(PYSTROBE_COUNT)
-#undef PYSTROBE_COUNT
-    ;
-// The metric label of a reason ("tls").
-const char* PushErrorReasonLabel(PushErrorReason reason);
-// The reason of a transport error (HttpClient::Send's status codes).
-PushErrorReason PushErrorReasonOf(const absl::Status& error);
-
-// Counters since the pusher was created, for the daemon's metrics.
-struct PushStats {
-  uint64_t enqueued = 0;            // windows accepted by Push
-  uint64_t sent = 0;                // 2xx
-  uint64_t retried = 0;             // retries (attempts after the first)
-  uint64_t dropped_queue_full = 0;  // pushed out of a full queue
-  uint64_t dropped_shutdown = 0;    // abandoned at Shutdown's deadline
-  uint64_t rejected = 0;            // 4xx other than 408/429
-  uint64_t failed = 0;              // retries exhausted
-  uint64_t queued = 0;              // waiting now, including one being sent
-  uint64_t bytes_sent = 0;          // request bodies of windows sent
-  // Failed attempts (retried or not), by PushErrorReason.
-  std::array<uint64_t, kPushErrorReasons> errors{};
-  // The last error (empty when the last attempt succeeded), for logs.
-  std::string last_error;
-};
-
-// The backoff before retry `retry` (1 for the first retry), for `uniform` in
-// [0, 1). Without Retry-After.
+// PushBackoff of the options' retry policy.
 absl::Duration PushBackoff(const PyroscopePushOptions& options, int retry, double uniform);
-
-// A Retry-After value: delay-seconds or an HTTP-date (RFC 9110), relative to
-// `now`. nullopt when it is neither.
-std::optional<absl::Duration> ParseRetryAfter(std::string_view value, absl::Time now);
 
 // Whether a response status is worth retrying: 408, 429 and 5xx.
 bool IsRetryableStatus(int status);
@@ -188,39 +143,15 @@ class PyroscopePusher {
   void Shutdown(absl::Time deadline);
 
  private:
-  struct Window {
-    std::string profile_gz;
-    absl::Time start;
-    absl::Time end;
-    int sample_rate_hz = 0;
-    bool resident_growth = false;  // Profile::count_unit "bytes"
-  };
-
   PyroscopePusher(PyroscopePushOptions options, HttpUrl url, std::unique_ptr<HttpClient> client);
-  void Run();
-  // Sends one window with its retries. False when the shutdown deadline cut
-  // it short (the window is then counted by the caller).
-  bool SendWithRetries(const Window& window);
-  // Waits until `until`, or less when the shutdown deadline comes first.
-  // False when the deadline cut the wait short.
-  bool SleepUntil(absl::Time until);
+  // What the store's answer means for the window.
+  PushVerdict Judge(const HttpResponse& response) const;
 
   const PyroscopePushOptions options_;
   const HttpUrl url_;
-  const std::unique_ptr<HttpClient> client_;  // used by the worker only
-
-  mutable absl::Mutex mu_;
-  std::deque<Window> queue_ ABSL_GUARDED_BY(mu_);
-  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time shutdown_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  PushStats stats_ ABSL_GUARDED_BY(mu_);
-  std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
-
-  // Shutdown's deadline, seen by a request in flight.
-  SharedDeadline cutoff_;
-  absl::Mutex shutdown_mu_;  // serializes Shutdown callers around the join
-  std::thread worker_;
+  absl::Mutex random_mu_;
+  std::mt19937_64 random_ ABSL_GUARDED_BY(random_mu_);  // multipart boundaries
+  PushQueue queue_;
 };
 
 }  // namespace pystrobe

@@ -6,7 +6,7 @@
 # PYSTROBE_SKIP_BPF_TESTS=1 skips, and names, the tests that need BPF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+./scripts/install-deps.sh --tests
 ./scripts/build.sh
 # The fast tier first: a broken build or unit test fails in minutes. Then
 # everything else, the longest first (ctest keeps their last times in

@@ -25,6 +25,7 @@
 #include "daemon/service/loop_wakeups.h"
 #include "daemon/service/metrics_server.h"
 #include "daemon/service/metrics_snapshot.h"
+#include "daemon/service/otlp_sink.h"
 #include "daemon/service/profile_directory.h"
 #include "daemon/service/profile_pages.h"
 #include "daemon/service/profiling_session.h"
@@ -161,7 +162,7 @@ class Daemon {
   void Reload();
   void PublishHealth();
   void ConfigurePush(const DaemonConfig& config);
-  void LogPushErrors(const PushHealth& push);
+  void LogPushErrors();
   std::string ReadyStatus() const;
 
   DaemonArgs args_;
@@ -173,6 +174,7 @@ class Daemon {
   std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<ProfileDirectory> profile_dir_;
   PushSink push_sink_;
+  OtlpSink otlp_sink_;
   std::unique_ptr<ContainerLabels> labels_;
   std::unique_ptr<LoopWakeups> wakeups_;
   std::unique_ptr<ProfilingSession> session_;
@@ -180,14 +182,20 @@ class Daemon {
   uint64_t next_sequence_ = 1;
   uint64_t reloads_ = 0;
   uint64_t reload_errors_ = 0;
-  std::string last_push_error_;      // the last push error logged; empty once it worked again
-  uint64_t push_sent_at_error_ = 0;  // windows sent when it was last seen failing
+  // Per exporter: the last error logged (empty once it worked again), and
+  // the windows sent when it was last seen failing.
+  struct PushErrorLog {
+    std::string last_error;
+    uint64_t sent_at_error = 0;
+  };
+  PushErrorLog push_errors_;
+  PushErrorLog otlp_errors_;
 };
 
 absl::Status Daemon::StartSession() {
-  absl::StatusOr<std::unique_ptr<ProfilingSession>> session =
-      ProfilingSession::Start(config_, {profile_dir_.get(), &push_sink_, recent_windows_.get()},
-                              labels_.get(), next_sequence_);
+  absl::StatusOr<std::unique_ptr<ProfilingSession>> session = ProfilingSession::Start(
+      config_, {profile_dir_.get(), &push_sink_, &otlp_sink_, recent_windows_.get()},
+      labels_.get(), next_sequence_);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
   if (absl::Status s = wakeups_->Watch(session_->ring_buffer_fd()); !s.ok()) {
@@ -198,7 +206,10 @@ absl::Status Daemon::StartSession() {
       "profiling ", config_.targets.all ? "every process" : "the configured targets", " at ",
       config_.rate_hz, " Hz in windows of ", absl::FormatDuration(config_.window), "; profiles in ",
       profile_dir_->dir(), "; metrics on http://", config_.exporters.prometheus.listen, "/metrics",
-      push_sink_.active() ? absl::StrCat("; pushing to ", config_.exporters.push.url) : ""));
+      push_sink_.active() ? absl::StrCat("; pushing to ", config_.exporters.push.url) : "",
+      otlp_sink_.active() ? absl::StrCat("; exporting OTLP (", config_.exporters.otlp.protocol,
+                                         ") to ", config_.exporters.otlp.endpoint)
+                          : ""));
   return absl::OkStatus();
 }
 
@@ -280,21 +291,28 @@ std::string Daemon::ReadyStatus() const {
 
 void Daemon::ConfigurePush(const DaemonConfig& config) {
   if (absl::Status s = push_sink_.Configure(config); !s.ok()) Log(std::string(s.message()));
+  if (absl::Status s = otlp_sink_.Configure(config); !s.ok()) Log(std::string(s.message()));
 }
 
-void Daemon::LogPushErrors(const PushHealth& push) {
-  // A line when the push starts failing, when the reason changes, and when a
-  // window goes through again; every failure is counted in
+void Daemon::LogPushErrors() {
+  // A line when an export starts failing, when the reason changes, and when
+  // a window goes through again; every failure is counted in
   // pystrobe_push_errors_total. Errors name the URL, never a credential.
-  std::string error = push_sink_.LastError();
-  if (!error.empty() && error != last_push_error_) {
-    Log(absl::StrCat("push failed: ", error));
-    last_push_error_ = std::move(error);
-  } else if (error.empty() && !last_push_error_.empty() && push.sent > push_sent_at_error_) {
-    Log("push: sending again");
-    last_push_error_.clear();
-  }
-  if (!last_push_error_.empty() && error == last_push_error_) push_sent_at_error_ = push.sent;
+  auto log = [this](const char* what, const std::string& error_now, uint64_t sent,
+                    PushErrorLog& state) {
+    if (!error_now.empty() && error_now != state.last_error) {
+      // A partial success (OTLP) is the store's word on a window it took.
+      bool partial = absl::StartsWith(error_now, "partial success");
+      Log(absl::StrCat(what, partial ? ": " : " failed: ", error_now));
+      state.last_error = error_now;
+    } else if (error_now.empty() && !state.last_error.empty() && sent > state.sent_at_error) {
+      Log(absl::StrCat(what, ": sending again"));
+      state.last_error.clear();
+    }
+    if (!state.last_error.empty() && error_now == state.last_error) state.sent_at_error = sent;
+  };
+  log("push", push_sink_.LastError(), push_sink_.Health().sent, push_errors_);
+  log("otlp", otlp_sink_.LastError(), otlp_sink_.Health().sent, otlp_errors_);
 }
 
 void Daemon::PublishHealth() {
@@ -306,6 +324,7 @@ void Daemon::PublishHealth() {
   health.profile_files = dir.files;
   health.profile_dir_bytes = dir.total_bytes;
   health.push = push_sink_.Health();
+  health.otlp = otlp_sink_.Health();
   if (control_ != nullptr) health.control = control_->stats();
   health.config_reloads = reloads_;
   health.config_reload_errors = reload_errors_;
@@ -395,7 +414,7 @@ int Daemon::Run() {
     if (now >= next_tick) {
       next_tick = now + kTickInterval;
       session_->Tick(now);
-      LogPushErrors(push_sink_.Health());
+      LogPushErrors();
     }
     // Metrics are made for the scrape that asked, not every tick.
     if (snapshot_->TakeRefreshRequest()) PublishHealth();
@@ -406,6 +425,7 @@ int Daemon::Run() {
   if (session_ != nullptr) session_->Finish(stopping);
   // The last window is queued: the pusher gets what is left of SIGTERM's 2 s.
   push_sink_.Shutdown(stopping + kFinalPushGrace);
+  otlp_sink_.Shutdown(stopping + kFinalPushGrace);
   control_.reset();  // the recordings were completed by Finish
   PublishHealth();
   Log(absl::StrCat("stopped by signal ", Signals::StopSignal(), "; last window written"));

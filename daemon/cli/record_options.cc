@@ -58,7 +58,9 @@ Options:
                        program is sampled at the same phase of its cycle
   -d, --duration SECS  stop after SECS seconds (default: when the target exits,
                        or on Ctrl-C / SIGTERM; the profile is written either way)
-  -f, --format FMT     svg (default), folded, pprof (.pb.gz) or speedscope
+  -f, --format FMT     svg (default), folded, pprof (.pb.gz), speedscope, or otlp
+                       (an OTLP ExportProfilesServiceRequest, .otlp.pb, to post
+                       to a collector's /v1development/profiles)
   -o, --output FILE    where to write (default pystrobe-<target>-<time>.<format>)
       --threads        add a frame per thread ("<name> tid=<tid>") under the process
       --subprocesses   also profile the children of the targets (fork, exec,
@@ -258,10 +260,10 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
     return absl::InvalidArgumentError("--alloc-space is a view of --allocations");
   }
   if (options.format != "svg" && options.format != "folded" && options.format != "pprof" &&
-      options.format != "speedscope") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--format takes folded or svg (flame graphs), pprof or speedscope, not '",
-                     options.format, "'"));
+      options.format != "speedscope" && options.format != "otlp") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--format takes folded or svg (flame graphs), pprof, speedscope or otlp, not '",
+        options.format, "'"));
   }
   return options;
 }

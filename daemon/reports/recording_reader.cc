@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "exporters/frame_names.h"
 #include "exporters/profile.pb.h"
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 
 namespace pystrobe {
 namespace {
@@ -533,6 +534,145 @@ Recording RecordingFromProfile(const Profile& profile, std::optional<uint32_t> p
   return recording;
 }
 
+absl::StatusOr<Recording> ParseOtlp(std::string_view data, std::string_view name) {
+  namespace otlp = ::opentelemetry::proto::profiles::v1development;
+  ::opentelemetry::proto::collector::profiles::v1development::ExportProfilesServiceRequest request;
+  if (!request.ParseFromArray(data.data(), static_cast<int>(data.size())) ||
+      request.dictionary().string_table_size() == 0 ||
+      !request.dictionary().string_table(0).empty()) {
+    return Invalid(name, "binary data that is neither gzip'd pprof nor an OTLP profiles request");
+  }
+  const otlp::ProfilesDictionary& dict = request.dictionary();
+  auto string_at = [&](int32_t index, std::string_view what) -> absl::StatusOr<std::string> {
+    if (index < 0 || index >= dict.string_table_size()) {
+      return Invalid(name, absl::StrCat("OTLP ", AbslView(what), " refers to string ", index,
+                                        " of a table of ", dict.string_table_size()));
+    }
+    return dict.string_table(index);
+  };
+
+  Recording recording;
+  recording.format = "otlp";
+  // The sample types, in the order the profiles bring them.
+  std::vector<const otlp::Profile*> profiles;
+  std::vector<size_t> profile_type;
+  for (const otlp::ResourceProfiles& resource : request.resource_profiles()) {
+    for (const otlp::ScopeProfiles& scope : resource.scope_profiles()) {
+      for (const otlp::Profile& profile : scope.profiles()) {
+        absl::StatusOr<std::string> type = string_at(profile.sample_type().type_strindex(), "type");
+        if (!type.ok()) return type.status();
+        absl::StatusOr<std::string> unit = string_at(profile.sample_type().unit_strindex(), "unit");
+        if (!unit.ok()) return unit.status();
+        size_t index = recording.sample_types.size();
+        for (size_t i = 0; i < recording.sample_types.size(); ++i) {
+          if (recording.sample_types[i].type == *type && recording.sample_types[i].unit == *unit) {
+            index = i;
+          }
+        }
+        if (index == recording.sample_types.size())
+          recording.sample_types.push_back({*type, *unit});
+        profiles.push_back(&profile);
+        profile_type.push_back(index);
+      }
+    }
+  }
+  if (recording.sample_types.empty()) {
+    return Invalid(name, "OTLP profiles request without profiles; not a recording");
+  }
+
+  // Each location's frames, innermost first (the format's order of inlined lines).
+  std::vector<std::optional<std::vector<size_t>>> location_frames(dict.location_table_size());
+  auto frames_of = [&](int32_t index) -> absl::StatusOr<const std::vector<size_t>*> {
+    if (index < 0 || index >= dict.location_table_size()) {
+      return Invalid(name, absl::StrCat("OTLP stack refers to location ", index, " of a table of ",
+                                        dict.location_table_size()));
+    }
+    std::optional<std::vector<size_t>>& frames = location_frames[index];
+    if (frames) return &*frames;
+    frames.emplace();
+    const otlp::Location& location = dict.location_table(index);
+    std::string mapping_file;
+    if (location.mapping_index() != 0) {
+      if (location.mapping_index() < 0 || location.mapping_index() >= dict.mapping_table_size()) {
+        return Invalid(name, absl::StrCat("OTLP location ", index, " refers to mapping ",
+                                          location.mapping_index(), ", which the table lacks"));
+      }
+      absl::StatusOr<std::string> file =
+          string_at(dict.mapping_table(location.mapping_index()).filename_strindex(), "mapping");
+      if (!file.ok()) return file.status();
+      mapping_file = *file;
+    }
+    for (const otlp::Line& line : location.lines()) {
+      if (line.function_index() < 0 || line.function_index() >= dict.function_table_size()) {
+        return Invalid(name, absl::StrCat("OTLP location ", index, " refers to function ",
+                                          line.function_index(), ", which the table lacks"));
+      }
+      const otlp::Function& function = dict.function_table(line.function_index());
+      absl::StatusOr<std::string> function_name = string_at(function.name_strindex(), "function");
+      if (!function_name.ok()) return function_name.status();
+      absl::StatusOr<std::string> file = string_at(function.filename_strindex(), "function file");
+      if (!file.ok()) return file.status();
+      RecordedFrame frame{*function_name, *file, file->empty() ? 0 : line.line()};
+      if (mapping_file == kKernelMapping) frame.function.append(kKernelSuffix);
+      frames->push_back(recording.Intern(std::move(frame)));
+    }
+    if (location.lines_size() == 0) {
+      std::string base = mapping_file.substr(mapping_file.rfind('/') + 1);
+      std::string function = base.empty() ? absl::StrFormat("0x%x", location.address())
+                                          : absl::StrFormat("%s+0x%x", base, location.address());
+      frames->push_back(recording.Intern({std::move(function), "", 0}));
+    }
+    return &*frames;
+  };
+
+  // One stack per stack index, its values from every profile that has it.
+  absl::flat_hash_map<int32_t, size_t> stack_by_index;
+  for (size_t p = 0; p < profiles.size(); ++p) {
+    for (const otlp::Sample& sample : profiles[p]->samples()) {
+      int32_t index = sample.stack_index();
+      if (index < 0 || index >= dict.stack_table_size()) {
+        return Invalid(name, absl::StrCat("OTLP sample refers to stack ", index, " of a table of ",
+                                          dict.stack_table_size()));
+      }
+      auto [it, inserted] = stack_by_index.try_emplace(index, recording.stacks.size());
+      if (inserted) {
+        RecordedStack stack;
+        const otlp::Stack& locations = dict.stack_table(index);
+        // Leaf first in the format, root first here.
+        for (int i = locations.location_indices_size() - 1; i >= 0; --i) {
+          absl::StatusOr<const std::vector<size_t>*> frames =
+              frames_of(locations.location_indices(i));
+          if (!frames.ok()) return frames.status();
+          stack.frames.insert(stack.frames.end(), (*frames)->rbegin(), (*frames)->rend());
+        }
+        stack.values.assign(recording.sample_types.size(), 0);
+        recording.stacks.push_back(std::move(stack));
+      }
+      int64_t value = 0;
+      for (int64_t v : sample.values()) value += v;
+      // Timestamps alone: each one is one event.
+      if (sample.values_size() == 0) value = sample.timestamps_unix_nano_size();
+      recording.stacks[it->second].values[profile_type[p]] += value;
+    }
+  }
+
+  // On- and off-CPU time together is wall time, as the pprof file of the
+  // same recording has it and shows it first.
+  absl::StatusOr<size_t> cpu = recording.SampleTypeIndex("cpu");
+  absl::StatusOr<size_t> off_cpu = recording.SampleTypeIndex("off_cpu");
+  if (cpu.ok() && off_cpu.ok() && !recording.SampleTypeIndex("wall").ok() &&
+      recording.sample_types[*cpu].unit == recording.sample_types[*off_cpu].unit) {
+    recording.sample_types.push_back({"wall", recording.sample_types[*cpu].unit});
+    for (RecordedStack& stack : recording.stacks) {
+      stack.values.push_back(stack.values[*cpu] + stack.values[*off_cpu]);
+    }
+    recording.default_sample_type = recording.sample_types.size() - 1;
+  } else if (cpu.ok()) {
+    recording.default_sample_type = *cpu;
+  }
+  return recording;
+}
+
 absl::StatusOr<Recording> ParseRecording(std::string_view data, std::string_view name) {
   if (data.empty()) return Invalid(name, "empty file: no stacks to report");
   if (data.size() >= 2 && static_cast<uint8_t>(data[0]) == 0x1f &&
@@ -543,9 +683,7 @@ absl::StatusOr<Recording> ParseRecording(std::string_view data, std::string_view
   }
   size_t first = data.find_first_not_of(" \t\r\n");
   if (first != std::string_view::npos && data[first] == '{') return ParseSpeedscope(data, name);
-  if (data.find('\0') != std::string_view::npos) {
-    return Invalid(name, "binary data that is neither gzip'd pprof nor text; not a recording");
-  }
+  if (data.find('\0') != std::string_view::npos) return ParseOtlp(data, name);
   return ParseFolded(data, name);
 }
 

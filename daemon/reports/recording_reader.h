@@ -1,5 +1,5 @@
 // Reads back any recording pystrobe writes (folded stacks, pprof .pb.gz,
-// speedscope JSON) into one form the reports work on: stacks of frames
+// speedscope JSON, OTLP requests) into one form the reports work on: stacks of frames
 // {function, file, line}, with one value per sample type.
 #ifndef PYSTROBE_DAEMON_REPORTS_RECORDING_READER_H_
 #define PYSTROBE_DAEMON_REPORTS_RECORDING_READER_H_
@@ -68,7 +68,7 @@ struct RecordedStack {
 // them as labels, and the reader drops them from folded and speedscope
 // stacks so that every format gives the same functions.
 struct Recording {
-  std::string format;  // "folded", "pprof" or "speedscope"
+  std::string format;  // "folded", "pprof", "speedscope" or "otlp"
   std::vector<RecordedSampleType> sample_types;
   size_t default_sample_type = 0;  // index into sample_types
   std::vector<RecordedFrame> frames;
@@ -86,7 +86,8 @@ struct Recording {
 };
 
 // Reads the file at `path`, recognising its format by its content: gzip
-// (pprof), a JSON object (speedscope), otherwise folded text. Errors name
+// (pprof), a JSON object (speedscope), other binary data (OTLP), otherwise
+// folded text. Errors name
 // the file and what is wrong with it (InvalidArgument), or why it could not
 // be read (NotFound, PermissionDenied...).
 absl::StatusOr<Recording> ReadRecording(const std::string& path);
@@ -97,6 +98,10 @@ absl::StatusOr<Recording> ParseFolded(std::string_view text, std::string_view na
 // `data` is the serialized profile.proto message, not gzipped.
 absl::StatusOr<Recording> ParsePprof(std::string_view data, std::string_view name);
 absl::StatusOr<Recording> ParseSpeedscope(std::string_view json, std::string_view name);
+// `data` is a serialized OTLP ExportProfilesServiceRequest (record -f otlp):
+// its profiles' sample types side by side, one stack per stack of the
+// dictionary; cpu and off_cpu also summed as wall, the default type then.
+absl::StatusOr<Recording> ParseOtlp(std::string_view data, std::string_view name);
 
 // A profile still in memory (the daemon's recent windows) as a Recording,
 // the stacks of process `pid` only when it is given. Its one sample type

@@ -15,7 +15,9 @@ bool SameOptions(const PyroscopePushOptions& a, const PyroscopePushOptions& b) {
          a.tenant_id == b.tenant_id && a.headers == b.headers;
 }
 
-void Add(PushHealth& total, const PushStats& stats) {
+}  // namespace
+
+void AddPushStats(PushHealth& total, const PushStats& stats) {
   total.enqueued += stats.enqueued;
   total.sent += stats.sent;
   total.retried += stats.retried;
@@ -24,10 +26,9 @@ void Add(PushHealth& total, const PushStats& stats) {
   total.rejected += stats.rejected;
   total.failed += stats.failed;
   total.bytes_sent += stats.bytes_sent;
+  total.rejected_items += stats.rejected_items;
   for (size_t i = 0; i < stats.errors.size(); ++i) total.errors[i] += stats.errors[i];
 }
-
-}  // namespace
 
 absl::StatusOr<PyroscopePushOptions> PushOptionsFrom(const DaemonConfig& config) {
   const PushConfig& push = config.exporters.push;
@@ -89,7 +90,7 @@ absl::Status PushSink::Configure(const DaemonConfig& config) {
 void PushSink::StopPusher(absl::Time deadline) {
   if (pusher_ == nullptr) return;
   pusher_->Shutdown(deadline);
-  Add(retired_, pusher_->Stats());
+  AddPushStats(retired_, pusher_->Stats());
   pusher_.reset();
 }
 
@@ -99,7 +100,7 @@ PushHealth PushSink::Health() const {
   PushHealth health = retired_;
   if (pusher_ != nullptr) {
     PushStats stats = pusher_->Stats();
-    Add(health, stats);
+    AddPushStats(health, stats);
     health.queued = stats.queued;
   }
   return health;

@@ -24,6 +24,9 @@ namespace pystrobe {
 // rotated secret. Errors name the key and the file, never the secret.
 absl::StatusOr<PyroscopePushOptions> PushOptionsFrom(const DaemonConfig& config);
 
+// Adds a pusher's counters to the daemon's totals (not `queued`: a gauge).
+void AddPushStats(PushHealth& total, const PushStats& stats);
+
 class PushSink : public WindowSink {
  public:
   // How long a reconfiguration lets the old pusher finish what it holds.

@@ -199,21 +199,37 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
         static_cast<double>(health.profile_files));
   gauge("pystrobe_profile_dir_bytes", "Total size of the profiles in the profile directory.",
         static_cast<double>(health.profile_dir_bytes));
-  families.push_back(
-      CounterFamily("pystrobe_push_windows_total",
-                    "Windows pushed to the profile store, by outcome (sent, rejected, failed, "
-                    "dropped_queue_full, dropped_shutdown)."));
-  AddSample(families.back(), static_cast<double>(health.push.sent), with({{"outcome", "sent"}}));
-  AddSample(families.back(), static_cast<double>(health.push.rejected),
-            with({{"outcome", "rejected"}}));
-  AddSample(families.back(), static_cast<double>(health.push.failed),
-            with({{"outcome", "failed"}}));
-  AddSample(families.back(), static_cast<double>(health.push.dropped_queue_full),
-            with({{"outcome", "dropped_queue_full"}}));
-  AddSample(families.back(), static_cast<double>(health.push.dropped_shutdown),
-            with({{"outcome", "dropped_shutdown"}}));
-  counter("pystrobe_push_retries_total", "Push requests retried (attempts after the first).",
-          static_cast<double>(health.push.retried));
+  // Both exporters' series, Pyroscope's first: exporter="pyroscope"
+  // (exporters.push) and exporter="otlp" (exporters.otlp).
+  const std::pair<const char*, const PushHealth*> exporters[] = {{"pyroscope", &health.push},
+                                                                 {"otlp", &health.otlp}};
+  families.push_back(CounterFamily(
+      "pystrobe_push_windows_total",
+      "Windows pushed to a profile store, by exporter (pyroscope, otlp) and outcome (sent, "
+      "rejected, failed, dropped_queue_full, dropped_shutdown)."));
+  for (const auto& [exporter, push] : exporters) {
+    for (const auto& [outcome, value] : {std::pair<const char*, uint64_t>{"sent", push->sent},
+                                         {"rejected", push->rejected},
+                                         {"failed", push->failed},
+                                         {"dropped_queue_full", push->dropped_queue_full},
+                                         {"dropped_shutdown", push->dropped_shutdown}}) {
+      AddSample(families.back(), static_cast<double>(value),
+                with({{"exporter", exporter}, {"outcome", outcome}}));
+    }
+  }
+  auto per_exporter = [&](prometheus::MetricFamily family, uint64_t PushHealth::*field) {
+    families.push_back(std::move(family));
+    for (const auto& [exporter, push] : exporters) {
+      AddSample(families.back(), static_cast<double>(push->*field), with({{"exporter", exporter}}));
+    }
+  };
+  per_exporter(CounterFamily("pystrobe_push_retries_total",
+                             "Push requests retried (attempts after the first), by exporter."),
+               &PushHealth::retried);
+  per_exporter(CounterFamily("pystrobe_push_rejected_profiles_total",
+                             "Profiles a store refused from requests it otherwise took (OTLP "
+                             "partial_success.rejected_profiles), by exporter."),
+               &PushHealth::rejected_items);
   std::string reasons;
   for (size_t i = 0; i < kPushErrorReasons; ++i) {
     absl::StrAppend(&reasons, i == 0 ? "" : ", ",
@@ -221,15 +237,21 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
   }
   families.push_back(CounterFamily(
       "pystrobe_push_errors_total",
-      absl::StrCat("Push attempts that failed, retried or not, by reason (", reasons, ").")));
-  for (size_t i = 0; i < health.push.errors.size(); ++i) {
-    AddSample(families.back(), static_cast<double>(health.push.errors[i]),
-              with({{"reason", PushErrorReasonLabel(static_cast<PushErrorReason>(i))}}));
+      absl::StrCat("Push attempts that failed, retried or not, by exporter and reason (", reasons,
+                   ").")));
+  for (const auto& [exporter, push] : exporters) {
+    for (size_t i = 0; i < push->errors.size(); ++i) {
+      AddSample(families.back(), static_cast<double>(push->errors[i]),
+                with({{"exporter", exporter},
+                      {"reason", PushErrorReasonLabel(static_cast<PushErrorReason>(i))}}));
+    }
   }
-  gauge("pystrobe_push_queue_windows", "Windows waiting to be pushed, including one being sent.",
-        static_cast<double>(health.push.queued));
-  counter("pystrobe_push_bytes_total", "Request bodies of the windows pushed successfully.",
-          static_cast<double>(health.push.bytes_sent));
+  per_exporter(GaugeFamily("pystrobe_push_queue_windows",
+                           "Windows waiting to be pushed, including one being sent, by exporter."),
+               &PushHealth::queued);
+  per_exporter(CounterFamily("pystrobe_push_bytes_total",
+                             "Request bodies of the windows pushed successfully, by exporter."),
+               &PushHealth::bytes_sent);
   // The control socket: always exported (zeros when it is not served), so
   // dashboards and rate() see every series from the start.
   ControlServer::Stats control = health.control.value_or(ControlServer::Stats());

@@ -14,7 +14,7 @@
 #include "daemon/accounting/process_counters.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/service/control_server.h"
-#include "exporters/pyroscope_pusher.h"
+#include "exporters/push_queue.h"
 #include "prometheus/metric_family.h"
 
 namespace pystrobe {
@@ -27,7 +27,8 @@ struct SelfUsage {
 };
 SelfUsage ReadSelfUsage();
 
-// Windows pushed to the profile store (exporters.push), totals since start.
+// Windows pushed to a profile store (exporters.push, exporters.otlp), totals
+// since start.
 struct PushHealth {
   uint64_t enqueued = 0;
   uint64_t sent = 0;
@@ -38,7 +39,8 @@ struct PushHealth {
   uint64_t failed = 0;
   uint64_t queued = 0;  // waiting now, including one being sent
   uint64_t bytes_sent = 0;
-  // Failed attempts by PushErrorReason (exporters/pyroscope_pusher.h).
+  uint64_t rejected_items = 0;  // profiles refused in a partial success (OTLP)
+  // Failed attempts by PushErrorReason (exporters/push_queue.h).
   std::array<uint64_t, kPushErrorReasons> errors{};
 };
 
@@ -77,7 +79,8 @@ struct DaemonHealth {
   uint64_t profile_files_deleted_size = 0;
   uint64_t profile_files = 0;
   uint64_t profile_dir_bytes = 0;
-  PushHealth push;
+  PushHealth push;  // exporters.push: Pyroscope's ingest
+  PushHealth otlp;  // exporters.otlp
   // The control socket (record, stat and top through the daemon); nullopt
   // when it is not served.
   std::optional<ControlServer::Stats> control;

@@ -8,7 +8,7 @@ named frames `record --imports` builds the import tree, which must agree with
 `python -X importtime` on what was heaviest.
 
 Imports torch and numpy when Debian's python3-torch and python3-numpy are
-installed (scripts/install-deps.sh installs them); the standard library's
+installed (scripts/install-deps.sh --tests installs them); the standard library's
 heavier packages always.
 """
 

@@ -281,6 +281,71 @@ TEST_F(PushFilesTest, SettingsThatContradictEachOther) {
               ElementsAre(HasSubstr("cannot both be used")));
 }
 
+TEST_F(PushFilesTest, OtlpEndpointProtocolTlsAndHeadersFromFiles) {
+  std::string ca = Write("ca.pem", "-----BEGIN CERTIFICATE-----\n");
+  std::string cert = Write("client.pem", "cert");
+  std::string key = Write("client.key", "key");
+  std::string api_key = Write("api-key", "Bearer k-123\n");
+  ConfigParseResult result = Parse(absl::StrCat(R"(
+exporters:
+  otlp:
+    endpoint: https://collector.example:4317
+    protocol: grpc
+    timeout: 3s
+    tls:
+      ca_file: )",
+                                                ca, R"(
+      cert_file: )",
+                                                cert, R"(
+      key_file: )",
+                                                key, R"(
+    headers:
+      X-Scope-OrgID: team-a
+    header_files:
+      Authorization: )",
+                                                api_key, R"(
+    service_name: checkout
+)"));
+  ASSERT_TRUE(result.ok()) << result.ErrorText();
+  const OtlpConfig& otlp = result.config.exporters.otlp;
+  EXPECT_EQ(otlp.endpoint, "https://collector.example:4317");
+  EXPECT_EQ(otlp.protocol, "grpc");
+  EXPECT_EQ(otlp.timeout, absl::Seconds(3));
+  EXPECT_EQ(otlp.tls.cert_file, cert);
+  EXPECT_FALSE(otlp.tls.insecure_skip_verify);
+  EXPECT_EQ(otlp.headers.at("X-Scope-OrgID"), "team-a");
+  EXPECT_EQ(otlp.header_files.at("Authorization"), api_key);  // the path; read by the export
+  EXPECT_EQ(otlp.service_name, "checkout");
+}
+
+TEST(ParseConfigErrorsTest, OtlpProtocolHeadersAndTlsAreChecked) {
+  ConfigParseResult result = Parse(R"(exporters:
+  otlp:
+    endpoint: http://collector:4318
+    protocol: http/json
+    headers:
+      grpc-timeout: 1s
+      Content-Type: "application/json"
+    header_files:
+      Authorization: relative/path
+)");
+  ASSERT_EQ(result.errors.size(), 4u) << result.ErrorText();
+  EXPECT_EQ(result.errors[0].key, "exporters.otlp.protocol");
+  EXPECT_THAT(result.errors[0].message, HasSubstr("grpc or http/protobuf"));
+  EXPECT_EQ(result.errors[1].key, "exporters.otlp.headers.grpc-timeout");
+  EXPECT_EQ(result.errors[2].key, "exporters.otlp.headers.Content-Type");
+  EXPECT_EQ(result.errors[3].key, "exporters.otlp.header_files.Authorization");
+
+  ConfigParseResult tls = Parse(R"(exporters:
+  otlp:
+    endpoint: http://collector:4317
+    tls:
+      insecure_skip_verify: true
+)");
+  ASSERT_EQ(tls.errors.size(), 1u) << tls.ErrorText();
+  EXPECT_THAT(tls.errors[0].message, HasSubstr("https://"));
+}
+
 TEST(ParseConfigErrorsTest, PushHeadersAndTenantAreChecked) {
   ConfigParseResult result = Parse(R"(exporters:
   push:

@@ -140,6 +140,22 @@ TEST(RecordingReaderTest, EveryFormatReadsBackTheSameFunctions) {
   EXPECT_EQ(pprof->Total(pprof->default_sample_type), 45 * 10'000'000);
 }
 
+TEST(RecordingReaderTest, OtlpRequestReadsBackWhatItsPprofHolds) {
+  Profile profile = TwoThreadProfile();
+  absl::StatusOr<Recording> pprof = ParseRecording(Write(profile, "pprof"), "p.pb.gz");
+  absl::StatusOr<Recording> otlp = ParseRecording(Write(profile, "otlp"), "p.otlp.pb");
+  ASSERT_TRUE(pprof.ok()) << pprof.status();
+  ASSERT_TRUE(otlp.ok()) << otlp.status();
+  EXPECT_EQ(otlp->format, "otlp");
+  for (std::string_view type : {"samples", "cpu"}) {
+    absl::StatusOr<size_t> in_pprof = pprof->SampleTypeIndex(type);
+    absl::StatusOr<size_t> in_otlp = otlp->SampleTypeIndex(type);
+    ASSERT_TRUE(in_pprof.ok() && in_otlp.ok()) << type;
+    EXPECT_EQ(TotalsByFrame(*otlp, *in_otlp), TotalsByFrame(*pprof, *in_pprof)) << type;
+  }
+  EXPECT_EQ(otlp->sample_types[otlp->default_sample_type].type, "cpu");
+}
+
 TEST(RecordingReaderTest, TimedStacksReadAsTheTimeTheyStandFor) {
   // Samples of unequal intervals: speedscope weighs them in nanoseconds, pprof
   // gives them as cpu/nanoseconds; both read back the same CPU time.
@@ -172,12 +188,13 @@ TEST(RecordingReaderTest, OffCpuRecordingsAreWallTimeInEveryFormat) {
                {"wait (app.py:9)", FrameKind::kPython},
                {"[sleep]", FrameKind::kMarker}},
               70'000);
-  for (std::string_view format : {"folded", "pprof", "speedscope"}) {
+  for (std::string_view format : {"folded", "pprof", "speedscope", "otlp"}) {
     absl::StatusOr<Recording> recording = ParseRecording(Write(profile, format), format);
     ASSERT_TRUE(recording.ok()) << recording.status();
     absl::StatusOr<size_t> wall = recording->SampleTypeIndex("wall");
     ASSERT_TRUE(wall.ok()) << format << ": " << wall.status();
-    int64_t scale = format == "pprof" ? 1000 : 1;  // nanoseconds there
+    EXPECT_EQ(recording->sample_types[recording->default_sample_type].type, "wall") << format;
+    int64_t scale = format == "pprof" || format == "otlp" ? 1000 : 1;  // nanoseconds there
     EXPECT_EQ(recording->Total(*wall), 100'000 * scale) << format;
     EXPECT_EQ(TotalsByFrame(*recording, *wall)["wait (app.py:9)"], 70'000 * scale) << format;
   }
