@@ -120,8 +120,14 @@ void Recorder::HandleSample(std::span<const uint8_t> record, SampleKind kind) {
   stack.image = *image_id;
   if (kind == SampleKind::kOnCpu && options_.gil_only &&
       (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
-    ++samples_without_gil_;
-    return;
+    // A free-threaded interpreter has no GIL: --gil keeps its samples, as
+    // every thread of it runs as a GIL holder would, and says so.
+    if (header.flags & PYSTROBE_SAMPLE_FREE_THREADED) {
+      ++samples_free_threaded_;
+    } else {
+      ++samples_without_gil_;
+      return;
+    }
   }
   stack.tid = options_.threads ? header.tid : 0;
   const uint8_t* data = record.data() + kHeaderSize;

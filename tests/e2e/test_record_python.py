@@ -208,6 +208,33 @@ class FourThreadsTest(PythonRecordTest):
         self.for_each_python(check, installed_pythons(with_old=True))
 
 
+class SubinterpretersTest(PythonRecordTest):
+
+    def test_work_in_four_subinterpreters_has_the_shares_of_its_own_cpu_time(self):
+        """3.14+: InterpreterPoolExecutor runs each function in a sub-interpreter
+        with its own GIL; their frames are walked like the main interpreter's."""
+        functions = ("work_a", "work_b", "work_c", "work_d")
+
+        def check(python):
+            recording = self.record_python(python, "subinterpreters.py", ["--seconds", "2.5"],
+                                           flags=["--threads"])
+            truth = json_line(recording.stdout)
+            mine = stacks_of_pid(recording.stacks, truth["pid"])
+            counts = {f: count_with(mine, f, "subinterp_work.py") for f in functions}
+            four = sum(counts.values())
+            cpu = sum(worker["cpu_s"] for worker in truth["workers"].values())
+            self.assertGreaterEqual(four, sample_floor(cpu, int(RATE)),
+                                    f"too few samples for {cpu:.2f} s of CPU:\n"
+                                    f"{summarize(recording.stacks)}")
+            for function in functions:
+                share = truth["workers"][function]["cpu_s"] / cpu
+                self.assertShare(counts[function] / four, share, 0.05, function, mine)
+                tids = {THREAD_FRAME.match(s[1]).group("tid")
+                        for s in mine if has_function(s, function)}
+                self.assertEqual(tids, {str(truth["workers"][function]["tid"])}, function)
+        self.for_each_python(check, [p for p in installed_pythons() if p.minor >= 14])
+
+
 class DeepRecursionTest(PythonRecordTest):
 
     def test_default_depth_marks_truncated_stacks(self):

@@ -23,7 +23,13 @@ struct InstalledPython {
   std::string executable;                 // absolute path
   std::vector<std::string> include_dirs;  // for Python.h and internal/
   int major = 3;
+  std::string compile_flags;  // more flags for cc, e.g. where a chroot's headers are
+  bool free_threaded = false;
 };
+
+// Where scripts/test-pythons.sh puts the newest CPythons: a Debian unstable
+// chroot (run through launchers in bin/) and free-threaded builds.
+inline constexpr char kTestPythonsRoot[] = "/opt/pystrobe-test";
 
 inline bool IsExecutable(const std::string& path) {
   struct stat st;
@@ -45,9 +51,10 @@ inline std::string LatestPyenvVersion(const std::string& root, const std::string
   return best;
 }
 
-// Debian's /usr/bin/python3.11 and every pyenv 3.8 to 3.13 (and 2.7, 3.6,
-// 3.7 with PythonSet::kWithOld); prints the ones that are missing so a run
-// says what it did not cover.
+// Debian's /usr/bin/python3.11, every pyenv 3.8 to 3.13 (and 2.7, 3.6,
+// 3.7 with PythonSet::kWithOld), Debian unstable's 3.14 and 3.15 and the
+// free-threaded 3.14t and 3.15t of scripts/test-pythons.sh; prints the ones
+// that are missing so a run says what it did not cover.
 inline std::vector<InstalledPython> InstalledPythons(PythonSet set = PythonSet::kModern) {
   std::vector<InstalledPython> found;
   std::vector<std::string> missing;
@@ -77,6 +84,28 @@ inline std::vector<InstalledPython> InstalledPythons(PythonSet set = PythonSet::
     const std::string include =
         root + "/versions/" + best + "/include/python" + short_version + abi;
     found.push_back({"pyenv " + best, minor, exe, {include}, major});
+  }
+  const std::string test_root = kTestPythonsRoot;
+  const std::string sid = test_root + "/sid";
+  for (int minor = 14; minor <= 15; ++minor) {
+    const std::string short_version = "3." + std::to_string(minor);
+    const std::string launcher = test_root + "/bin/python" + short_version;
+    if (!IsExecutable(launcher) || !IsExecutable(sid + "/usr/bin/python" + short_version)) {
+      missing.push_back("sid " + short_version + " (run scripts/test-pythons.sh)");
+    } else {
+      found.push_back({"sid " + short_version, minor, launcher,
+                       {sid + "/usr/include/python" + short_version}, 3,
+                       // <x86_64-linux-gnu/python3.X/pyconfig.h>, after our own libc's headers
+                       "-idirafter " + sid + "/usr/include"});
+    }
+    const std::string free_threaded = test_root + "/" + short_version + "t";
+    const std::string exe = free_threaded + "/bin/python" + short_version + "t";
+    if (!IsExecutable(exe)) {
+      missing.push_back("free-threaded " + short_version + "t (run scripts/test-pythons.sh)");
+    } else {
+      found.push_back({short_version + "t", minor, exe,
+                       {free_threaded + "/include/python" + short_version + "t"}, 3, "", true});
+    }
   }
   for (const std::string& name : missing) {
     std::cout << "[ SKIPPED  ] CPython not installed: " << name << "\n";
