@@ -295,6 +295,9 @@ enum pystrobe_sample_counter {
  *         fs base (task_struct->thread.fsbase).
  *     Threads started after discovery are found because the list is walked
  *     on each sample (or per-thread cached by the walker and revalidated).
+ *     3.12+: a thread may have a thread state in several interpreters; the
+ *     one whose *(u32 *)(tstate + tstate_status) has PYSTROBE_PY_TSTATE_ACTIVE
+ *     is the one running, and is preferred.
  *  2. Top frame, by frame_model:
  *       OBJECT_LASTI_*: frame = *(tstate + tstate_frame)   (PyFrameObject *)
  *       CFRAME:         cf = *(tstate + tstate_frame);     (_PyCFrame *)
@@ -442,8 +445,15 @@ struct pystrobe_python_offsets {
 	/* PyThreadState.interp (3.12+, where each interpreter may have its own
 	 * GIL); else NONE. */
 	__u32 tstate_interp;
-	__u32 _pad2;
+	/* PyThreadState._status (3.12+), whose bit PYSTROBE_PY_TSTATE_ACTIVE
+	 * is set while the thread state is its thread's current one: a thread
+	 * that runs code in sub-interpreters has one per interpreter. */
+	__u32 tstate_status;
 };
+
+/* _status.active: the bit after initialized, bound, unbound, bound_gilstate
+ * (3.12 to 3.15). */
+#define PYSTROBE_PY_TSTATE_ACTIVE (1u << 4)
 
 /*
  * Per CPython process: where its runtime lives and how to read it. Filled by

@@ -35,17 +35,27 @@ const volatile __u32 python_max_frames = 128;
 #define PYTHON_FRAME_BLOCK 2048
 #define PYTHON_PAGE_SIZE 4096
 
+/* How often a thread whose cached thread state is not its active one looks
+ * for another (a power of two): a thread that let the GIL go has none active,
+ * and the search costs a read or two per thread of the process. */
+#define PYTHON_INACTIVE_SEARCH_EVERY 4
+
 /*
  * The PyThreadState found for a thread last time, revalidated on every use.
- * Value: PyThreadState address in the target. Kept with the thread itself,
- * which frees it when the thread ends, and found without hashing: a hash
- * lookup here cost a tenth of a sample.
+ * Kept with the thread itself, which frees it when the thread ends, and
+ * found without hashing: a hash lookup here cost a tenth of a sample.
  */
+struct python_thread_cache {
+	__u64 tstate;	 /* PyThreadState address in the target */
+	__u32 inactive; /* samples that found it inactive (3.12+) */
+	__u32 _pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, __u64);
+	__type(value, struct python_thread_cache);
 } python_thread_states SEC(".maps");
 
 /*
@@ -78,6 +88,7 @@ struct python_walk {
 	__u64 interp;	    /* interpreter being searched */
 	__u64 cursor;	    /* thread state, then frame, being looked at */
 	__u64 tstate;
+	__u64 inactive_match; /* a thread state of the thread, not its active one */
 	__u32 frames;	  /* Python frames written so far */
 	__u32 max_frames; /* python_max_frames, or what is left of the sample */
 	__u32 base;	  /* index in sample->data of the first Python frame */
@@ -138,7 +149,22 @@ static __always_inline __u16 copy_size_covering(__u16 size, __u32 offset, __u32 
 	return offset + field_size;
 }
 
-/* One step of the search for the thread's PyThreadState. */
+/* True when thread state `tstate` is its thread's current one (3.12+; always
+ * before, where a thread has one thread state). */
+static __always_inline bool thread_state_active(struct python_walk *walk, __u64 tstate)
+{
+	__u32 status = 0;
+
+	if (walk->proc.offsets.tstate_status == PYSTROBE_PY_OFFSET_NONE)
+		return true;
+	if (bpf_probe_read_user(&status, sizeof(status),
+				(void *)(tstate + walk->proc.offsets.tstate_status)))
+		return false;
+	return status & PYSTROBE_PY_TSTATE_ACTIVE;
+}
+
+/* One step of the search for the thread's PyThreadState: the active one, or
+ * else the first that names the thread (in walk->inactive_match). */
 static long find_thread_state_step(__u32 index, void *ctx)
 {
 	struct python_walk *walk = python_walk_state();
@@ -158,8 +184,12 @@ static long find_thread_state_step(__u32 index, void *ctx)
 	if (!read_target_u64(walk->cursor, walk->proc.offsets.tstate_thread_id, &thread_id))
 		return 1;
 	if (thread_id == walk->pthread_self) {
-		walk->tstate = walk->cursor;
-		return 1;
+		if (thread_state_active(walk, walk->cursor)) {
+			walk->tstate = walk->cursor;
+			return 1;
+		}
+		if (walk->inactive_match == 0)
+			walk->inactive_match = walk->cursor;
 	}
 	if (!read_target_u64(walk->cursor, walk->proc.offsets.tstate_next, &walk->cursor))
 		return 1;
@@ -169,16 +199,22 @@ static long find_thread_state_step(__u32 index, void *ctx)
 /* Finds (or revalidates) the sampled thread's PyThreadState into walk->tstate. */
 static __always_inline void find_thread_state(struct python_walk *walk, struct task_struct *thread)
 {
-	__u64 *cached =
+	struct python_thread_cache *cached =
 	    bpf_task_storage_get(&python_thread_states, thread, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	__u64 thread_id;
 
 	walk->tstate = 0;
-	if (cached && *cached != 0 &&
-	    read_target_u64(*cached, walk->proc.offsets.tstate_thread_id, &thread_id) &&
+	walk->inactive_match = 0;
+	if (cached && cached->tstate != 0 &&
+	    read_target_u64(cached->tstate, walk->proc.offsets.tstate_thread_id, &thread_id) &&
 	    thread_id == walk->pthread_self) {
-		walk->tstate = *cached;
-		return;
+		/* Not its current one: the thread may run in another interpreter
+		 * now, or have let the GIL go; look again, now and then. */
+		if (thread_state_active(walk, cached->tstate) ||
+		    (++cached->inactive & (PYTHON_INACTIVE_SEARCH_EVERY - 1)) != 0) {
+			walk->tstate = cached->tstate;
+			return;
+		}
 	}
 	if (!read_target_u64(walk->proc.runtime_addr, walk->proc.offsets.runtime_interpreters_head,
 			     &walk->interp) ||
@@ -186,8 +222,12 @@ static __always_inline void find_thread_state(struct python_walk *walk, struct t
 	    !read_target_u64(walk->interp, walk->proc.offsets.interp_tstate_head, &walk->cursor))
 		return;
 	bpf_loop(PYTHON_MAX_THREADS, find_thread_state_step, NULL, 0);
-	if (walk->tstate && cached)
-		*cached = walk->tstate;
+	if (walk->tstate == 0)
+		walk->tstate = walk->inactive_match;
+	if (walk->tstate && cached) {
+		cached->tstate = walk->tstate;
+		cached->inactive = 0;
+	}
 }
 
 /* True when the thread state `tstate` holds the GIL right now. */

@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
+# CPython 3.14 and 3.15 (a Debian unstable chroot) and free-threaded builds; see the script.
+./scripts/test-pythons.sh
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure --timeout 900

@@ -105,6 +105,8 @@ PythonLayout LayoutFromRow(const LayoutRow& row) {
   // PyThreadState starts { prev, next, interp } in every 3.x; only 3.12+,
   // with a GIL per interpreter, needs it.
   o.tstate_interp = row.major == 3 && row.minor >= 12 ? 16 : kNone;
+  // _status follows interp (3.12) or eval_breaker (3.13+).
+  o.tstate_status = row.major == 3 && row.minor >= 12 ? (row.minor == 12 ? 24 : 32) : kNone;
   o.frame_tlbc_index = kNone;
   o.code_tlbc = kNone;
   o.gil_enabled = kNone;
@@ -431,10 +433,6 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
         absl::StrCat("_Py_DebugOffsets: free_threaded is ", d.free_threaded, ", not 0 or 1"));
   }
   const bool free_threaded = d.free_threaded == 1;
-  if (free_threaded && !k314) {
-    return absl::UnimplementedError(absl::StrCat(
-        "CPython ", version.ToString(), " free-threaded build is not supported (3.14t and later are)"));
-  }
   absl::StatusOr<PythonLayout> base = PythonLayoutForVersion(version);
   if (!base.ok()) return base.status();
   PythonLayout layout = *base;
@@ -467,6 +465,7 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
        "gil_runtime_state_locked"},
       {&o.tstate_next, d.thread_state.next, tstate_size, "thread_state.next"},
       {&o.tstate_interp, d.thread_state.interp, tstate_size, "thread_state.interp"},
+      {&o.tstate_status, d.thread_state.status, tstate_size, "thread_state.status"},
       {&o.tstate_thread_id, d.thread_state.thread_id, tstate_size, "thread_id"},
       {&o.tstate_native_thread_id, d.thread_state.native_thread_id, tstate_size,
        "native_thread_id"},
@@ -489,14 +488,15 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
       {&o.unicode_ascii_data, d.unicode_object.asciiobject_size, d.unicode_object.size + 1,
        "asciiobject_size"},
   };
+  if (free_threaded) {
+    fields.push_back({&o.gil_enabled, interp.gil_runtime_state_enabled - interp.gil_runtime_state,
+                      0, "gil_runtime_state_enabled"});
+  }
   if constexpr (k314) {
     if (free_threaded) {
       fields.push_back({&o.frame_tlbc_index, d.interpreter_frame.tlbc_index, frame_size,
                         "tlbc_index"});
       fields.push_back({&o.code_tlbc, d.code_object.co_tlbc, code_size, "co_tlbc"});
-      fields.push_back({&o.gil_enabled,
-                        interp.gil_runtime_state_enabled - interp.gil_runtime_state, 0,
-                        "gil_runtime_state_enabled"});
     }
   }
   for (const Field& field : fields) {
@@ -518,10 +518,11 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
   // `enabled`.
   o.gil_cond = free_threaded ? kGilCondOffsetFreeThreaded : kGilCondOffset;
   o.gil_wait_span = kGilWaitSpan;
-  if (free_threaded) {
-    o.free_threaded = 1;
+  o.free_threaded = free_threaded;
+  if (free_threaded && k314) {
     // The free-threaded PyASCIIObject's state gives `interned` a whole byte
-    // (two bits in the GIL build), so kind starts at bit 8.
+    // from 3.14 on (two bits in the GIL build and in 3.13t), so kind starts
+    // at bit 8.
     o.unicode_kind_shift = kUnicodeKindShiftFreeThreaded;
     o.unicode_compact_shift = kUnicodeKindShiftFreeThreaded + 3;
     o.unicode_ascii_shift = kUnicodeKindShiftFreeThreaded + 4;
@@ -570,6 +571,8 @@ std::vector<std::pair<std::string_view, uint64_t>> PythonLayoutFields(const Pyth
       {"interp_tstate_head", o.interp_tstate_head},
       {"tstate_next", o.tstate_next},
       {"tstate_interp", o.tstate_interp},
+      {"tstate_status", o.tstate_status},
+      {"tstate_active_mask", o.tstate_status == kNone ? 0u : PYSTROBE_PY_TSTATE_ACTIVE},
       {"tstate_thread_id", o.tstate_thread_id},
       {"tstate_native_thread_id", o.tstate_native_thread_id},
       {"tstate_frame", o.tstate_frame},

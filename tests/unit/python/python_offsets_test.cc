@@ -21,20 +21,9 @@ using testing::InstalledPython;
 using testing::InstalledPythons;
 using testing::RunCommand;
 
-std::map<std::string, uint64_t> ParseLines(const std::string& text) {
-  std::map<std::string, uint64_t> values;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    values[line.substr(0, eq)] = std::stoull(line.substr(eq + 1));
-  }
-  return values;
-}
-
 TEST(PythonOffsetsTest, TablesMatchTheHeadersOfEveryInstalledVersion) {
-  const std::vector<InstalledPython> pythons = InstalledPythons(testing::PythonSet::kWithOld);
+  const std::vector<InstalledPython> pythons =
+      InstalledPythons(testing::PythonSet::kWithOld, /*with_free_threaded=*/true);
   ASSERT_FALSE(pythons.empty()) << "no CPython on this machine";
   const std::string binary = ::testing::TempDir() + "/pystrobe_print_offsets";
   for (const InstalledPython& python : pythons) {
@@ -51,7 +40,7 @@ TEST(PythonOffsetsTest, TablesMatchTheHeadersOfEveryInstalledVersion) {
     int status = 0;
     const std::string compile_output = RunCommand(command + " 2>&1", &status);
     ASSERT_EQ(status, 0) << command << "\n" << compile_output;
-    const std::map<std::string, uint64_t> expected = ParseLines(RunCommand(binary, &status));
+    const std::map<std::string, uint64_t> expected = testing::ParseOffsetLines(RunCommand(binary, &status));
     ASSERT_EQ(status, 0);
     ASSERT_EQ(expected.at("version_major"), static_cast<uint64_t>(python.major));
     ASSERT_EQ(expected.at("version_minor"), static_cast<uint64_t>(python.minor));
@@ -138,25 +127,6 @@ TEST(PythonOffsetsTest, FrameModelFollowsTheVersion) {
   EXPECT_EQ(PythonLayoutForVersion({3, 13, 0})->abi.frame_model, PYSTROBE_PY_FRAMES_CURRENT_FRAME);
 }
 
-// print_offsets.c built against `python`'s headers (with `defines`), run
-// with `argument`; its output, or a test failure.
-std::string RunPrintOffsets(const InstalledPython& python, const std::string& defines,
-                            const std::string& argument) {
-  const std::string binary = ::testing::TempDir() + "/pystrobe_print_debug_offsets";
-  std::string command = "cc -DPy_BUILD_CORE " + defines + " -o " + binary +
-                        " " PYSTROBE_SOURCE_DIR "/tests/workloads/python/print_offsets.c";
-  for (const std::string& dir : python.include_dirs) {
-    command += " -I" + dir + " -I" + dir + "/internal";
-  }
-  command += " " + python.compile_flags;
-  int status = 0;
-  const std::string compile_output = RunCommand(command + " 2>&1", &status);
-  EXPECT_EQ(status, 0) << command << "\n" << compile_output;
-  const std::string output = RunCommand(binary + " " + argument, &status);
-  EXPECT_EQ(status, 0) << binary << " " << argument;
-  return output;
-}
-
 std::vector<uint8_t> FromHex(const std::string& hex) {
   std::vector<uint8_t> bytes;
   for (size_t i = 0; i + 1 < hex.size() && hex[i] != '\n'; i += 2) {
@@ -171,14 +141,15 @@ std::vector<uint8_t> FromHex(const std::string& hex) {
 // the same headers (Py_GIL_DISABLED), whether or not that build is installed.
 TEST(PythonOffsetsTest, DebugOffsetsMatchTheHeaders) {
   size_t layouts = 0;
-  for (const InstalledPython& python : InstalledPythons()) {
+  for (const InstalledPython& python :
+       InstalledPythons(testing::PythonSet::kModern, /*with_free_threaded=*/true)) {
     if (python.minor < 14) continue;
     for (const std::string defines : {"", "-DPy_GIL_DISABLED"}) {
       if (python.free_threaded && defines.empty()) continue;  // its pyconfig.h defines it
       SCOPED_TRACE(python.label + " " + defines);
-      const std::vector<uint8_t> blob = FromHex(RunPrintOffsets(python, defines, "--debug-offsets"));
+      const std::vector<uint8_t> blob = FromHex(testing::PrintOffsets(python, defines, "--debug-offsets"));
       const std::map<std::string, uint64_t> expected =
-          ParseLines(RunPrintOffsets(python, defines, ""));
+          testing::ParseOffsetLines(testing::PrintOffsets(python, defines, ""));
       ASSERT_FALSE(blob.empty());
       absl::StatusOr<size_t> size =
           PythonDebugOffsetsSize({python.major, python.minor, 0});
@@ -204,7 +175,7 @@ TEST(PythonOffsetsTest, DebugOffsetsThatLieAreRefused) {
   for (const InstalledPython& python : InstalledPythons()) {
     if (python.minor < 14 || python.free_threaded) continue;
     SCOPED_TRACE(python.label);
-    const std::vector<uint8_t> good = FromHex(RunPrintOffsets(python, "", "--debug-offsets"));
+    const std::vector<uint8_t> good = FromHex(testing::PrintOffsets(python, "", "--debug-offsets"));
     ASSERT_TRUE(PythonLayoutFromDebugOffsets(good).ok());
 
     std::vector<uint8_t> flag = good;

@@ -109,8 +109,20 @@ int main(int argc, char** argv) {
   P("tstate_next", offsetof(PyThreadState, next));
 #if PY_VERSION_HEX >= 0x030C0000
   P("tstate_interp", offsetof(PyThreadState, interp));
+  P("tstate_status", offsetof(PyThreadState, _status));
+  {
+    /* The bit of _status that says "the thread's current thread state". */
+    PyThreadState t;
+    unsigned int word;
+    memset(&t, 0, sizeof(t));
+    t._status.active = 1;
+    memcpy(&word, (char*)&t + offsetof(PyThreadState, _status), sizeof(word));
+    P("tstate_active_mask", word);
+  }
 #else
   P("tstate_interp", NONE);
+  P("tstate_status", NONE);
+  P("tstate_active_mask", 0);
 #endif
   P("tstate_thread_id", offsetof(PyThreadState, thread_id));
 #if PY_VERSION_HEX >= 0x030B0000
