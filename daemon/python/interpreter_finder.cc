@@ -72,7 +72,7 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
 // Opens the binary as the target sees it: through its root (containers), then
 // through map_files (deleted or replaced files).
 absl::StatusOr<ElfFile> OpenTargetBinary(pid_t pid, const MemoryMapping& mapping) {
-  absl::StatusOr<ElfFile> file = ElfFile::Open(absl::StrCat("/proc/", pid, "/root", mapping.path));
+  absl::StatusOr<ElfFile> file = ElfFile::Open(PathOfMappedFile(pid, mapping.path));
   if (file.ok()) return file;
   absl::StatusOr<ElfFile> mapped =
       ElfFile::Open(absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end));
