@@ -440,8 +440,7 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
   // The GIL lives inline in the interpreter (_gil); ceval.gil points at it.
   const auto& interp = d.interpreter_state;
   if (interp.gil_runtime_state_holder < interp.gil_runtime_state ||
-      interp.gil_runtime_state_locked < interp.gil_runtime_state ||
-      interp.gil_runtime_state_enabled < (free_threaded ? interp.gil_runtime_state : 0)) {
+      interp.gil_runtime_state_locked < interp.gil_runtime_state) {
     return absl::DataLossError("_Py_DebugOffsets: GIL fields outside the GIL state");
   }
   struct Field {
@@ -489,8 +488,11 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
        "asciiobject_size"},
   };
   if (free_threaded) {
-    fields.push_back({&o.gil_enabled, interp.gil_runtime_state_enabled - interp.gil_runtime_state,
-                      0, "gil_runtime_state_enabled"});
+    // Unlike locked and holder, `enabled` is given from the GIL state's
+    // start (offsetof(struct _gil_runtime_state, enabled)), in 3.13 to 3.15.
+    fields.push_back({&o.gil_enabled, interp.gil_runtime_state_enabled,
+                      interp.gil_runtime_state_locked - interp.gil_runtime_state,
+                      "gil_runtime_state_enabled"});
   }
   if constexpr (k314) {
     if (free_threaded) {
