@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 14
+#define PYSTROBE_ABI_VERSION 15
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -91,6 +91,8 @@ enum pystrobe_sample_flags {
 	/* The native walk met a binary whose unwind table is not in the kernel
 	 * yet (or was evicted): it is in map unwind_wanted, for userspace. */
 	PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED = 1u << 7,
+	/* A free-threaded CPython (3.14t): it has no GIL for a thread to hold. */
+	PYSTROBE_SAMPLE_FREE_THREADED = 1u << 8,
 };
 
 /* What the in-kernel CPython walk found; pystrobe_sample.python_status. */
@@ -302,14 +304,19 @@ enum pystrobe_sample_counter {
  *         fs base (task_struct->thread.fsbase).
  *     Threads started after discovery are found because the list is walked
  *     on each sample (or per-thread cached by the walker and revalidated).
+ *     3.12+: a thread may have a thread state in several interpreters; the
+ *     one whose *(u32 *)(tstate + tstate_status) has PYSTROBE_PY_TSTATE_ACTIVE
+ *     is the one running, and is preferred.
  *  2. Top frame, by frame_model:
  *       OBJECT_LASTI_*: frame = *(tstate + tstate_frame)   (PyFrameObject *)
  *       CFRAME:         cf = *(tstate + tstate_frame);     (_PyCFrame *)
  *                       frame = *(cf + cframe_current_frame)
  *       CURRENT_FRAME:  frame = *(tstate + tstate_frame)   (_PyInterpreterFrame *)
- *  3. Per frame: code = *(frame + frame_code). If frame_owner is not NONE and
- *     *(u8 *)(frame + frame_owner) == frame_owner_cstack (3.12+), the frame
- *     is a C-stack shim: skip it (no code object of interest). A frame whose
+ *  3. Per frame: code = *(frame + frame_code), with its low two bits
+ *     cleared where frame_code_tagged (3.14+: f_executable is a _PyStackRef,
+ *     whose low bits are tags). If frame_owner is not NONE and
+ *     *(u8 *)(frame + frame_owner) >= frame_owner_cstack (3.12+), the frame
+ *     is an interpreter shim: skip it (no code object of interest). A frame whose
  *     code object's type (*(code + object_type)) is not code_type_addr is
  *     skipped too (3.13 f_executable may be None or another object).
  *     Next frame = *(frame + frame_previous).
@@ -319,17 +326,24 @@ enum pystrobe_sample_counter {
  *       OBJECT_LASTI_UNITS (3.10):     *(s32 *)(frame + frame_instr) * 2
  *       CFRAME, CURRENT_FRAME (3.11+): *(u64 *)(frame + frame_instr)
  *                                      - (code + code_code_adaptive)
+ *       free-threaded 3.14+: each thread may run its own copy of the
+ *       bytecode: with i = *(s32 *)(frame + frame_tlbc_index) > 0, the base
+ *       is ((u64 *)(*(code + code_tlbc) + 8))[i] (_PyCodeArray's entries;
+ *       entries[0] is co_code_adaptive itself).
  *     A negative value means "not started yet" (line = co_firstlineno).
  *  5. Stamp of the code object, to notice a freed and reused address:
  *     pystrobe_python_code_stamp(*(code + code_filename), *(code + code_name),
  *     *(s32 *)(code + code_firstlineno)); userspace recomputes it when it
  *     reads the code object and discards a mismatch.
  *  6. GIL: gil = runtime_addr + runtime_gil (2.7-3.11), or
- *     *(interp + interp_gil_ptr) (3.12+, per interpreter). The thread holds
+ *     *(interp + interp_gil_ptr) (3.12+, per interpreter: the sampled
+ *     thread's, interp = *(tstate + tstate_interp)). The thread holds
  *     the GIL when *(u64 *)(gil + gil_last_holder) == tstate and, where
  *     gil_locked is not NONE, *(s32 *)(gil + gil_locked) != 0. On 2.7 and
  *     3.6 gil_last_holder is _PyThreadState_Current, which the interpreter
- *     sets to NULL before it lets the GIL go, and gil_locked is NONE.
+ *     sets to NULL before it lets the GIL go, and gil_locked is NONE. On a
+ *     free-threaded build no thread holds it while *(s32 *)(gil +
+ *     gil_enabled) is 0, which is how such a build normally runs.
  *     A thread waits for the GIL when it sleeps in a futex on an address in
  *     [w, w + gil_wait_span), w = gil + gil_cond, or *(gil + gil_cond)
  *     where gil_wait_indirect (2.7's lock is a malloc'd semaphore).
@@ -348,7 +362,7 @@ enum pystrobe_python_frame_model {
 	PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS = 2,
 	/* 3.11, 3.12: tstate->cframe->current_frame, _PyInterpreterFrame, prev_instr. */
 	PYSTROBE_PY_FRAMES_CFRAME = 3,
-	/* 3.13: tstate->current_frame, _PyInterpreterFrame, f_executable, instr_ptr. */
+	/* 3.13+: tstate->current_frame, _PyInterpreterFrame, f_executable, instr_ptr. */
 	PYSTROBE_PY_FRAMES_CURRENT_FRAME = 4,
 };
 
@@ -358,9 +372,11 @@ enum pystrobe_python_frame_model {
  */
 struct pystrobe_python_offsets {
 	__u8 major;	  /* 2 or 3 */
-	__u8 minor;	  /* 7 (2.7), 6 .. 13 (3.x) */
+	__u8 minor;	  /* 7 (2.7), 6 .. 15 (3.x) */
 	__u8 frame_model; /* enum pystrobe_python_frame_model */
-	/* owner value of C-stack shim frames (3.12+: 3), else PYSTROBE_PY_OWNER_NONE */
+	/* The lowest owner value of interpreter shim frames (3.12, 3.13:
+	 * FRAME_OWNED_BY_CSTACK, 3; 3.14+: FRAME_OWNED_BY_INTERPRETER, 3, and
+	 * CSTACK, 4, above it), else PYSTROBE_PY_OWNER_NONE */
 	__u8 frame_owner_cstack;
 	/* _PyRuntimeState */
 	__u32 runtime_interpreters_head; /* interpreters.head (PyInterpreterState *) */
@@ -422,8 +438,31 @@ struct pystrobe_python_offsets {
 	 * loop's entry with a C-stack shim frame instead); else
 	 * PYSTROBE_PY_OWNER_NONE. */
 	__u8 frame_is_entry;
-	__u8 _pad;
+	/* 1 from 3.14: f_executable is a _PyStackRef; clear its two tag bits. */
+	__u8 frame_code_tagged;
+	/* 1 for a free-threaded build (--disable-gil, "3.14t"). */
+	__u8 free_threaded;
+	__u8 _pad[3];
+	/* Free-threaded 3.14+: _PyInterpreterFrame.tlbc_index (s32) and
+	 * PyCodeObject.co_tlbc (_PyCodeArray *); else NONE. See step 4. */
+	__u32 frame_tlbc_index;
+	__u32 code_tlbc;
+	/* Free-threaded: struct _gil_runtime_state's `enabled` (int): such a
+	 * build runs without a GIL until an extension that needs one turns it
+	 * on, and a GIL that is off has no holder. NONE elsewhere. */
+	__u32 gil_enabled;
+	/* PyThreadState.interp (3.12+, where each interpreter may have its own
+	 * GIL); else NONE. */
+	__u32 tstate_interp;
+	/* PyThreadState._status (3.12+), whose bit PYSTROBE_PY_TSTATE_ACTIVE
+	 * is set while the thread state is its thread's current one: a thread
+	 * that runs code in sub-interpreters has one per interpreter. */
+	__u32 tstate_status;
 };
+
+/* _status.active: the bit after initialized, bound, unbound, bound_gilstate
+ * (3.12 to 3.15). */
+#define PYSTROBE_PY_TSTATE_ACTIVE (1u << 4)
 
 /*
  * Per CPython process: where its runtime lives and how to read it. Filled by
@@ -435,8 +474,8 @@ struct pystrobe_python_process {
 	struct pystrobe_python_offsets offsets;
 };
 
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 136, "ABI: pystrobe_python_offsets");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 152, "ABI: pystrobe_python_process");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 160, "ABI: pystrobe_python_offsets");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 176, "ABI: pystrobe_python_process");
 
 /*
  * An executable file with CPython linked in, as the kernel names it: the
@@ -461,7 +500,7 @@ struct pystrobe_python_binary {
 };
 
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary_key) == 16, "ABI: python_binary_key");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary) == 152, "ABI: pystrobe_python_binary");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary) == 176, "ABI: pystrobe_python_binary");
 
 /*
  * The stamp the walker records per code object. Interned names are shared
@@ -483,6 +522,19 @@ static inline __u64 pystrobe_python_code_stamp(__u64 co_filename, __u64 co_name,
 static inline __u32 pystrobe_python_code_stamp32(__u64 stamp)
 {
 	return (__u32)(stamp ^ (stamp >> 32));
+}
+
+/* The code object a frame's frame_code field holds (step 3): 3.14+ tags a
+ * _PyStackRef's low two bits. */
+static inline __u64 pystrobe_python_frame_code(__u64 raw, const struct pystrobe_python_offsets *o)
+{
+	return o->frame_code_tagged ? raw & ~(__u64)3 : raw;
+}
+
+/* True for an interpreter shim frame, given its owner byte (step 3). */
+static inline int pystrobe_python_is_shim_frame(__u8 owner, const struct pystrobe_python_offsets *o)
+{
+	return o->frame_owner != PYSTROBE_PY_OFFSET_NONE && owner >= o->frame_owner_cstack;
 }
 
 /* Bytes of a code object's head that naming it reads: every field up to the

@@ -37,16 +37,19 @@ static __always_inline bool read_target_u64(__u64 addr, __u32 offset, __u64 *val
 	return bpf_probe_read_user(value, sizeof(*value), (void *)(addr + offset)) == 0;
 }
 
-/* The address of process `proc`'s GIL state, or 0. Reads current's memory. */
-static __always_inline __u64 python_gil_address(const struct pystrobe_python_process *proc)
+/* The address of the GIL state of interpreter `interp` of process `proc`
+ * (0: the newest interpreter, interpreters.head), or 0. Reads current's memory. */
+static __always_inline __u64 python_gil_address(const struct pystrobe_python_process *proc,
+						__u64 interp)
 {
 	const struct pystrobe_python_offsets *off = &proc->offsets;
-	__u64 interp, gil;
+	__u64 gil;
 
 	if (off->runtime_gil != PYSTROBE_PY_OFFSET_NONE)
 		return proc->runtime_addr + off->runtime_gil;
 	/* 3.12+: one GIL per interpreter, reached by pointer. */
-	if (!read_target_u64(proc->runtime_addr, off->runtime_interpreters_head, &interp) ||
+	if ((interp == 0 &&
+	     !read_target_u64(proc->runtime_addr, off->runtime_interpreters_head, &interp)) ||
 	    !read_target_u64(interp, off->interp_gil_ptr, &gil))
 		return 0;
 	return gil;
@@ -73,7 +76,7 @@ static __always_inline bool waiting_for_gil(__u32 tgid)
 	if (compat_syscall_nr(regs) != COMPAT_NR_FUTEX)
 		return false;
 	uaddr = compat_syscall_arg1(regs);
-	gil = python_gil_address(proc);
+	gil = python_gil_address(proc, 0);
 	if (gil == 0)
 		return false;
 	wait = gil + proc->offsets.gil_cond;

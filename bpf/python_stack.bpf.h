@@ -35,17 +35,27 @@ const volatile __u32 python_max_frames = 128;
 #define PYTHON_FRAME_BLOCK 2048
 #define PYTHON_PAGE_SIZE 4096
 
+/* How often a thread whose cached thread state is not its active one looks
+ * for another (a power of two): a thread that let the GIL go has none active,
+ * and the search costs a read or two per thread of the process. */
+#define PYTHON_INACTIVE_SEARCH_EVERY 4
+
 /*
  * The PyThreadState found for a thread last time, revalidated on every use.
- * Value: PyThreadState address in the target. Kept with the thread itself,
- * which frees it when the thread ends, and found without hashing: a hash
- * lookup here cost a tenth of a sample.
+ * Kept with the thread itself, which frees it when the thread ends, and
+ * found without hashing: a hash lookup here cost a tenth of a sample.
  */
+struct python_thread_cache {
+	__u64 tstate;	 /* PyThreadState address in the target */
+	__u32 inactive; /* samples that found it inactive (3.12+) */
+	__u32 _pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, __u64);
+	__type(value, struct python_thread_cache);
 } python_thread_states SEC(".maps");
 
 /*
@@ -66,6 +76,7 @@ struct {
 struct python_stamp_slot {
 	__u64 code;
 	__u64 walk_id;
+	__u64 tlbc; /* co_tlbc (free-threaded 3.14+), else 0 */
 	__u32 stamp;
 	__u32 _pad;
 };
@@ -77,6 +88,7 @@ struct python_walk {
 	__u64 interp;	    /* interpreter being searched */
 	__u64 cursor;	    /* thread state, then frame, being looked at */
 	__u64 tstate;
+	__u64 inactive_match; /* a thread state of the thread, not its active one */
 	__u32 frames;	  /* Python frames written so far */
 	__u32 max_frames; /* python_max_frames, or what is left of the sample */
 	__u32 base;	  /* index in sample->data of the first Python frame */
@@ -137,7 +149,22 @@ static __always_inline __u16 copy_size_covering(__u16 size, __u32 offset, __u32 
 	return offset + field_size;
 }
 
-/* One step of the search for the thread's PyThreadState. */
+/* True when thread state `tstate` is its thread's current one (3.12+; always
+ * before, where a thread has one thread state). */
+static __always_inline bool thread_state_active(struct python_walk *walk, __u64 tstate)
+{
+	__u32 status = 0;
+
+	if (walk->proc.offsets.tstate_status == PYSTROBE_PY_OFFSET_NONE)
+		return true;
+	if (bpf_probe_read_user(&status, sizeof(status),
+				(void *)(tstate + walk->proc.offsets.tstate_status)))
+		return false;
+	return status & PYSTROBE_PY_TSTATE_ACTIVE;
+}
+
+/* One step of the search for the thread's PyThreadState: the active one, or
+ * else the first that names the thread (in walk->inactive_match). */
 static long find_thread_state_step(__u32 index, void *ctx)
 {
 	struct python_walk *walk = python_walk_state();
@@ -157,8 +184,12 @@ static long find_thread_state_step(__u32 index, void *ctx)
 	if (!read_target_u64(walk->cursor, walk->proc.offsets.tstate_thread_id, &thread_id))
 		return 1;
 	if (thread_id == walk->pthread_self) {
-		walk->tstate = walk->cursor;
-		return 1;
+		if (thread_state_active(walk, walk->cursor)) {
+			walk->tstate = walk->cursor;
+			return 1;
+		}
+		if (walk->inactive_match == 0)
+			walk->inactive_match = walk->cursor;
 	}
 	if (!read_target_u64(walk->cursor, walk->proc.offsets.tstate_next, &walk->cursor))
 		return 1;
@@ -168,16 +199,22 @@ static long find_thread_state_step(__u32 index, void *ctx)
 /* Finds (or revalidates) the sampled thread's PyThreadState into walk->tstate. */
 static __always_inline void find_thread_state(struct python_walk *walk, struct task_struct *thread)
 {
-	__u64 *cached =
+	struct python_thread_cache *cached =
 	    bpf_task_storage_get(&python_thread_states, thread, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	__u64 thread_id;
 
 	walk->tstate = 0;
-	if (cached && *cached != 0 &&
-	    read_target_u64(*cached, walk->proc.offsets.tstate_thread_id, &thread_id) &&
+	walk->inactive_match = 0;
+	if (cached && cached->tstate != 0 &&
+	    read_target_u64(cached->tstate, walk->proc.offsets.tstate_thread_id, &thread_id) &&
 	    thread_id == walk->pthread_self) {
-		walk->tstate = *cached;
-		return;
+		/* Not its current one: the thread may run in another interpreter
+		 * now, or have let the GIL go; look again, now and then. */
+		if (thread_state_active(walk, cached->tstate) ||
+		    (++cached->inactive & (PYTHON_INACTIVE_SEARCH_EVERY - 1)) != 0) {
+			walk->tstate = cached->tstate;
+			return;
+		}
 	}
 	if (!read_target_u64(walk->proc.runtime_addr, walk->proc.offsets.runtime_interpreters_head,
 			     &walk->interp) ||
@@ -185,18 +222,36 @@ static __always_inline void find_thread_state(struct python_walk *walk, struct t
 	    !read_target_u64(walk->interp, walk->proc.offsets.interp_tstate_head, &walk->cursor))
 		return;
 	bpf_loop(PYTHON_MAX_THREADS, find_thread_state_step, NULL, 0);
-	if (walk->tstate && cached)
-		*cached = walk->tstate;
+	if (walk->tstate == 0)
+		walk->tstate = walk->inactive_match;
+	if (walk->tstate && cached) {
+		cached->tstate = walk->tstate;
+		cached->inactive = 0;
+	}
 }
 
 /* True when the thread state `tstate` holds the GIL right now. */
 static __always_inline bool holds_gil(struct python_walk *walk)
 {
 	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
-	__u64 gil = python_gil_address(&walk->proc), last_holder = 0;
+	__u64 interp = 0, gil, last_holder = 0;
 	__s32 locked = 0;
 
-	if (gil == 0 || !read_target_u64(gil, off->gil_last_holder, &last_holder))
+	/* 3.12+: the GIL of the thread's own interpreter (a subinterpreter may
+	 * have its own). */
+	if (off->tstate_interp != PYSTROBE_PY_OFFSET_NONE &&
+	    !read_target_u64(walk->tstate, off->tstate_interp, &interp))
+		return false;
+	gil = python_gil_address(&walk->proc, interp);
+
+	if (gil == 0)
+		return false;
+	/* A free-threaded build's GIL is off unless an extension turned it on. */
+	if (off->gil_enabled != PYSTROBE_PY_OFFSET_NONE &&
+	    (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_enabled)) ||
+	     locked == 0))
+		return false;
+	if (!read_target_u64(gil, off->gil_last_holder, &last_holder))
 		return false;
 	/* 2.7, 3.6: the holder is _PyThreadState_Current, NULL while the GIL is free. */
 	if (off->gil_locked == PYSTROBE_PY_OFFSET_NONE)
@@ -226,15 +281,17 @@ enum code_lookup {
 	CODE_UNREADABLE, /* the walk ends */
 };
 
-/* The stamp of the code object `code`: from this walk's cache, or read. */
+/* The stamp of the code object `code` and its co_tlbc (0 where the build
+ * has none): from this walk's cache, or read. */
 static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u64 code,
-						   __u32 *stamp)
+						   __u32 *stamp, __u64 *tlbc)
 {
 	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
 	struct python_stamp_slot *slot = &walk->stamps[(code >> 4) & (PYTHON_STAMP_SLOTS - 1)];
 
 	if (slot->code == code && slot->walk_id == walk->walk_id) {
 		*stamp = slot->stamp;
+		*tlbc = slot->tlbc;
 		return CODE_STAMPED;
 	}
 	if (bpf_probe_read_user(walk->code_copy, walk->code_copy_size & (PYTHON_COPY_SIZE - 1),
@@ -246,9 +303,12 @@ static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u
 	    pystrobe_python_code_stamp(copied_u64(walk->code_copy, off->code_filename),
 				       copied_u64(walk->code_copy, off->code_name),
 				       copied_u32(walk->code_copy, off->code_firstlineno)));
+	*tlbc = off->code_tlbc == PYSTROBE_PY_OFFSET_NONE ? 0
+							  : copied_u64(walk->code_copy, off->code_tlbc);
 	slot->code = code;
 	slot->walk_id = walk->walk_id;
 	slot->stamp = *stamp;
+	slot->tlbc = *tlbc;
 	return CODE_STAMPED;
 }
 
@@ -297,6 +357,29 @@ static __always_inline __u32 block_u32(const struct python_walk *walk, __u64 at,
 	return *(const __u32 *)(walk->frame_block + ((at + offset) & (PYTHON_FRAME_BLOCK - 4)));
 }
 
+/*
+ * Where the bytecode a 3.11+ frame runs starts: co_code_adaptive, or on a
+ * free-threaded build the thread's own copy of it (tlbc_index > 0), found
+ * in the code object's _PyCodeArray { Py_ssize_t size; char *entries[]; }.
+ * 0 when that copy cannot be read.
+ */
+static __always_inline __u64 bytecode_base(struct python_walk *walk, __u64 at, __u64 code,
+					   __u64 tlbc)
+{
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	__s32 index;
+	__u64 base;
+
+	if (off->frame_tlbc_index == PYSTROBE_PY_OFFSET_NONE)
+		return code + off->code_code_adaptive;
+	index = (__s32)block_u32(walk, at, off->frame_tlbc_index);
+	if (index <= 0)
+		return code + off->code_code_adaptive;
+	if (tlbc == 0 || !read_target_u64(tlbc, 8 + 8 * (__u32)index, &base))
+		return 0;
+	return base;
+}
+
 /* What a step of the frame walk works on: bpf_loop hands its callback a
  * pointer to the caller's stack, and the map values ride along in it. */
 struct python_walk_ctx {
@@ -311,7 +394,7 @@ static long walk_frame_step(__u32 index, void *ctx)
 	struct python_walk *walk = walk_ctx->walk;
 	struct pystrobe_sample *sample = walk_ctx->sample;
 	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
-	__u64 frame = walk->cursor, code, instr;
+	__u64 frame = walk->cursor, code, instr, tlbc = 0, base;
 	__u32 slot, stamp;
 	__s64 offset, at;
 
@@ -323,11 +406,10 @@ static long walk_frame_step(__u32 index, void *ctx)
 		return 1;
 	}
 	walk->cursor = block_u64(walk, at, off->frame_previous);
-	if (off->frame_owner != PYSTROBE_PY_OFFSET_NONE &&
-	    walk->frame_block[(at + off->frame_owner) & (PYTHON_FRAME_BLOCK - 1)] ==
-		off->frame_owner_cstack) {
-		/* A C-stack shim frame (3.12+): nothing of the program's, but
-		 * the frame above it was the first of an eval loop's call. */
+	if (pystrobe_python_is_shim_frame(
+		walk->frame_block[(at + off->frame_owner) & (PYTHON_FRAME_BLOCK - 1)], off)) {
+		/* An interpreter shim frame (3.12+): nothing of the program's,
+		 * but the frame above it was the first of an eval loop's call. */
 		if (walk->frames > 0) {
 			slot = walk->base + 2 * (walk->frames - 1);
 			sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] |=
@@ -336,8 +418,8 @@ static long walk_frame_step(__u32 index, void *ctx)
 		return 0;
 	}
 
-	code = block_u64(walk, at, off->frame_code);
-	switch (code == 0 ? CODE_UNREADABLE : code_stamp(walk, code, &stamp)) {
+	code = pystrobe_python_frame_code(block_u64(walk, at, off->frame_code), off);
+	switch (code == 0 ? CODE_UNREADABLE : code_stamp(walk, code, &stamp, &tlbc)) {
 	case CODE_STAMPED:
 		break;
 	case CODE_NOT_CODE:
@@ -356,7 +438,8 @@ static long walk_frame_step(__u32 index, void *ctx)
 		break;
 	default:
 		instr = block_u64(walk, at, off->frame_instr);
-		offset = (__s64)(instr - (code + off->code_code_adaptive));
+		base = bytecode_base(walk, at, code, tlbc);
+		offset = base == 0 ? -1 : (__s64)(instr - base);
 		break;
 	}
 	if (offset > 0x7fffffff || offset < -0x7fffffff)
@@ -397,7 +480,8 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	if (!offset_fits_copy(off->frame_previous) || !offset_fits_copy(off->frame_code) ||
 	    !offset_fits_copy(off->frame_instr) || !offset_fits_copy(off->frame_owner) ||
 	    !offset_fits_copy(off->object_type) || !offset_fits_copy(off->code_filename) ||
-	    !offset_fits_copy(off->code_name) || !offset_fits_copy(off->code_firstlineno)) {
+	    !offset_fits_copy(off->code_name) || !offset_fits_copy(off->code_firstlineno) ||
+	    !offset_fits_copy(off->frame_tlbc_index) || !offset_fits_copy(off->code_tlbc)) {
 		sample->python_status = PYSTROBE_PY_READ_FAILED;
 		return;
 	}
@@ -406,6 +490,7 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_code, 8);
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_instr, 8);
 	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_owner, 1);
+	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_tlbc_index, 4);
 	if (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE)
 		walk->frame_copy_size =
 		    copy_size_covering(walk->frame_copy_size, off->frame_is_entry, 1);
@@ -418,6 +503,7 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_filename, 8);
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_name, 8);
 	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_firstlineno, 4);
+	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_tlbc, 8);
 
 	walk->walk_id++;
 	walk->pthread_self = thread->thread.fsbase;
@@ -426,6 +512,8 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 		sample->python_status = PYSTROBE_PY_NO_THREAD_STATE;
 		return;
 	}
+	if (off->free_threaded)
+		sample->flags |= PYSTROBE_SAMPLE_FREE_THREADED;
 	if (holds_gil(walk))
 		sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
 

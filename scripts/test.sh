@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh --tests
+# CPython 3.14 and 3.15 (a Debian unstable chroot) and free-threaded builds; see the script.
+./scripts/test-pythons.sh
 ./scripts/build.sh
 # The fast tier first: a broken build or unit test fails in minutes. Then
 # everything else, the longest first (ctest keeps their last times in

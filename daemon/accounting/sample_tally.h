@@ -17,6 +17,7 @@ struct ProcessSamples {
   uint64_t samples = 0;                                // on-CPU samples of the process
   uint64_t python_samples = 0;                         // of those, with a CPython walk
   uint64_t gil_samples = 0;                            // of those, the thread held the GIL
+  uint64_t free_threaded_samples = 0;  // of python_samples, of a CPython without a GIL
   absl::flat_hash_map<uint32_t, uint64_t> per_thread;  // tid -> samples
 };
 
@@ -34,6 +35,7 @@ class SampleTally {
     ++p.per_thread[header.tid];
     if (header.python_status == PYSTROBE_PY_WALKED) ++p.python_samples;
     if (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) ++p.gil_samples;
+    if (header.flags & PYSTROBE_SAMPLE_FREE_THREADED) ++p.free_threaded_samples;
   }
 
   const ProcessSamples* Of(uint32_t pid) const {

@@ -76,7 +76,8 @@ void DecideStatVerdict(const ProcessSamples* samples, int rate_hz, StatReport& r
     // The kernel knew the process's CPython layout, so it could tell a
     // futex on the GIL from any other sleep.
     inputs.gil_wait_measured = samples->python_samples > 0;
-    if (samples->python_samples > 0) {
+    report.free_threaded = samples->free_threaded_samples > 0;
+    if (samples->python_samples > 0 && !report.free_threaded) {
       report.gil_held_share = static_cast<double>(samples->gil_samples) / samples->python_samples;
     }
     double busy = kBusyThreadShare * report.duration_seconds * rate_hz;

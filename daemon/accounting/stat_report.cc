@@ -141,6 +141,7 @@ std::string StatReportJson(const StatReport& r) {
       absl::StrCat("\"offcpu_sleep_seconds\":", Seconds(f.offcpu_sleep_seconds)),
       absl::StrCat("\"gil_wait_seconds\":", Seconds(f.gil_wait_seconds)),
       absl::StrCat("\"gil_wait_measured\":", r.gil_wait_measured ? "true" : "false"),
+      absl::StrCat("\"free_threaded\":", r.free_threaded ? "true" : "false"),
       absl::StrCat("\"gil_held_sample_share\":",
                    r.gil_held_share < 0 ? "null" : absl::StrFormat("%.4f", r.gil_held_share)),
       absl::StrCat("\"read_bytes\":", f.read_bytes),
@@ -221,8 +222,9 @@ std::string StatReportText(const StatReport& r) {
                                           : absl::StrFormat(", %.0f%% of Python samples held it",
                                                             100 * r.gil_held_share);
   line("  of which GIL wait",
-       r.gil_wait_measured ? absl::StrFormat("%10.3f s%s", f.gil_wait_seconds, held)
-                           : std::string("         - (not a CPython process pystrobe knows)"));
+       r.free_threaded       ? std::string("         - (free-threaded CPython: no GIL)")
+       : r.gil_wait_measured ? absl::StrFormat("%10.3f s%s", f.gil_wait_seconds, held)
+                             : std::string("         - (not a CPython process pystrobe knows)"));
   line("reads", absl::StrFormat("%10d calls, %s, %.3f s blocked in them", f.read_calls,
                                 Bytes(f.read_bytes), f.read_blocked_seconds));
   line("writes", absl::StrFormat("%10d calls, %s, %.3f s blocked in them", f.write_calls,

@@ -38,6 +38,7 @@ struct StatReport {
   bool gil_wait_measured = false;  // a CPython process whose layout the kernel knew
   // Share of the process's Python samples whose thread held the GIL (-1: none).
   double gil_held_share = -1;
+  bool free_threaded = false;  // a free-threaded CPython: there is no GIL to wait for
   bool syscalls = false;  // --syscalls: the sys_* figures were counted
   uint32_t threads = 0;
   bool exited = false;

@@ -333,6 +333,7 @@ int RunDumpCommand(const std::vector<std::string>& args) {
   report.command_line = CommandLine(pid);
   report.python_version = interpreter->version.ToString();
   report.python_binary = interpreter->binary_path;
+  report.free_threaded = interpreter->layout.abi.free_threaded != 0;
   report.threads = std::move(*threads);
   if (options.asyncio) {
     report.asyncio = true;

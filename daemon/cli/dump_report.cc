@@ -39,13 +39,16 @@ char ProcStatState(absl::string_view stat_line) {
 std::string FormatDumpJson(const DumpReport& report) {
   std::string out =
       absl::StrCat("{\"pid\":", report.pid,
-                   ",\"python_version\":", JsonString(report.python_version), ",\"threads\":[");
+                   ",\"python_version\":", JsonString(report.python_version),
+                   ",\"free_threaded\":", report.free_threaded ? "true" : "false", ",\"threads\":[");
   for (size_t t = 0; t < report.threads.size(); ++t) {
     const DumpThread& thread = report.threads[t];
     if (t > 0) out += ",";
     absl::StrAppend(&out, "{\"tid\":", thread.tid ? absl::StrCat(*thread.tid) : "null",
                     ",\"thread_id\":", thread.pthread_id, ",\"name\":", JsonString(thread.name),
-                    ",\"holds_gil\":", thread.holds_gil ? "true" : "false",
+                    // A free-threaded build has no GIL to hold: null, not false.
+                    ",\"holds_gil\":",
+                    report.free_threaded ? "null" : (thread.holds_gil ? "true" : "false"),
                     ",\"state\":", JsonString(std::string(ThreadActivity(thread.proc_state))),
                     ",\"proc_state\":", JsonString(std::string(1, thread.proc_state)),
                     ",\"truncated\":", thread.truncated ? "true" : "false", ",\"frames\":[");
@@ -83,7 +86,9 @@ std::string FormatDumpJson(const DumpReport& report) {
 std::string FormatDumpText(const DumpReport& report) {
   std::string out =
       absl::StrCat("Process ", report.pid, ": ", report.command_line, "\n", "Python v",
-                   report.python_version, " (", report.python_binary, ")\n");
+                   report.python_version,
+                   report.free_threaded ? " free-threaded, no GIL" : "", " (",
+                   report.python_binary, ")\n");
   for (const DumpThread& thread : report.threads) {
     const std::string id =
         thread.tid ? absl::StrCat(*thread.tid) : absl::StrFormat("0x%x", thread.pthread_id);

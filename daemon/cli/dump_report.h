@@ -43,6 +43,7 @@ struct DumpReport {
   std::string command_line;    // /proc/PID/cmdline, arguments joined by spaces
   std::string python_version;  // "3.11.2"
   std::string python_binary;   // the ELF that holds _PyRuntime
+  bool free_threaded = false;  // a --disable-gil build: no thread holds a GIL
   std::vector<DumpThread> threads;
   bool asyncio = false;  // --asyncio: the tasks below were asked for
   std::vector<DumpAsyncioTask> asyncio_tasks;

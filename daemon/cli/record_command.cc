@@ -62,6 +62,7 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const SamplingSession& 
       .python_codes_from_copies = recorder.python_codes().read_from_copies(),
       .python_code_copy_bytes = recorder.python_code_copy_bytes(),
       .samples_without_gil = recorder.samples_without_gil(),
+      .samples_free_threaded = recorder.samples_free_threaded(),
       .memory_bytes = recorder.memory_stacks().total_nanoseconds(),  // bytes, for memory
       .allocation_bytes = recorder.allocation_stacks().total_nanoseconds(),
       .in_use_bytes = recorder.InUseStacks().total_nanoseconds(),

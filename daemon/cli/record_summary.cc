@@ -95,6 +95,11 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
     absl::StrAppend(&text, "pystrobe: --gil left out ", totals.samples_without_gil,
                     " samples of threads not holding the GIL\n");
   }
+  if (totals.samples_free_threaded > 0) {
+    absl::StrAppend(&text, "pystrobe: --gil kept all ", totals.samples_free_threaded,
+                    " samples of free-threaded CPython: it has no GIL, every thread runs "
+                    "as a holder would\n");
+  }
   return text;
 }
 
@@ -123,6 +128,7 @@ std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals&
       ",\"period_redraws\":", kernel.period_redraws,
       ",\"period_redraws_failed\":", kernel.period_redraws_failed,
       ",\"samples_without_gil\":", totals.samples_without_gil,
+      ",\"samples_free_threaded\":", totals.samples_free_threaded,
       ",\"native_unwind\":{\"enabled\":", native.enabled ? "true" : "false",
       ",\"complete\":", kernel.native_complete, ",\"jit\":", kernel.native_jit,
       ",\"truncated\":", kernel.native_truncated, ",\"through_jit\":", kernel.native_through_jit,

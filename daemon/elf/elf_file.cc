@@ -236,4 +236,12 @@ std::vector<uint8_t> ElfFile::SectionBytes(const ElfSection* section) const {
   return out;
 }
 
+std::string PathOfMappedFile(int pid, absl::string_view path) {
+  std::string in_root = absl::StrCat("/proc/", pid, "/root", path);
+  if (access(in_root.c_str(), F_OK) == 0 || access(std::string(path).c_str(), F_OK) != 0) {
+    return in_root;
+  }
+  return std::string(path);
+}
+
 }  // namespace pystrobe

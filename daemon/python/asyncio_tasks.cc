@@ -18,13 +18,28 @@ constexpr uint8_t kYieldFrom = 72;
 constexpr uint8_t kResume = 151;
 constexpr uint8_t kResumeQuick311 = 150;
 constexpr uint8_t kInstrumentedResume312 = 240;
-// gi_frame_state values (Include/internal/pycore_frame.h).
-constexpr int8_t kFrameSuspendedYieldFrom313 = -1;
-constexpr int8_t kFrameSuspended311 = -1;
-constexpr int8_t kFrameCreated311 = -2;
-constexpr int8_t kFrameCreated313 = -3;
-constexpr int8_t kFrameExecuting = 0;
-constexpr int8_t kFrameCompleted = 1;
+// gi_frame_state values (Include/internal/pycore_frame.h), 3.11+.
+struct FrameStates {
+  int8_t created;
+  int8_t suspended;  // 3.11-3.12: suspended, in an await or not
+  // 3.13+: suspended in an await (yield from); 3.15 adds a locked variant
+  // just above it.
+  int8_t yield_from_first, yield_from_last;
+  int8_t executing;
+  int8_t finished;  // this and above: completed or cleared
+};
+constexpr int8_t kNoState = -128;
+constexpr FrameStates kFrameStates311 = {-2, -1, kNoState, kNoState, 0, 1};
+constexpr FrameStates kFrameStates313 = {-3, -2, -1, -1, 0, 1};
+// 3.15 renumbered them from 0: created, suspended, yield from (plain and
+// locked), executing, cleared.
+constexpr FrameStates kFrameStates315 = {0, 1, 2, 3, 4, 5};
+
+const FrameStates& FrameStatesFor(int minor) {
+  if (minor >= 15) return kFrameStates315;
+  if (minor >= 13) return kFrameStates313;
+  return kFrameStates311;
+}
 
 // Reads that fail because the process is gone or closed to us end the whole
 // read; anything else is one object that changed or is not what it seemed.
@@ -59,12 +74,13 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
     return absl::InvalidArgumentError(absl::StrCat("a ", *type, " is not a coroutine"));
   }
   CoroutineFrame out;
+  const FrameStates& states = FrameStatesFor(l.minor);
   int8_t state = 0;
   if (l.gen_frame_state != kNoObjectField) {
     absl::StatusOr<int8_t> s = memory.ReadValue<int8_t>(coroutine + l.gen_frame_state);
     if (!s.ok()) return s.status();
     state = *s;
-    if (state >= kFrameCompleted) return absl::FailedPreconditionError("coroutine finished");
+    if (state >= states.finished) return absl::FailedPreconditionError("coroutine finished");
   }
   absl::StatusOr<uint64_t> frame = CoroutineFrameAddress(coroutine);
   if (!frame.ok()) return frame.status();
@@ -72,7 +88,7 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
   out.frame_address = *frame;
   uint8_t raw[128];
   if (absl::Status status = memory.Read(*frame, raw, sizeof(raw)); !status.ok()) return status;
-  out.code_address = Load<uint64_t>(raw + o.frame_code);
+  out.code_address = pystrobe_python_frame_code(Load<uint64_t>(raw + o.frame_code), &o);
   bool awaiting = false;
   switch (o.frame_model) {
     case PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES:
@@ -96,10 +112,10 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
       const uint64_t instr = Load<uint64_t>(raw + o.frame_instr);
       out.instr_offset = static_cast<int32_t>(
           static_cast<int64_t>(instr - (out.code_address + o.code_code_adaptive)));
-      out.started = state != (l.minor >= 13 ? kFrameCreated313 : kFrameCreated311);
+      out.started = state != states.created;
       if (l.minor >= 13) {
-        awaiting = state == kFrameSuspendedYieldFrom313;
-      } else if (state == kFrameSuspended311) {
+        awaiting = state >= states.yield_from_first && state <= states.yield_from_last;
+      } else if (state == states.suspended) {
         absl::StatusOr<uint16_t> next = memory.ReadValue<uint16_t>(instr + 2);
         if (!next.ok()) return next.status();
         const uint8_t opcode = *next & 0xff;
@@ -113,7 +129,7 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
   // Before 3.11 a running frame has no stack top (3.8-3.9) or a depth of -1
   // (3.10); from 3.11 its state says so.
   if (l.gen_frame_state != kNoObjectField) {
-    out.executing = state == kFrameExecuting;
+    out.executing = state == states.executing;
   } else if (l.frame_stacktop != kNoObjectField) {
     out.executing = Load<uint64_t>(raw + l.frame_stacktop) == 0;
   } else {
@@ -133,7 +149,8 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
   }
   absl::StatusOr<uint64_t> top = objects_.Pointer(top_slot);
   if (!top.ok()) return top.status();
-  out.awaiting = *top;
+  // 3.14+: the value stack holds _PyStackRefs, tagged like f_executable.
+  out.awaiting = pystrobe_python_frame_code(*top, &o);
   return out;
 }
 

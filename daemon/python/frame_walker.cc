@@ -23,6 +23,13 @@ absl::StatusOr<uint64_t> PythonFrameWalker::GilHolder(uint64_t interpreter_state
     gil = *pointer;
   }
   if (gil == 0) return 0;
+  // A free-threaded build's GIL is off, with no holder, unless an extension
+  // turned it on.
+  if (o.gil_enabled != PYSTROBE_PY_OFFSET_NONE) {
+    absl::StatusOr<int32_t> enabled = memory_.ReadValue<int32_t>(gil + o.gil_enabled);
+    if (!enabled.ok()) return enabled.status();
+    if (*enabled == 0) return 0;
+  }
   // 2.7, 3.6: the holder is _PyThreadState_Current, NULL while the GIL is free.
   if (o.gil_locked == PYSTROBE_PY_OFFSET_NONE) return ReadPointer(gil + o.gil_last_holder);
   absl::StatusOr<int32_t> locked = memory_.ReadValue<int32_t>(gil + o.gil_locked);
@@ -55,14 +62,17 @@ absl::Status PythonFrameWalker::WalkFrames(uint64_t thread_state, PythonThread& 
       std::memcpy(&value, raw + offset, sizeof(T));
       return value;
     };
-    const uint64_t code = field(o.frame_code, uint64_t{});
+    const uint64_t code = pystrobe_python_frame_code(field(o.frame_code, uint64_t{}), &o);
     const uint64_t previous = field(o.frame_previous, uint64_t{});
     const bool shim = o.frame_owner != PYSTROBE_PY_OFFSET_NONE &&
-                      field(o.frame_owner, uint8_t{}) == o.frame_owner_cstack;
+                      pystrobe_python_is_shim_frame(field(o.frame_owner, uint8_t{}), &o);
     if (!shim && code != 0) {
       uint8_t code_head[256];
-      const uint32_t code_head_size =
+      uint32_t code_head_size =
           std::max({o.code_filename, o.code_name, o.code_firstlineno, o.object_type}) + 8;
+      if (o.code_tlbc != PYSTROBE_PY_OFFSET_NONE) {
+        code_head_size = std::max(code_head_size, o.code_tlbc + 8);
+      }
       if (absl::Status status = memory_.Read(code, code_head, code_head_size); !status.ok()) {
         return status;
       }
@@ -85,10 +95,24 @@ absl::Status PythonFrameWalker::WalkFrames(uint64_t thread_state, PythonThread& 
           case PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS:
             out.instr_offset = field(o.frame_instr, int32_t{}) * 2;
             break;
-          default:
-            out.instr_offset = static_cast<int32_t>(static_cast<int64_t>(
-                field(o.frame_instr, uint64_t{}) - (code + o.code_code_adaptive)));
+          default: {
+            uint64_t bytecode = code + o.code_code_adaptive;
+            // A free-threaded thread may run its own copy of the bytecode
+            // (see step 4 in bpf/pystrobe_abi.h).
+            const int32_t copy = o.frame_tlbc_index == PYSTROBE_PY_OFFSET_NONE
+                                     ? 0
+                                     : field(o.frame_tlbc_index, int32_t{});
+            if (copy > 0) {
+              uint64_t code_array;
+              std::memcpy(&code_array, code_head + o.code_tlbc, 8);
+              absl::StatusOr<uint64_t> entry = ReadPointer(code_array + 8 + 8 * uint64_t(copy));
+              if (!entry.ok()) return entry.status();
+              bytecode = *entry;
+            }
+            out.instr_offset = static_cast<int32_t>(
+                static_cast<int64_t>(field(o.frame_instr, uint64_t{}) - bytecode));
             break;
+          }
         }
         thread.frames.push_back(out);
       }

@@ -72,7 +72,7 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
 // Opens the binary as the target sees it: through its root (containers), then
 // through map_files (deleted or replaced files).
 absl::StatusOr<ElfFile> OpenTargetBinary(pid_t pid, const MemoryMapping& mapping) {
-  absl::StatusOr<ElfFile> file = ElfFile::Open(absl::StrCat("/proc/", pid, "/root", mapping.path));
+  absl::StatusOr<ElfFile> file = ElfFile::Open(PathOfMappedFile(pid, mapping.path));
   if (file.ok()) return file;
   absl::StatusOr<ElfFile> mapped =
       ElfFile::Open(absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end));
@@ -391,7 +391,9 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
     if (!base.ok()) return WithContext(base.status(), context);
     interpreter.runtime_address = *base;
   } else if (debug_version.ok()) {
-    std::vector<uint8_t> blob(kPythonDebugOffsets313Size);
+    absl::StatusOr<size_t> blob_size = PythonDebugOffsetsSize(interpreter.version);
+    if (!blob_size.ok()) return WithContext(blob_size.status(), context);
+    std::vector<uint8_t> blob(*blob_size);
     if (absl::Status status = memory.Read(interpreter.runtime_address, blob.data(), blob.size());
         !status.ok()) {
       return WithContext(status, absl::StrCat(context, ": reading _Py_DebugOffsets"));

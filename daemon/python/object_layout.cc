@@ -28,7 +28,8 @@ PythonObjectLayout Layout(int minor) {
   }
   // Values from each version's headers (print_object_offsets.c) and, for
   // the task, from live tasks (probe_task_layout.py): 3.8.18, 3.9.18,
-  // 3.10.13, 3.11.7 (and Debian's 3.11.2), 3.12.1, 3.13.0, x86_64.
+  // 3.10.13, 3.11.7 (and Debian's 3.11.2), 3.12.1, 3.13.0, 3.14.10,
+  // 3.15.2, x86_64; GIL builds only.
   switch (minor) {
     case 8:
       l.interp_modules = 56;
@@ -94,6 +95,26 @@ PythonObjectLayout Layout(int minor) {
       l.task_coro = 120;
       l.task_name = 128;
       break;
+    case 14:
+    case 15:
+      // Debian unstable's 3.14.10 and 3.15.2. 3.14 caches a tuple's hash
+      // before its items and keeps a frame's stack top as a pointer, NULL
+      // while the frame runs, where 3.11-3.13 kept a depth.
+      l.interp_modules = minor == 14 ? 7688 : 7592;
+      l.heaptype_cached_keys = minor == 14 ? 880 : 888;
+      l.tuple_items = 32;
+      l.function_closure = 72;
+      l.gen_iframe = 72;
+      l.gen_frame_state = 67;
+      l.dictvalues_values = 8;
+      l.frame_stack = 80;
+      l.frame_stacktop = 64;
+      l.frame_stackdepth = kNoObjectField;
+      l.future_state = 104;
+      l.task_fut_waiter = 120;
+      l.task_coro = 128;
+      l.task_name = 136;
+      break;
   }
   return l;
 }
@@ -111,6 +132,13 @@ absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVers
 
 absl::StatusOr<PythonObjectLayout> PythonObjectLayoutFor(const PythonVersion& version,
                                                          const PythonLayout& layout) {
+  if (layout.abi.free_threaded) {
+    // Every object's header is 16 bytes longer there, and its dicts and
+    // sets are laid out anew: none of the tables below hold.
+    return absl::UnimplementedError(absl::StrCat("CPython ", version.ToString(),
+                                                 " free-threaded: its objects (sys.modules, "
+                                                 "asyncio tasks) are not read yet"));
+  }
   absl::StatusOr<PythonObjectLayout> objects = PythonObjectLayoutForVersion(version);
   if (objects.ok() && layout.interp_modules != PYSTROBE_PY_OFFSET_NONE) {
     objects->interp_modules = layout.interp_modules;

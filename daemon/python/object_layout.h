@@ -54,7 +54,7 @@ struct PythonObjectLayout {
   uint32_t task_fut_waiter = 0, task_coro = 0, task_name = 0;
 };
 
-// The table for 3.<minor>, 8 to 13; Unimplemented for the others.
+// The table for 3.<minor>, 8 to 15; Unimplemented for the others.
 absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVersion& version);
 
 // The table for `layout`'s version, with what the interpreter's own

@@ -37,11 +37,11 @@ struct PythonLayout {
   uint32_t interp_modules = PYSTROBE_PY_OFFSET_NONE;
 };
 
-// True for the versions pystrobe has verified tables for (2.7, 3.6 to 3.13).
+// True for the versions pystrobe has verified tables for (2.7, 3.6 to 3.15).
 bool IsSupportedPythonVersion(const PythonVersion& version);
 
 // The versions IsSupportedPythonVersion accepts, for messages.
-inline constexpr char kSupportedPythonVersions[] = "2.7 and 3.6 to 3.13";
+inline constexpr char kSupportedPythonVersions[] = "2.7 and 3.6 to 3.15, and free-threaded 3.13t to 3.15t";
 
 // True for versions whose roots are file-scope globals, not _PyRuntime (2.7, 3.6).
 bool PythonVersionHasGlobalRoots(const PythonVersion& version);
@@ -74,16 +74,26 @@ absl::StatusOr<uint64_t> PlacePythonGlobals(const PythonGlobals& globals, Python
 
 // The cookie at the start of _PyRuntime in 3.13+ (_Py_DebugOffsets).
 inline constexpr std::string_view kPythonDebugOffsetsCookie = "xdebugpy";
-// Bytes of _Py_DebugOffsets as laid out by 3.13.
+// Bytes of _Py_DebugOffsets as laid out by 3.13, 3.14 and 3.15.
 inline constexpr size_t kPythonDebugOffsets313Size = 584;
+inline constexpr size_t kPythonDebugOffsets314Size = 760;
+inline constexpr size_t kPythonDebugOffsets315Size = 888;
+
+// The bytes of _Py_DebugOffsets for `version`; Unimplemented for versions
+// whose layout pystrobe does not know.
+absl::StatusOr<size_t> PythonDebugOffsetsSize(const PythonVersion& version);
 
 // The PY_VERSION_HEX stored in a _Py_DebugOffsets blob, or an error when the
 // cookie is missing or the blob is too short.
 absl::StatusOr<uint64_t> PythonDebugOffsetsVersion(absl::Span<const uint8_t> debug_offsets);
 
-// The layout of a 3.13 interpreter taken from its own _Py_DebugOffsets (the
+// The layout of a 3.13+ interpreter taken from its own _Py_DebugOffsets (the
 // bytes at the start of _PyRuntime), so patch releases that move fields keep
-// working. Fields the debug offsets do not carry come from the 3.13 table.
+// working, and free-threaded builds (3.14t+) are read at all. Validated: the
+// cookie, a version whose layout is known, free_threaded 0 or 1, every field
+// inside the structure size the blob gives for it. Fields the debug offsets
+// do not carry come from the version's table (or the free-threaded build's
+// constants).
 absl::StatusOr<PythonLayout> PythonLayoutFromDebugOffsets(absl::Span<const uint8_t> debug_offsets);
 
 // (name, value) of every offset in `layout`, with the names printed by

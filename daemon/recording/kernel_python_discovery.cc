@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/elf/elf_file.h"
 #include "daemon/symbolizer/proc_maps.h"
 
 namespace pystrobe {
@@ -33,7 +34,7 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::Discover(u
 
 void KernelPythonDiscovery::AttachGcProbes(uint32_t pid, const PythonInterpreter& interpreter) {
   // Through the process's root: the path is as its mount namespace sees it.
-  std::string binary = absl::StrCat("/proc/", pid, "/root", interpreter.binary_path);
+  std::string binary = PathOfMappedFile(static_cast<int>(pid), interpreter.binary_path);
   if (!sampler_->AttachPythonGcProbes(binary).ok()) return;  // no probes: gc_measured false
   if (gc_measured_.size() >= gc_measured_sweep_at_) {
     absl::erase_if(gc_measured_, [](uint32_t old) {

@@ -114,6 +114,9 @@ uint32_t NativeUnwindTracker::TableFor(uint32_t pid, const ExecutableRegion& reg
     // As the process sees it: another mount namespace (a container) may
     // have another file at the path.
     path = absl::StrCat(proc_, "/", pid, "/root", region.path);
+    // /proc/PID/maps names files from the reader's root: a chrooted
+    // process's already carry the chroot's folder.
+    if (proc_ == "/proc") path = PathOfMappedFile(pid, region.path);
   }
   if (path.empty()) return PYSTROBE_UNWIND_TABLE_NONE;
   absl::StatusOr<UnwindTableCache::Handle> handle = cache_.Acquire(path);

@@ -130,7 +130,7 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t 
   // The eval loop, for putting Python frames where its native frames are.
   std::vector<std::pair<uint64_t, uint64_t>> eval_ranges;
   absl::StatusOr<ElfFile> binary =
-      ElfFile::Open(absl::StrCat("/proc/", pid, "/root", interpreter->binary_path));
+      ElfFile::Open(PathOfMappedFile(static_cast<int>(pid), interpreter->binary_path));
   if (binary.ok()) {
     static constexpr absl::string_view kEvalLoop[] = {"_PyEval_EvalFrameDefault",
                                                       "_PyEval_EvalFrameDefault.cold"};

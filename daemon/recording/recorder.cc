@@ -73,8 +73,14 @@ void Recorder::HandleSample(SampleRecord sample) {
   stack.image = *image_id;
   if (kind == SampleKind::kOnCpu && options_.gil_only &&
       (sample.flags & PYSTROBE_SAMPLE_HOLDS_GIL) == 0) {
-    ++samples_without_gil_;
-    return;
+    // A free-threaded interpreter has no GIL: --gil keeps its samples, as
+    // every thread of it runs as a GIL holder would, and says so.
+    if (sample.flags & PYSTROBE_SAMPLE_FREE_THREADED) {
+      ++samples_free_threaded_;
+    } else {
+      ++samples_without_gil_;
+      return;
+    }
   }
   stack.tid = options_.threads ? sample.tid : 0;
   stack.kernel_ips = std::move(sample.kernel_ips);

@@ -109,6 +109,8 @@ class Recorder {
   uint64_t python_code_copy_bytes() const { return python_code_copy_bytes_; }
   // Samples left out by --gil because their thread did not hold the GIL.
   uint64_t samples_without_gil() const { return samples_without_gil_; }
+  // Samples --gil kept because their process is a free-threaded CPython.
+  uint64_t samples_free_threaded() const { return samples_free_threaded_; }
 
  private:
   // Adds the wall time since the last read of `python`'s tasks to every
@@ -136,6 +138,7 @@ class Recorder {
   uint64_t malformed_records_ = 0;
   uint64_t python_code_copy_bytes_ = 0;
   uint64_t samples_without_gil_ = 0;
+  uint64_t samples_free_threaded_ = 0;
   uint64_t samples_over_stack_limit_ = 0;
   uint64_t samples_of_refused_processes_ = 0;
 };

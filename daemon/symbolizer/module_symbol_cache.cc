@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/elf/elf_file.h"
 
 namespace pystrobe {
 namespace {
@@ -24,7 +25,7 @@ std::string PathInProcess(uint32_t pid, const ExecutableMapping& mapping) {
   if (mapping.deleted) {
     return absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end);
   }
-  return absl::StrCat("/proc/", pid, "/root", mapping.path);
+  return PathOfMappedFile(static_cast<int>(pid), mapping.path);
 }
 
 }  // namespace

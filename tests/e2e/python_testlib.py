@@ -3,7 +3,9 @@ which interpreters this machine has, and Python workloads that announce
 themselves with a JSON line followed by "ready".
 
 Interpreters: Debian's /usr/bin/python3.11 always, and each pyenv 3.8 to 3.13
-under $PYENV_ROOT (default /root/.pyenv) that exists, and pyenv's 2.7, 3.6 and
+under $PYENV_ROOT (default /root/.pyenv) that exists, Debian unstable's 3.14 and
+3.15 (run in the chroot scripts/test-pythons.sh makes, as in a container) and
+the free-threaded 3.13t, 3.14t and 3.15t it builds, and pyenv's 2.7, 3.6 and
 3.7 for the tests whose workloads run there (installed_pythons(with_old=True));
 the missing ones are named by `skipped_pythons()` so a run says what it did
 not cover. PYSTROBE_TEST_PYTHONS=word,word narrows the set (see below).
@@ -22,15 +24,22 @@ PYENV_ROOT = os.environ.get("PYENV_ROOT", "/root/.pyenv")
 PYENV_VERSIONS = ("3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0")
 # The versions without _PyRuntime's modern layout (2.7, 3.6) or with it new (3.7).
 OLD_PYENV_VERSIONS = ("2.7.18", "3.6.15", "3.7.16")
+# scripts/test-pythons.sh: the chroot's launchers and the free-threaded builds.
+TEST_PYTHONS_ROOT = "/opt/pystrobe-test"
+SID_MINORS = (14, 15)
+FREE_THREADED_MINORS = (13, 14, 15)
 
 
 class Python:
-    def __init__(self, label, executable, minor, pyenv_prefix=None, major=3):
-        self.label = label            # "debian 3.11" or "pyenv 3.9.18"
+    def __init__(self, label, executable, minor, pyenv_prefix=None, major=3,
+                 free_threaded=False, in_chroot=False):
+        self.label = label            # "debian 3.11", "pyenv 3.9.18", "sid 3.14", "3.14t"
         self.executable = executable  # absolute path
         self.major = major
         self.minor = minor            # <major>.<minor>
         self.pyenv_prefix = pyenv_prefix  # the installation prefix, for libpython
+        self.free_threaded = free_threaded  # --disable-gil: no GIL, threads truly parallel
+        self.in_chroot = in_chroot    # runs in another root, as in a container
 
     @property
     def old(self):
@@ -55,6 +64,19 @@ def _find_pythons():
             found.append(Python(f"pyenv {version}", exe, minor, prefix, major))
         else:
             missing.append(f"pyenv {version} ({exe} not installed)")
+    for minor in SID_MINORS:
+        launcher = os.path.join(TEST_PYTHONS_ROOT, "bin", f"python3.{minor}")
+        if os.access(launcher, os.X_OK):
+            found.append(Python(f"sid 3.{minor}", launcher, minor, in_chroot=True))
+        else:
+            missing.append(f"sid 3.{minor} ({launcher} missing: run scripts/test-pythons.sh)")
+    for minor in FREE_THREADED_MINORS:
+        prefix = os.path.join(TEST_PYTHONS_ROOT, f"3.{minor}t")
+        exe = os.path.join(prefix, "bin", f"python3.{minor}t")
+        if os.access(exe, os.X_OK):
+            found.append(Python(f"3.{minor}t", exe, minor, free_threaded=True))
+        else:
+            missing.append(f"free-threaded 3.{minor}t ({exe} missing: run scripts/test-pythons.sh)")
     return found, missing
 
 
@@ -68,10 +90,13 @@ if os.environ.get("PYSTROBE_TEST_PYTHONS"):
     _PYTHONS = [p for p in _PYTHONS if any(w in p.label for w in _words)]
 
 
-def installed_pythons(with_old=False):
+def installed_pythons(with_old=False, with_free_threaded=False):
     """The interpreters to test: 3.8+, and 2.7, 3.6 and 3.7 too when `with_old`
-    (for tests whose workloads run there, the ones importing portable.py)."""
-    return [p for p in _PYTHONS if with_old or not p.old]
+    (for tests whose workloads run there, the ones importing portable.py), and
+    the free-threaded builds when `with_free_threaded` (for what reads them:
+    stacks, threads, lines, the GIL's absence, dump; not yet asyncio or imports)."""
+    return [p for p in _PYTHONS if (with_old or not p.old)
+            and (with_free_threaded or not p.free_threaded)]
 
 
 def skipped_pythons():

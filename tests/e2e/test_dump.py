@@ -86,7 +86,8 @@ def mismatches(expected, dumped, minor):
                   and bottom["filename"].endswith("threading.py")):
             problems.append(f"{role}: bottom frame {bottom}")
         spinner = role == "spinner"
-        if got["holds_gil"] != spinner:
+        # A free-threaded CPython has no GIL: null, for every thread.
+        if got["holds_gil"] != (None if dumped.get("free_threaded") else spinner):
             problems.append(f"{role}: holds_gil {got['holds_gil']}")
         if got["state"] != ("running" if spinner else "idle"):
             problems.append(f"{role}: state {got['state']} ({got.get('proc_state')})")
@@ -95,7 +96,7 @@ def mismatches(expected, dumped, minor):
     return problems
 
 
-def text_mismatches(expected, text):
+def text_mismatches(expected, text, free_threaded=False):
     """What differs between the workload's report and one plain `dump`."""
     problems = []
     for want in expected["threads"]:
@@ -108,7 +109,7 @@ def text_mismatches(expected, text):
         spinner = role == "spinner"
         if header.group(1) != ("running" if spinner else "idle"):
             problems.append(f"{role}: state {header.group(1)}")
-        if bool(header.group(2)) != spinner:
+        if bool(header.group(2)) != (spinner and not free_threaded):
             problems.append(f"{role}: holds the GIL {bool(header.group(2))}")
         block = text[header.end():].split("\n\n")[0].splitlines()
         for i, (name, lines) in enumerate(want["frames"]):
@@ -143,7 +144,7 @@ class DumpEveryInterpreterTest(unittest.TestCase):
                 problems = mismatches(expected, dumped, python.minor)
                 rc, text, err, _ = dump(workload.pid)
                 self.assertEqual(rc, 0, f"dump of {python}: {err}")
-                text_problems = text_mismatches(expected, text)
+                text_problems = text_mismatches(expected, text, python.free_threaded)
                 if not (problems or text_problems) or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
@@ -155,13 +156,16 @@ class DumpEveryInterpreterTest(unittest.TestCase):
 
             self.assertIn(f"Process {workload.pid}: ", text)
             self.assertIn(f"Python v{dumped['python_version']}", text)
+            self.assertEqual(dumped["free_threaded"], python.free_threaded)
+            if python.free_threaded:
+                self.assertIn("free-threaded, no GIL", text)
             self.assertEqual(text_problems, [], f"{python}: dump:\n{text}")
             print(f"dump OK: {python}", file=sys.stderr)
         finally:
             workload.kill()
 
     def test_every_thread_with_tid_name_gil_state_and_frames(self):
-        pythons = installed_pythons(with_old=True)
+        pythons = installed_pythons(with_old=True, with_free_threaded=True)
         self.assertTrue(pythons, "no CPython on this machine")
         for python in pythons:
             with self.subTest(python=python.label):

@@ -70,7 +70,7 @@ class OffCpuTest(BpfTestCase):
 
     def test_contending_threads_wait_for_the_gil(self):
         report_skipped_pythons(self.id())
-        for python in installed_pythons(with_old=True):
+        for python in installed_pythons(with_old=True, with_free_threaded=True):
             with self.subTest(python=python.label):
                 recording = record(["--off-cpu", "--", python.executable,
                                     python_workload("gil_contention.py"), "--seconds", "2"],
@@ -83,7 +83,10 @@ class OffCpuTest(BpfTestCase):
                 # Time runnable, in the run queue, is the machine's load (other
                 # programs, other tests): judged is the time they slept.
                 runqueue = time_under(stacks, "[off-cpu]", "contend", "[runqueue]")
-                if python.major == 2:
+                if python.free_threaded:
+                    # No GIL: the threads run side by side and never wait for one.
+                    self.assertEqual(gil_wait, 0, summarize(stacks))
+                elif python.major == 2:
                     # 2.7's GIL is a semaphore that wakes its waiters to race
                     # for it: on 2 cores half their off-CPU time is spent
                     # runnable, in the run queue. Of the time they sleep, most

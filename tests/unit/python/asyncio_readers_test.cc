@@ -86,6 +86,7 @@ TEST(ObjectLayoutTest, TableMatchesTheHeadersOfEveryInstalledVersion) {
     std::string command = "cc -DPy_BUILD_CORE -o " + binary +
                           " " PYSTROBE_SOURCE_DIR "/tests/workloads/python/print_object_offsets.c";
     for (const std::string& dir : python.include_dirs) command += " -I" + dir;
+    command += " " + python.compile_flags;
     int status = 0;
     const std::string compile_output = RunCommand(command + " 2>&1", &status);
     ASSERT_EQ(status, 0) << command << "\n" << compile_output;

@@ -152,11 +152,20 @@ void CheckInterpreter(const InstalledPython& python) {
   EXPECT_EQ(interpreter->version.minor, python.minor);
   EXPECT_GE(interpreter->version.micro, 0);
   EXPECT_EQ(interpreter->layout_from_debug_offsets, python.major == 3 && python.minor >= 13);
-  if (interpreter->layout_from_debug_offsets) {
-    // The interpreter's own offsets agree with our 3.13 table.
+  EXPECT_EQ(interpreter->layout.abi.free_threaded != 0, python.free_threaded);
+  if (interpreter->layout_from_debug_offsets && !python.free_threaded) {
+    // The interpreter's own offsets agree with our table for its version.
     absl::StatusOr<PythonLayout> table = PythonLayoutForVersion(interpreter->version);
     ASSERT_TRUE(table.ok());
     EXPECT_EQ(PythonLayoutFields(interpreter->layout), PythonLayoutFields(*table));
+  } else if (interpreter->layout_from_debug_offsets) {
+    // A free-threaded build has no table: its own offsets agree with its headers.
+    const std::map<std::string, uint64_t> headers =
+        testing::ParseOffsetLines(testing::PrintOffsets(python, "", ""));
+    ASSERT_FALSE(headers.empty()) << "print_offsets.c against " << python.label;
+    for (const auto& [name, value] : PythonLayoutFields(interpreter->layout)) {
+      EXPECT_EQ(value, headers.at(std::string(name))) << name;
+    }
   }
   std::cout << "[ FOUND    ] " << python.label << ": CPython " << interpreter->version.ToString()
             << " in " << interpreter->binary_path << ", roots at 0x" << std::hex
@@ -254,7 +263,8 @@ void CheckInterpreter(const InstalledPython& python) {
 }
 
 TEST(PythonFrameWalkerTest, WalksEveryThreadOfEveryInstalledInterpreter) {
-  const std::vector<InstalledPython> pythons = InstalledPythons(testing::PythonSet::kWithOld);
+  const std::vector<InstalledPython> pythons =
+      InstalledPythons(testing::PythonSet::kWithOld, /*with_free_threaded=*/true);
   ASSERT_FALSE(pythons.empty()) << "no CPython 3.8 to 3.13 on this machine";
   for (const InstalledPython& python : pythons) {
     SCOPED_TRACE(python.label);

@@ -11,9 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace pystrobe::testing {
 
@@ -23,7 +27,13 @@ struct InstalledPython {
   std::string executable;                 // absolute path
   std::vector<std::string> include_dirs;  // for Python.h and internal/
   int major = 3;
+  std::string compile_flags;  // more flags for cc, e.g. where a chroot's headers are
+  bool free_threaded = false;
 };
+
+// Where scripts/test-pythons.sh puts the newest CPythons: a Debian unstable
+// chroot (run through launchers in bin/) and free-threaded builds.
+inline constexpr char kTestPythonsRoot[] = "/opt/pystrobe-test";
 
 inline bool IsExecutable(const std::string& path) {
   struct stat st;
@@ -45,17 +55,24 @@ inline std::string LatestPyenvVersion(const std::string& root, const std::string
   return best;
 }
 
-// Debian's /usr/bin/python3.11 and every pyenv 3.8 to 3.13 (and 2.7, 3.6,
-// 3.7 with PythonSet::kWithOld); prints the ones that are missing so a run
-// says what it did not cover.
-inline std::vector<InstalledPython> InstalledPythons(PythonSet set = PythonSet::kModern) {
+// Debian's /usr/bin/python3.11, every pyenv 3.8 to 3.13 (and 2.7, 3.6,
+// 3.7 with PythonSet::kWithOld), Debian unstable's 3.14 and 3.15 and the
+// free-threaded 3.14t and 3.15t of scripts/test-pythons.sh; prints the ones
+// that are missing so a run says what it did not cover.
+// The free-threaded builds only with `with_free_threaded`: what reads their
+// objects (asyncio, sys.modules) does not support them yet.
+inline std::vector<InstalledPython> InstalledPythons(PythonSet set = PythonSet::kModern,
+                                                     bool with_free_threaded = false) {
   std::vector<InstalledPython> found;
   std::vector<std::string> missing;
   if (IsExecutable("/usr/bin/python3.11")) {
     found.push_back({"debian 3.11",
                      11,
                      "/usr/bin/python3.11",
-                     {"/usr/include/python3.11", "/usr/include/x86_64-linux-gnu/python3.11"}});
+                     {"/usr/include/python3.11", "/usr/include/x86_64-linux-gnu/python3.11"},
+                     3,
+                     "",
+                     false});
   } else {
     missing.push_back("debian /usr/bin/python3.11");
   }
@@ -76,7 +93,33 @@ inline std::vector<InstalledPython> InstalledPythons(PythonSet set = PythonSet::
     const std::string abi = major == 3 && minor < 8 ? "m" : "";
     const std::string include =
         root + "/versions/" + best + "/include/python" + short_version + abi;
-    found.push_back({"pyenv " + best, minor, exe, {include}, major});
+    found.push_back({"pyenv " + best, minor, exe, {include}, major, "", false});
+  }
+  const std::string test_root = kTestPythonsRoot;
+  const std::string sid = test_root + "/sid";
+  for (int minor = 13; minor <= 15; ++minor) {
+    const std::string short_version = "3." + std::to_string(minor);
+    const std::string launcher = test_root + "/bin/python" + short_version;
+    // 3.13 is pyenv's; only its free-threaded build comes from here.
+    const bool from_sid = minor >= 14;
+    if (from_sid &&
+        (!IsExecutable(launcher) || !IsExecutable(sid + "/usr/bin/python" + short_version))) {
+      missing.push_back("sid " + short_version + " (run scripts/test-pythons.sh)");
+    } else if (from_sid) {
+      found.push_back({"sid " + short_version, minor, launcher,
+                       {sid + "/usr/include/python" + short_version}, 3,
+                       // <x86_64-linux-gnu/python3.X/pyconfig.h>, after our own libc's headers
+                       "-idirafter " + sid + "/usr/include", false});
+    }
+    const std::string free_threaded = test_root + "/" + short_version + "t";
+    const std::string exe = free_threaded + "/bin/python" + short_version + "t";
+    if (!with_free_threaded) continue;
+    if (!IsExecutable(exe)) {
+      missing.push_back("free-threaded " + short_version + "t (run scripts/test-pythons.sh)");
+    } else {
+      found.push_back({short_version + "t", minor, exe,
+                       {free_threaded + "/include/python" + short_version + "t"}, 3, "", true});
+    }
   }
   for (const std::string& name : missing) {
     std::cout << "[ SKIPPED  ] CPython not installed: " << name << "\n";
@@ -97,6 +140,41 @@ inline std::string RunCommand(const std::string& command, int* status) {
   while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
   *status = pclose(pipe);
   return output;
+}
+
+// "name=value" lines (print_offsets.c's output) as a map.
+inline std::map<std::string, uint64_t> ParseOffsetLines(const std::string& text) {
+  std::map<std::string, uint64_t> values;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    values[line.substr(0, eq)] = std::stoull(line.substr(eq + 1));
+  }
+  return values;
+}
+
+// tests/workloads/python/print_offsets.c built against `python`'s headers
+// (with `defines`, e.g. -DPy_GIL_DISABLED) and run with `argument`: its
+// output; "" with a printed reason when it cannot be built or run.
+inline std::string PrintOffsets(const InstalledPython& python, const std::string& defines,
+                                const std::string& argument) {
+  const std::string binary = std::string(::testing::TempDir()) + "/pystrobe_print_offsets";
+  std::string command = "cc -DPy_BUILD_CORE " + defines + " -o " + binary +
+                        " " PYSTROBE_SOURCE_DIR "/tests/workloads/python/print_offsets.c";
+  for (const std::string& dir : python.include_dirs) {
+    command += " -I" + dir + " -I" + dir + "/internal";
+  }
+  command += " " + python.compile_flags;
+  int status = 0;
+  const std::string compile_output = RunCommand(command + " 2>&1", &status);
+  if (status != 0) {
+    std::cout << command << "\n" << compile_output;
+    return "";
+  }
+  const std::string output = RunCommand(binary + " " + argument, &status);
+  return status == 0 ? output : "";
 }
 
 }  // namespace pystrobe::testing

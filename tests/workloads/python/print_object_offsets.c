@@ -22,6 +22,9 @@
 #if PY_VERSION_HEX >= 0x030D0000
 #include "internal/pycore_genobject.h"
 #endif
+#if PY_VERSION_HEX >= 0x030E0000
+#include "internal/pycore_interpframe.h"
+#endif
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_dict.h"
 #endif
@@ -123,8 +126,14 @@ int main(void) {
   P("gen_iframe", offsetof(PyGenObject, gi_iframe));
   P("gen_frame_state", offsetof(PyGenObject, gi_frame_state));
   P("frame_stack", offsetof(_PyInterpreterFrame, localsplus));
+#if PY_VERSION_HEX >= 0x030E0000
+  /* 3.14: a pointer past the top, NULL while the frame runs. */
+  P("frame_stacktop", offsetof(_PyInterpreterFrame, stackpointer));
+  P("frame_stackdepth", 0xffffffffUL);
+#else
   P("frame_stacktop", 0xffffffffUL);
   P("frame_stackdepth", offsetof(_PyInterpreterFrame, stacktop));
+#endif
 #endif
   return 0;
 }

@@ -27,6 +27,11 @@
 #include "internal/pycore_frame.h"
 #include "internal/pycore_runtime.h"
 #endif
+#if PY_VERSION_HEX >= 0x030E0000
+#include "internal/pycore_code.h"
+#include "internal/pycore_debug_offsets.h"
+#include "internal/pycore_interpframe.h"
+#endif
 
 #define P(name, value) printf("%s=%lu\n", name, (unsigned long)(value))
 #define NONE 0xffffffffUL
@@ -48,7 +53,26 @@ static unsigned unicode_state_shift(int which) {
 }
 #endif
 
-int main(void) {
+#if PY_VERSION_HEX >= 0x030E0000
+/* `print_offsets --debug-offsets`: the _Py_DebugOffsets this build puts at
+ * the start of _PyRuntime, as hex, to check our reading of them against. */
+static int print_debug_offsets(void) {
+  static const _Py_DebugOffsets offsets = _Py_DebugOffsets_INIT(_Py_Debug_Cookie);
+  const unsigned char* bytes = (const unsigned char*)&offsets;
+  for (size_t i = 0; i < sizeof(offsets); i++) printf("%02x", bytes[i]);
+  printf("\n");
+  return 0;
+}
+#endif
+
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "--debug-offsets") == 0) {
+#if PY_VERSION_HEX >= 0x030E0000
+    return print_debug_offsets();
+#else
+    return 2;
+#endif
+  }
   P("version_major", PY_MAJOR_VERSION);
   P("version_minor", PY_MINOR_VERSION);
 #if PY_VERSION_HEX < 0x03070000
@@ -83,6 +107,23 @@ int main(void) {
   P("interp_tstate_head", offsetof(PyInterpreterState, threads.head));
 #endif
   P("tstate_next", offsetof(PyThreadState, next));
+#if PY_VERSION_HEX >= 0x030C0000
+  P("tstate_interp", offsetof(PyThreadState, interp));
+  P("tstate_status", offsetof(PyThreadState, _status));
+  {
+    /* The bit of _status that says "the thread's current thread state". */
+    PyThreadState t;
+    unsigned int word;
+    memset(&t, 0, sizeof(t));
+    t._status.active = 1;
+    memcpy(&word, (char*)&t + offsetof(PyThreadState, _status), sizeof(word));
+    P("tstate_active_mask", word);
+  }
+#else
+  P("tstate_interp", NONE);
+  P("tstate_status", NONE);
+  P("tstate_active_mask", 0);
+#endif
   P("tstate_thread_id", offsetof(PyThreadState, thread_id));
 #if PY_VERSION_HEX >= 0x030B0000
   P("tstate_native_thread_id", offsetof(PyThreadState, native_thread_id));
@@ -111,7 +152,10 @@ int main(void) {
   P("frame_instr", offsetof(_PyInterpreterFrame, instr_ptr));
   P("frame_owner", offsetof(_PyInterpreterFrame, owner));
 #endif
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030E0000
+  /* The entry shim is the interpreter's own frame from 3.14 on. */
+  P("frame_owner_cstack", FRAME_OWNED_BY_INTERPRETER);
+#elif PY_VERSION_HEX >= 0x030C0000
   P("frame_owner_cstack", FRAME_OWNED_BY_CSTACK);
 #else
   P("frame_owner_cstack", 0xff);
@@ -135,6 +179,25 @@ int main(void) {
 #else
   P("code_code", NONE);
   P("code_code_adaptive", offsetof(PyCodeObject, co_code_adaptive));
+#endif
+#if PY_VERSION_HEX >= 0x030E0000
+  P("frame_code_tagged", 1);
+#else
+  P("frame_code_tagged", 0);
+#endif
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000
+  P("frame_tlbc_index", offsetof(_PyInterpreterFrame, tlbc_index));
+  P("code_tlbc", offsetof(PyCodeObject, co_tlbc));
+#else
+  P("frame_tlbc_index", NONE);
+  P("code_tlbc", NONE);
+#endif
+#ifdef Py_GIL_DISABLED
+  P("free_threaded", 1);
+  P("gil_enabled", offsetof(struct _gil_runtime_state, enabled));
+#else
+  P("free_threaded", 0);
+  P("gil_enabled", NONE);
 #endif
   P("object_type", offsetof(PyObject, ob_type));
   P("var_object_size", offsetof(PyVarObject, ob_size));
