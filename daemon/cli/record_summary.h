@@ -10,6 +10,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/loader/bpf_sampler.h"
+#include "daemon/recording/recorder.h"
 
 namespace pystrobe {
 
@@ -25,8 +26,14 @@ struct RecordTotals {
   uint64_t samples_without_gil = 0;
   uint64_t memory_bytes = 0;      // resident growth the memory samples stand for
   uint64_t allocation_bytes = 0;  // allocated, as the sampled allocations stand for
-  uint64_t in_use_bytes = 0;      // ... of which still held at the end
+  // ... of which held, by the moment each process's view was taken.
+  Recorder::InUseTotals in_use;
 };
+
+// When the in-use view of --allocations was taken, in words: "when Python
+// finalization began", "at exit", "when the recording ended", or those that
+// apply joined by "or".
+std::string InUseMomentWords(const Recorder::InUseTotals& in_use);
 
 // Native unwinding with tables (--native): tables built and the kernel
 // memory they take, files without tables, and the time spent building.
