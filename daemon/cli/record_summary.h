@@ -27,7 +27,7 @@ struct RecordTotals {
   uint64_t memory_bytes = 0;      // resident growth the memory samples stand for
   uint64_t allocation_bytes = 0;  // allocated, as the sampled allocations stand for
   // ... of which held, by the moment each process's view was taken.
-  Recorder::InUseTotals in_use;
+  Recorder::InUseTotals in_use = {};
 };
 
 // When the in-use view of --allocations was taken, in words: "when Python

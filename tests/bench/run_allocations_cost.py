@@ -9,8 +9,12 @@ The workload (Debian's python3.11) runs two loops and times them itself
           which calls malloc only for new 256 KiB arenas) and one 1 KiB bytes
 under each of, alternating, ROUNDS times:
   none         unprofiled
-  allocations  `pystrobe record --allocations -f folded` (uprobes on libc's malloc,
-               calloc, realloc, free; sampled every 512 KiB in the kernel)
+  in-process   `pystrobe record --allocations -f folded -- CMD`: the command runs with
+               libpystrobe-alloc.so preloaded, which samples every 512 KiB on average
+               in the process; only sampled allocations and their frees trap
+  uprobes      `pystrobe record --allocations --pid PID` on the workload already
+               running (waiting on stdin until pystrobe records): uprobes on libc's
+               malloc, calloc, realloc, free, each call a trap
   tracemalloc  python3.11 -X tracemalloc=1 (exact, one frame)
   scalene      python3.11 -m scalene --cli --memory (Debian's python3-scalene: its
                own allocator shim, sampled), when installed
@@ -34,6 +38,8 @@ PYTHON = "/usr/bin/python3.11"
 
 WORKLOAD = r"""
 import json, sys, time
+if len(sys.argv) > 2 and sys.argv[2] == "--wait":
+    sys.stdin.readline()
 def malloc_loop(n):
     for _ in range(n):
         b = bytes(1024)
@@ -52,13 +58,35 @@ with open(sys.argv[1], "w") as f:
 """
 
 
+def run_uprobes(args, script, truth, tmp):
+    """The workload started first, then `record --pid`: it runs its loops once
+    pystrobe says it records."""
+    workload = subprocess.Popen([PYTHON, script, truth, "--wait"], stdin=subprocess.PIPE,
+                                text=True)
+    recorder = subprocess.Popen(
+        [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
+         os.path.join(tmp, "uprobes.folded"), "--pid", str(workload.pid)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in recorder.stderr:
+        if "recording" in line:
+            break
+    workload.stdin.write("go\n")
+    workload.stdin.flush()
+    workload.wait()
+    recorder.communicate(timeout=120)
+    with open(truth) as f:
+        return json.load(f)
+
+
 def run(design, args, tmp):
     script = os.path.join(tmp, "workload.py")
     truth = os.path.join(tmp, "times.json")
+    if design == "uprobes":
+        return run_uprobes(args, script, truth, tmp)
     cmd = {
         "none": [PYTHON, script, truth],
-        "allocations": [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
-                        os.path.join(tmp, "alloc.folded"), "--", PYTHON, script, truth],
+        "in-process": [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
+                       os.path.join(tmp, "alloc.folded"), "--", PYTHON, script, truth],
         "tracemalloc": [PYTHON, "-X", "tracemalloc=1", script, truth],
         "scalene": [PYTHON, "-m", "scalene", "--cli", "--memory", "--outfile",
                     os.path.join(tmp, "scalene.txt"), script, truth],
@@ -74,8 +102,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=os.path.join(REPO, "build", "pystrobe"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-uprobes", action="store_true",
+                        help="leave out the uprobes design (minutes a round)")
     args = parser.parse_args()
-    designs = ["none", "allocations", "tracemalloc"]
+    designs = ["none", "in-process"] + ([] if args.no_uprobes else ["uprobes"]) + ["tracemalloc"]
     for peer in ("scalene", "memray"):
         if subprocess.run([PYTHON, "-c", f"import {peer}"], capture_output=True).returncode:
             print(f"{peer} is not installed for {PYTHON}: not measured", file=sys.stderr)
