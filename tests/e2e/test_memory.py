@@ -159,6 +159,11 @@ class RecordAllocationsTest(BpfTestCase):
     """A program leaks 200 MiB in leak_into() and allocates and frees as much
     in churn(), in 1 MiB blocks, then exits without freeing (os._exit)."""
 
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        speedscope_render.ensure_node_modules()  # pprof-format, for the pprof test
+
     def record(self, *flags, fmt="folded"):
         output = os.path.join(self.tmp, f"alloc{'-'.join(flags)}.{fmt}")
         truth_path = os.path.join(self.tmp, "leak-truth.json")
