@@ -19,7 +19,8 @@ under each of, alternating, ROUNDS times:
   scalene      python3.11 -m scalene --cli --memory (Debian's python3-scalene: its
                own allocator shim, sampled), when installed
 and memray when installed (named when not; it is not packaged for Debian 12).
-Medians, and the slowdown against none.
+Medians of wall and of the process's CPU seconds (user and system: a uprobe's trap
+counts), and the slowdown against none.
 
 usage: sudo python3 tests/bench/run_allocations_cost.py [--bin build/pystrobe] [--rounds 3]
 """
@@ -51,10 +52,13 @@ def mixed_loop(n):
         if i % 4 == 0:
             b = bytes(1024)
 n = 2_000_000
-t0 = time.perf_counter(); malloc_loop(n); t1 = time.perf_counter(); mixed_loop(n)
-t2 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
+malloc_loop(n)
+t1, c1 = time.perf_counter(), time.process_time()
+mixed_loop(n)
+t2, c2 = time.perf_counter(), time.process_time()
 with open(sys.argv[1], "w") as f:
-    json.dump({"malloc": t1 - t0, "mixed": t2 - t1}, f)
+    json.dump({"malloc": t1 - t0, "mixed": t2 - t1, "malloc_cpu": c1 - c0, "mixed_cpu": c2 - c1}, f)
 """
 
 
@@ -118,15 +122,19 @@ def main():
         for _ in range(args.rounds):
             for design in designs:
                 results[design].append(run(design, args, tmp))
-    base = {k: statistics.median(r[k] for r in results["none"]) for k in ("malloc", "mixed")}
+    # Wall seconds, and the process's own CPU seconds (user and system, the
+    # kernel's traps included): far less sensitive to other load on the host.
+    keys = ("malloc", "mixed", "malloc_cpu", "mixed_cpu")
+    base = {k: statistics.median(r[k] for r in results["none"]) for k in keys}
     print(f"medians of {args.rounds} runs, seconds (slowdown against none)")
-    print(f"{'design':12} {'malloc loop':>20} {'mixed loop':>20}")
+    print(f"{'design':12} {'malloc loop':>20} {'mixed loop':>20} {'malloc loop, CPU':>20} "
+          f"{'mixed loop, CPU':>20}")
     for design in designs:
         cells = []
-        for k in ("malloc", "mixed"):
+        for k in keys:
             t = statistics.median(r[k] for r in results[design])
             cells.append(f"{t:8.3f} ({t / base[k]:5.2f}x)")
-        print(f"{design:12} {cells[0]:>20} {cells[1]:>20}")
+        print(f"{design:12} " + " ".join(f"{c:>20}" for c in cells))
 
 
 if __name__ == "__main__":

@@ -294,6 +294,19 @@ class RecordAllocationsInProcessTest(BpfTestCase):
         held, total = function_bytes(output, ["leak_into", "churn"])
         self.assertGreaterEqual(held["leak_into"], 0.9 * total, (held, total))
 
+    def test_a_program_with_its_own_allocator_keeps_it_and_is_sampled(self):
+        output = os.path.join(self.tmp, "own.folded")
+        rc, out, err, _ = run_pystrobe(
+            ["record", "--allocations", "-f", "folded", "-o", output, "--",
+             workload("own_allocator")], timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("--allocations samples inside the command", err)
+        # Every block still came from its allocator, and its early dlopen worked.
+        self.assertRegex(out, r"bump (\d+) dlopen ok")
+        self.assertGreaterEqual(int(re.search(r"bump (\d+)", out).group(1)), 1000 * (16 << 10))
+        held, total = function_bytes(output, ["keep"])
+        self.assertGreaterEqual(held["keep"], 0.9 * total, (held, total))
+
     def test_children_started_through_a_shell_inherit_the_sampler(self):
         truth_path = os.path.join(self.tmp, "child-truth.json")
         output, err = self.record(
