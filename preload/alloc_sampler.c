@@ -165,12 +165,28 @@ static inline int ready(void)
 #define SLOT_REMOVED ((uintptr_t)1)
 
 static _Atomic uintptr_t table[TABLE_SIZE];
-/* Sampled blocks in the table: a free skips the lookup while it is 0. */
-static atomic_long table_count;
+
+/*
+ * How many sampled blocks hash to each of 4096 buckets (8 KiB, stays in
+ * cache): a free whose bucket is empty, nearly every free, skips the table,
+ * whose random slots would miss the cache.
+ */
+#define FILTER_BITS 12
+static _Atomic uint16_t filter[1u << FILTER_BITS];
+
+static inline uint64_t hash_of(uintptr_t address)
+{
+	return (address >> 4) * 0x9E3779B97F4A7C15ull;
+}
 
 static inline uint32_t slot_of(uintptr_t address)
 {
-	return (uint32_t)(((address >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - TABLE_BITS));
+	return (uint32_t)(hash_of(address) >> (64 - TABLE_BITS));
+}
+
+static inline _Atomic uint16_t *bucket_of(uintptr_t address)
+{
+	return &filter[hash_of(address) >> (64 - FILTER_BITS)];
 }
 
 static int table_insert(uintptr_t address)
@@ -183,7 +199,7 @@ static int table_insert(uintptr_t address)
 		if (seen != SLOT_EMPTY && seen != SLOT_REMOVED)
 			continue;
 		if (atomic_compare_exchange_strong(&table[slot], &seen, address)) {
-			atomic_fetch_add_explicit(&table_count, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(bucket_of(address), 1, memory_order_relaxed);
 			return 1;
 		}
 	}
@@ -202,7 +218,7 @@ static int table_remove(uintptr_t address)
 			return 0;
 		if (seen == address &&
 		    atomic_compare_exchange_strong(&table[slot], &seen, SLOT_REMOVED)) {
-			atomic_fetch_sub_explicit(&table_count, 1, memory_order_relaxed);
+			atomic_fetch_sub_explicit(bucket_of(address), 1, memory_order_relaxed);
 			return 1;
 		}
 	}
@@ -216,7 +232,8 @@ static void forget_parent_blocks(void)
 		if (atomic_load_explicit(&table[i], memory_order_relaxed) != SLOT_EMPTY)
 			atomic_store_explicit(&table[i], SLOT_EMPTY, memory_order_relaxed);
 	}
-	atomic_store(&table_count, 0);
+	for (uint32_t i = 0; i < (1u << FILTER_BITS); i++)
+		atomic_store_explicit(&filter[i], 0, memory_order_relaxed);
 }
 
 /* ---- Per-thread sampling ----------------------------------------------------- */
@@ -309,7 +326,7 @@ static inline void count(void *address, size_t size)
 
 static inline void release(void *address)
 {
-	if (atomic_load_explicit(&table_count, memory_order_relaxed) == 0)
+	if (atomic_load_explicit(bucket_of((uintptr_t)address), memory_order_relaxed) == 0)
 		return;
 	if (table_remove((uintptr_t)address))
 		pystrobe_alloc_freed(address);
