@@ -44,22 +44,48 @@
 /* ---- The probes pystrobe attaches to (by symbol) ------------------------ */
 
 /*
- * A sampled allocation: `address`, `size` bytes, standing for `weight`
- * bytes. `untracked`: the address table was full, so this block's free will
- * not be reported (pystrobe counts these). Never inlined, never elided: the
- * uprobe is on its first instruction.
+ * void pystrobe_alloc_sampled(void *address, uint64_t size, uint64_t weight,
+ *                             uint64_t untracked):
+ * a sampled allocation: `address`, `size` bytes, standing for `weight` bytes.
+ * `untracked`: the address table was full, so this block's free will not be
+ * reported (pystrobe counts these).
+ * void pystrobe_alloc_freed(void *address):
+ * a block pystrobe_alloc_sampled() reported is freed (or unmapped).
+ *
+ * Each is a 5-byte nop and a return, written in assembly so that nothing
+ * comes before the nop: the uprobe sits on it, and a kernel with optimized
+ * uprobes (x86, 6.18+) turns a nop5 uprobe into a call to its trampoline
+ * after the first hit, a syscall instead of a breakpoint trap and its
+ * emulation, several times cheaper. Elsewhere it stays a plain uprobe.
  */
+#if defined(__x86_64__)
+#define PROBE_FUNCTION(name)                                                                       \
+	__asm__(".text\n"                                                                          \
+		".globl " #name "\n"                                                               \
+		".type " #name ", @function\n"                                                     \
+		".p2align 4\n" #name ":\n"                                                         \
+		".cfi_startproc\n"                                                                 \
+		".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n" /* nopl 0x0(%rax,%rax,1) */                 \
+		"ret\n"                                                                            \
+		".cfi_endproc\n"                                                                   \
+		".size " #name ", . - " #name "\n")
+PROBE_FUNCTION(pystrobe_alloc_sampled);
+PROBE_FUNCTION(pystrobe_alloc_freed);
+EXPORT void pystrobe_alloc_sampled(void *address, uint64_t size, uint64_t weight,
+				   uint64_t untracked);
+EXPORT void pystrobe_alloc_freed(void *address);
+#else
 EXPORT __attribute__((noinline)) void pystrobe_alloc_sampled(void *address, uint64_t size,
 							     uint64_t weight, uint64_t untracked)
 {
 	__asm__ volatile("" : : "r"(address), "r"(size), "r"(weight), "r"(untracked) : "memory");
 }
 
-/* A block pystrobe_alloc_sampled() reported is freed (or unmapped). */
 EXPORT __attribute__((noinline)) void pystrobe_alloc_freed(void *address)
 {
 	__asm__ volatile("" : : "r"(address) : "memory");
 }
+#endif
 
 /* ---- The next allocator ---------------------------------------------------- */
 
