@@ -92,16 +92,16 @@ Memory:
                        its children, which wraps malloc, calloc, realloc,
                        free, the aligned allocators and anonymous mmap, and
                        traps into the kernel only for a sampled allocation or
-                       its free: 1.0x to 1.3x slower (docs/benchmarks.md). A
-                       Python program's in-use view is what it holds when its
-                       finalization begins (before teardown frees its
-                       globals); another's, what it holds at exit. A process
-                       already running (--pid, --all), or a static or setuid
-                       command, is seen through uprobes on its allocator
-                       instead, and every allocator call traps into the
-                       kernel (8 to 11 us a call on this VM: a loop of 1 KiB
-                       mallocs runs 300x to 600x slower); it says so before
-                       it starts
+                       its free: a loop of 1 KiB allocations takes 1.1x its
+                       CPU time (docs/benchmarks.md). A Python program's
+                       in-use view is what it holds when its finalization
+                       begins (before teardown frees its globals); another's,
+                       what it holds at exit. A process already running
+                       (--pid, --all), or a static or setuid command, is seen
+                       through uprobes on its allocator instead, and every
+                       allocator call traps into the kernel (8 to 11 us a
+                       call on this VM: a loop of 1 KiB mallocs runs 100x to
+                       600x slower); it says so before it starts
       --alloc-space    with --allocations: every sampled allocation, freed or
                        not (alloc_space)
       --alloc-sample-bytes N
