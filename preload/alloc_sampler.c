@@ -425,7 +425,7 @@ EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
 {
 	int error;
 
-	if (UNLIKELY(!ready()))
+	if (UNLIKELY(!ready() || next.posix_memalign == NULL))
 		return ENOMEM;
 	error = next.posix_memalign(out, alignment, size);
 	if (error == 0 && *out != NULL)
@@ -437,8 +437,10 @@ EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
 	void *p;
 
-	if (UNLIKELY(!ready()))
+	if (UNLIKELY(!ready() || next.aligned_alloc == NULL)) {
+		errno = ENOMEM; /* not in this C library */
 		return NULL;
+	}
 	p = next.aligned_alloc(alignment, size);
 	if (LIKELY(p != NULL))
 		count(p, size);
@@ -449,8 +451,10 @@ EXPORT void *memalign(size_t alignment, size_t size)
 {
 	void *p;
 
-	if (UNLIKELY(!ready()))
+	if (UNLIKELY(!ready() || next.memalign == NULL)) {
+		errno = ENOMEM; /* not in this C library */
 		return NULL;
+	}
 	p = next.memalign(alignment, size);
 	if (LIKELY(p != NULL))
 		count(p, size);
@@ -461,8 +465,10 @@ EXPORT void *valloc(size_t size)
 {
 	void *p;
 
-	if (UNLIKELY(!ready()))
+	if (UNLIKELY(!ready() || next.valloc == NULL)) {
+		errno = ENOMEM; /* not in this C library */
 		return NULL;
+	}
 	p = next.valloc(size);
 	if (LIKELY(p != NULL))
 		count(p, size);
@@ -473,8 +479,10 @@ EXPORT void *pvalloc(size_t size)
 {
 	void *p;
 
-	if (UNLIKELY(!ready()))
+	if (UNLIKELY(!ready() || next.pvalloc == NULL)) {
+		errno = ENOMEM; /* not in this C library */
 		return NULL;
+	}
 	p = next.pvalloc(size);
 	if (LIKELY(p != NULL))
 		count(p, size);
