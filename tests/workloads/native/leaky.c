@@ -43,5 +43,8 @@ int main(int argc, char** argv) {
     fprintf(f, "%ld %zu %zu\n", (long)getpid(), leaked, churned);
     fclose(f);
   }
+  // Lives on a moment: pystrobe names frames from the process's mappings,
+  // which go with it.
+  usleep(300 * 1000);
   return 0;
 }
