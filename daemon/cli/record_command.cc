@@ -356,7 +356,8 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
   ProfileBuilder builder(recorder, (*session)->kernel_symbols(), build_options);
   if (options.allocations) {
-    // Sampled allocations, still held at the end (inuse) or all (alloc).
+    // Sampled allocations: held when each process's view was taken (inuse;
+    // a Python one's when its finalization began), or all of them (alloc).
     profile.title = absl::StrCat(
         "pystrobe record --allocations: ", TargetDescription(options),
         options.alloc_space
