@@ -56,6 +56,10 @@ enum pystrobe_event_kind {
 	 * SIGKILL: a pystrobe_sample of what the thread was doing when killed
 	 * (no kernel stack: that is the signal's delivery). */
 	PYSTROBE_EVENT_OOM_KILLED = 9,
+	/* A CPython process began finalization (Py_FinalizeEx entered, before
+	 * teardown frees the modules' globals): what it holds now is what it
+	 * leaks. struct pystrobe_finalize_event. */
+	PYSTROBE_EVENT_FINALIZE = 10,
 };
 
 /* Why a thread left the CPU, from prev_state at sched_switch (and, for
@@ -173,6 +177,15 @@ struct pystrobe_free_event {
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_free_event) == 16,
 		    "pystrobe_free_event layout changed: bump PYSTROBE_ABI_VERSION");
 
+/* A CPython process began finalization (PYSTROBE_EVENT_FINALIZE). */
+struct pystrobe_finalize_event {
+	__u32 kind; /* PYSTROBE_EVENT_FINALIZE */
+	__u32 pid;
+	__u64 time_ns; /* bpf_ktime_get_ns() */
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_finalize_event) == 16,
+		    "pystrobe_finalize_event layout changed: bump PYSTROBE_ABI_VERSION");
+
 /* An exec or exit of a process; `comm` is the name after the event. */
 struct pystrobe_process_event {
 	__u32 kind; /* PYSTROBE_EVENT_EXEC or PYSTROBE_EVENT_EXIT */
@@ -278,7 +291,12 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_FREE_SENT = 19,
 	/* Stacks of OOM-killed threads sent (PYSTROBE_EVENT_OOM_KILLED). */
 	PYSTROBE_COUNT_OOM_KILLED_SENT = 20,
-	PYSTROBE_SAMPLE_COUNTER_COUNT = 21,
+	/* Sampled allocations the preloaded library could not keep in its
+	 * address table (full): their frees go unseen, so they stay in use. */
+	PYSTROBE_COUNT_ALLOC_UNTRACKED = 21,
+	/* CPython processes seen entering finalization (PYSTROBE_EVENT_FINALIZE). */
+	PYSTROBE_COUNT_FINALIZE_SENT = 22,
+	PYSTROBE_SAMPLE_COUNTER_COUNT = 23,
 };
 
 /* ==== CPython frame walking ===========================================

@@ -541,25 +541,32 @@ static __always_inline void alloc_enter(__u64 size)
 	thread->pending_weight = weight;
 }
 
-/* A block leaves: if it was sampled, say so. */
-static __always_inline void alloc_release(__u64 address)
+/* Sends a FREE record for `address` of the current process. */
+static __always_inline void send_free(__u32 tgid, __u64 address)
 {
-	struct alloc_block block = {.tgid = bpf_get_current_pid_tgid() >> 32, .address = address};
 	struct pystrobe_free_event *event;
 
-	if (!allocations_enabled || !address || !bpf_map_lookup_elem(&alloc_live, &block))
-		return;
-	bpf_map_delete_elem(&alloc_live, &block);
 	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
 	if (!event) {
 		count_drop(PYSTROBE_DROP_RINGBUF_FULL);
 		return;
 	}
 	event->kind = PYSTROBE_EVENT_FREE;
-	event->pid = block.tgid;
+	event->pid = tgid;
 	event->address = address;
 	bpf_ringbuf_submit(event, BPF_RB_NO_WAKEUP);
 	count_sample(PYSTROBE_COUNT_FREE_SENT);
+}
+
+/* A block leaves: if it was sampled, say so. */
+static __always_inline void alloc_release(__u64 address)
+{
+	struct alloc_block block = {.tgid = bpf_get_current_pid_tgid() >> 32, .address = address};
+
+	if (!allocations_enabled || !address || !bpf_map_lookup_elem(&alloc_live, &block))
+		return;
+	bpf_map_delete_elem(&alloc_live, &block);
+	send_free(block.tgid, address);
 }
 
 SEC("uprobe")
@@ -614,6 +621,60 @@ SEC("uprobe")
 int BPF_KPROBE(alloc_free, __u64 address)
 {
 	alloc_release(address);
+	return 0;
+}
+
+/*
+ * In-process sampling: the library pystrobe preloads into a command it
+ * starts (preload/alloc_sampler.c) samples in the process and calls these
+ * two functions only for a sampled allocation and for the free of a sampled
+ * block, so the uprobes below trap rarely. The library has chosen and
+ * weighed the sample; here the stack is taken, as for the uprobes on libc.
+ */
+SEC("uprobe")
+int BPF_KPROBE(alloc_lib_sampled, __u64 address, __u64 size, __u64 weight, __u64 untracked)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (!allocations_enabled || !is_target(pid_tgid >> 32))
+		return 0;
+	if (untracked)
+		count_sample(PYSTROBE_COUNT_ALLOC_UNTRACKED);
+	send_event_sample(ctx, pid_tgid, false, PYSTROBE_EVENT_ALLOC, weight, address);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(alloc_lib_freed, __u64 address)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!allocations_enabled || !is_target(tgid))
+		return 0;
+	send_free(tgid, address);
+	return 0;
+}
+
+/* Py_FinalizeEx entered: the moment a Python program's own code has ended
+ * and before teardown frees its globals (the in-use view is taken here). */
+SEC("uprobe")
+int BPF_KPROBE(alloc_python_finalize)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct pystrobe_finalize_event *event;
+
+	if (!allocations_enabled || !is_target(tgid))
+		return 0;
+	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+	if (!event) {
+		count_drop(PYSTROBE_DROP_RINGBUF_FULL);
+		return 0;
+	}
+	event->kind = PYSTROBE_EVENT_FINALIZE;
+	event->pid = tgid;
+	event->time_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(event, 0);
+	count_sample(PYSTROBE_COUNT_FINALIZE_SENT);
 	return 0;
 }
 

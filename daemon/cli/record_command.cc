@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "daemon/accounting/process_counters.h"
+#include "daemon/cli/alloc_preload.h"
 #include "daemon/cli/command_lifecycle.h"
 #include "daemon/cli/control_client.h"
 #include "daemon/cli/exit_status.h"
@@ -65,7 +66,7 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const SamplingSession& 
       .samples_free_threaded = recorder.samples_free_threaded(),
       .memory_bytes = recorder.memory_stacks().total_nanoseconds(),  // bytes, for memory
       .allocation_bytes = recorder.allocation_stacks().total_nanoseconds(),
-      .in_use_bytes = recorder.InUseStacks().total_nanoseconds(),
+      .in_use = recorder.InUseByMoment(),
   };
   NativeUnwindTotals native_totals;
   if (const NativeUnwindTracker* native = session.native_unwind()) {
@@ -115,7 +116,8 @@ SamplingSessionConfig SessionConfigFor(const RecordOptions& options,
                       options.native || gpu_host ? uint64_t(options.native_table_mib) << 20 : 0,
                   .native_unwind_all = options.native,
                   .memory_growth = options.memory,
-                  .allocations = options.allocations},
+                  .allocations = options.allocations,
+                  .alloc_sample_bytes = options.alloc_sample_bytes},
       .target_pids = targets,
       .rate_hz = options.rate_hz,
       .recorder = {.threads = options.threads,
@@ -174,14 +176,46 @@ std::string LibcPath(const std::string& pid) {
   return "";
 }
 
+// How the targets' allocations are seen: a command we start samples in its
+// own process through the preloaded library; anything else (a running
+// process, a command the library cannot be loaded into) through uprobes on
+// its allocator.
+struct AllocationRoute {
+  std::string library;  // preloaded into the command; empty: uprobes
+  // The command's own file, for a statically linked one: its allocator is
+  // in it, not in a libc.
+  std::string static_program;
+};
+
+// Decides before the command starts, and says why when it falls back.
+AllocationRoute ChooseAllocationRoute(const RecordOptions& options) {
+  AllocationRoute route;
+  if (options.command.empty()) return route;
+  const char* path = getenv("PATH");
+  absl::StatusOr<std::string> program = ResolveCommand(options.command.front(), path ? path : "");
+  if (!program.ok()) return route;  // the launch says it
+  absl::StatusOr<std::string> library = FindAllocationLibrary();
+  absl::Status preloadable = library.ok() ? CheckPreloadable(*program) : library.status();
+  if (preloadable.ok()) {
+    route.library = *library;
+    return route;
+  }
+  fprintf(stderr, "pystrobe: --allocations cannot sample inside the process: %s; uprobes instead\n",
+          std::string(preloadable.message()).c_str());
+  if (IsStaticExecutable(*program)) route.static_program = *program;
+  return route;
+}
+
 // Uprobes on the allocator of each target (a command we start runs our C
-// library: it is probed before its exec), or of every process with --all.
+// library: it is probed before its exec, unless `static_program` is its own
+// allocator), or of every process with --all.
 absl::Status AttachAllocationProbes(BpfSampler& sampler, const std::vector<uint32_t>& targets,
-                                    bool all) {
+                                    bool all, const std::string& static_program) {
   std::vector<std::pair<std::string, int>> probes;
   if (all) probes.push_back({LibcPath("self"), -1});
   for (uint32_t pid : targets) {
     std::string libc = LibcPath(absl::StrCat(pid));
+    if (!static_program.empty()) libc = static_program;
     probes.push_back({libc.empty() ? LibcPath("self") : libc, static_cast<int>(pid)});
   }
   for (const auto& [libc, pid] : probes) {
@@ -250,9 +284,19 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   }
 
   LibbpfLog::Capture(options.verbose);
+  AllocationRoute allocation_route;
+  std::vector<std::string> command_environment;
+  if (options.allocations) {
+    allocation_route = ChooseAllocationRoute(options);
+    if (!allocation_route.library.empty()) {
+      command_environment = AllocationPreloadEnvironment(
+          allocation_route.library, options.alloc_sample_bytes, getenv("LD_PRELOAD"));
+    }
+  }
   std::optional<LaunchedCommand> command;
   if (!options.command.empty()) {
-    absl::StatusOr<LaunchedCommand> launched = LaunchedCommand::Start(options.command);
+    absl::StatusOr<LaunchedCommand> launched =
+        LaunchedCommand::Start(options.command, command_environment);
     if (!launched.ok()) return Fail("record", launched.status());
     command.emplace(std::move(*launched));
   }
@@ -276,8 +320,18 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
 
   Signals::Install();
   if (absl::Status s = (*session)->Start(); !s.ok()) return Fail("record", s);
-  if (options.allocations) {
-    if (absl::Status s = AttachAllocationProbes((*session)->sampler(), targets, options.all);
+  if (options.allocations && !allocation_route.library.empty()) {
+    if (absl::Status s = (*session)->sampler().AttachAllocationLibrary(allocation_route.library);
+        !s.ok()) {
+      return Fail("record", s);
+    }
+    fprintf(stderr,
+            "pystrobe: --allocations samples inside the command (%s preloaded, every %u bytes on "
+            "average): only sampled allocations and their frees trap into the kernel\n",
+            allocation_route.library.c_str(), options.alloc_sample_bytes);
+  } else if (options.allocations) {
+    if (absl::Status s = AttachAllocationProbes((*session)->sampler(), targets, options.all,
+                                                allocation_route.static_program);
         !s.ok()) {
       return Fail("record", s);
     }
@@ -321,13 +375,16 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
   ProfileBuilder builder(recorder, (*session)->kernel_symbols(), build_options);
   if (options.allocations) {
-    // Sampled allocations, still held at the end (inuse) or all (alloc).
-    profile.title =
-        absl::StrCat("pystrobe record --allocations: ", TargetDescription(options),
-                     options.alloc_space ? " (allocated, bytes)" : " (held at the end, bytes)");
+    // Sampled allocations: held when each process's view was taken (inuse;
+    // a Python one's when its finalization began), or all of them (alloc).
+    profile.title = absl::StrCat(
+        "pystrobe record --allocations: ", TargetDescription(options),
+        options.alloc_space
+            ? std::string(" (allocated, bytes)")
+            : absl::StrCat(" (held ", InUseMomentWords(recorder.InUseByMoment()), ", bytes)"));
     profile.count_unit = options.alloc_space ? "alloc_bytes" : "inuse_bytes";
     profile.sample_rate_hz = 0;
-    profile.sampling_interval_bytes = SamplerConfig{}.alloc_sample_bytes;
+    profile.sampling_interval_bytes = options.alloc_sample_bytes;
     StackAggregator in_use = recorder.InUseStacks();
     const StackAggregator& chosen = options.alloc_space ? recorder.allocation_stacks() : in_use;
     builder.AddBytesTo(chosen, profile);

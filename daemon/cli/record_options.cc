@@ -86,18 +86,30 @@ Memory:
                        page fault (2% of a core at 1 GB/s of first touch,
                        docs/benchmarks.md)
       --allocations    instead of CPU time, what the target allocated and still
-                       holds when the recording ends (leaks: inuse_space): the
-                       allocator's calls (libc malloc, calloc, realloc, free)
-                       seen through uprobes, sampled in the kernel every 512 KiB
-                       allocated on average, each stack weighed in bytes; no
-                       restart, no ptrace. Every call of the target's allocator
-                       traps into the kernel, 8 to 11 us a call on this VM: a
-                       loop of 1 KiB mallocs runs 310x to 640x slower, a mixed
-                       Python loop 35x to 65x (tracemalloc: 9x to 12x; scalene,
-                       which needs a restart under it: 1.9x; docs/benchmarks.md).
-                       It says so before it starts
+                       holds (leaks: inuse_space), each stack weighed in bytes
+                       (an unbiased estimate), sampled every 512 KiB allocated
+                       on average. A command pystrobe starts (-- CMD) samples
+                       in its own process: pystrobe preloads its small
+                       allocation sampler (libpystrobe-alloc.so) into it and
+                       its children, which wraps malloc, calloc, realloc,
+                       free, the aligned allocators and anonymous mmap, and
+                       traps into the kernel only for a sampled allocation or
+                       its free: a loop of 1 KiB allocations takes 1.1x its
+                       CPU time (docs/benchmarks.md). A Python program's
+                       in-use view is what it holds when its finalization
+                       begins (before teardown frees its globals); another's,
+                       what it holds at exit. A process already running
+                       (--pid, --all), or a static or setuid command, is seen
+                       through uprobes on its allocator instead, and every
+                       allocator call traps into the kernel (8 to 11 us a
+                       call on this VM: a loop of 1 KiB mallocs runs 100x to
+                       600x slower); it says so before it starts
       --alloc-space    with --allocations: every sampled allocation, freed or
                        not (alloc_space)
+      --alloc-sample-bytes N
+                       with --allocations: mean bytes allocated between two
+                       samples (default 524288); smaller is more exact and
+                       costs more
 
 Python (any CPython 2.7 or 3.6 to 3.13, found automatically):
       --native         keep native frames: extensions above the Python frame
@@ -139,6 +151,7 @@ Python (any CPython 2.7 or 3.6 to 3.13, found automatically):
 absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>& args) {
   RecordOptions options;
   bool format_given = false;
+  bool alloc_sample_bytes_given = false;
   FlagCursor cursor(args);
   while (!cursor.Done()) {
     std::string flag = cursor.Next();
@@ -211,6 +224,13 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
       if (!value.ok()) return value.status();
       if (value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a path"));
       options.unwind_cache = *value == "none" ? "" : *value;
+    } else if (flag == "--alloc-sample-bytes") {
+      absl::StatusOr<std::string> value = cursor.Value(flag);
+      if (!value.ok()) return value.status();
+      absl::StatusOr<int64_t> bytes = ParseInteger(flag, *value, 1, 1 << 30, "bytes");
+      if (!bytes.ok()) return bytes.status();
+      options.alloc_sample_bytes = static_cast<uint32_t>(*bytes);
+      alloc_sample_bytes_given = true;
     } else if (bool* switch_flag = SwitchFlag(options, flag); switch_flag != nullptr) {
       if (absl::Status s = takes_no_value(); !s.ok()) return s;
       *switch_flag = true;
@@ -258,6 +278,9 @@ absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>&
   }
   if (options.alloc_space && !options.allocations) {
     return absl::InvalidArgumentError("--alloc-space is a view of --allocations");
+  }
+  if (alloc_sample_bytes_given && !options.allocations) {
+    return absl::InvalidArgumentError("--alloc-sample-bytes is a setting of --allocations");
   }
   if (options.format != "svg" && options.format != "folded" && options.format != "pprof" &&
       options.format != "speedscope" && options.format != "otlp") {

@@ -38,6 +38,7 @@ struct RecordOptions {
   bool memory = false;       // resident growth by stack, in bytes (--memory)
   bool allocations = false;  // sampled allocations still held at the end (--allocations)
   bool alloc_space = false;  // ... every sampled allocation, freed or not (--alloc-space)
+  uint32_t alloc_sample_bytes = 512 * 1024;  // mean bytes between samples (--alloc-sample-bytes)
   int max_python_depth = 128;
   // Kernel memory for native unwind tables (--native-table-mib).
   int native_table_mib = 32;

@@ -1,9 +1,11 @@
 #include "daemon/cli/record_summary.h"
 
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "daemon/loader/drop_reasons.h"
 #include "exporters/json_string.h"
@@ -18,6 +20,15 @@ std::string Dropped(const SamplerCounters& kernel, pystrobe_drop_reason reason) 
 }
 
 }  // namespace
+
+std::string InUseMomentWords(const Recorder::InUseTotals& in_use) {
+  std::vector<std::string> moments;
+  if (in_use.finalized_processes > 0) moments.push_back("when Python finalization began");
+  if (in_use.exited_processes > 0) moments.push_back("at exit");
+  if (in_use.running_processes > 0) moments.push_back("when the recording ended");
+  if (moments.empty()) return "when the recording ended";
+  return absl::StrJoin(moments, " or ");
+}
 
 std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& totals,
                           absl::Duration elapsed, int rate_hz, const NativeUnwindTotals& native) {
@@ -79,11 +90,24 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
                     " lost to a tick that overwrote them twice\n");
   }
   if (kernel.allocations_sent > 0) {
-    absl::StrAppend(&text, "pystrobe: allocations: ", kernel.allocations_sent,
-                    absl::StrFormat(" sampled (%.1f MiB allocated), %d freed; %.1f MiB still held",
-                                    totals.allocation_bytes / 1048576.0, kernel.frees_sent,
-                                    totals.in_use_bytes / 1048576.0),
-                    "\n");
+    const Recorder::InUseTotals& in_use = totals.in_use;
+    std::string held;
+    auto add = [&held](uint64_t bytes, uint32_t processes, absl::string_view moment) {
+      if (processes == 0) return;
+      absl::StrAppend(&held, held.empty() ? "" : ", ",
+                      absl::StrFormat("%.1f MiB %s (%u %s)", bytes / 1048576.0, moment, processes,
+                                      processes == 1 ? "process" : "processes"));
+    };
+    add(in_use.at_finalization_bytes, in_use.finalized_processes,
+        "held when Python finalization began");
+    add(in_use.at_exit_bytes, in_use.exited_processes, "held at exit");
+    add(in_use.at_end_bytes, in_use.running_processes, "held when the recording ended");
+    absl::StrAppend(
+        &text, "pystrobe: allocations: ", kernel.allocations_sent,
+        absl::StrFormat(" sampled (%.1f MiB allocated), %d freed, %d untracked; %s",
+                        totals.allocation_bytes / 1048576.0, kernel.frees_sent,
+                        kernel.allocations_untracked, held.empty() ? "none held" : held),
+        "\n");
   }
   if (kernel.period_redraws_failed > 0) {
     absl::StrAppend(&text, "pystrobe: the kernel refused ", kernel.period_redraws_failed, " of ",
@@ -125,6 +149,12 @@ std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals&
       ",\"known_from_exec\":", kernel.python_at_exec, "}",
       ",\"offcpu_intervals\":", kernel.offcpu_sent, ",\"memory_samples\":", kernel.memory_sent,
       ",\"memory_bytes\":", totals.memory_bytes, ",\"memory_samples_lost\":", kernel.memory_lost,
+      ",\"allocations\":{\"sampled\":", kernel.allocations_sent, ",\"freed\":", kernel.frees_sent,
+      ",\"untracked\":", kernel.allocations_untracked, ",\"bytes\":", totals.allocation_bytes,
+      ",\"held_at_finalization_bytes\":", totals.in_use.at_finalization_bytes,
+      ",\"held_at_exit_bytes\":", totals.in_use.at_exit_bytes,
+      ",\"held_at_end_bytes\":", totals.in_use.at_end_bytes,
+      ",\"finalized_processes\":", totals.in_use.finalized_processes, "}",
       ",\"period_redraws\":", kernel.period_redraws,
       ",\"period_redraws_failed\":", kernel.period_redraws_failed,
       ",\"samples_without_gil\":", totals.samples_without_gil,

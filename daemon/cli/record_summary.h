@@ -10,6 +10,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/loader/bpf_sampler.h"
+#include "daemon/recording/recorder.h"
 
 namespace pystrobe {
 
@@ -26,8 +27,14 @@ struct RecordTotals {
   uint64_t samples_free_threaded = 0;  // kept by --gil: their CPython has no GIL
   uint64_t memory_bytes = 0;      // resident growth the memory samples stand for
   uint64_t allocation_bytes = 0;  // allocated, as the sampled allocations stand for
-  uint64_t in_use_bytes = 0;      // ... of which still held at the end
+  // ... of which held, by the moment each process's view was taken.
+  Recorder::InUseTotals in_use = {};
 };
+
+// When the in-use view of --allocations was taken, in words: "when Python
+// finalization began", "at exit", "when the recording ended", or those that
+// apply joined by "or".
+std::string InUseMomentWords(const Recorder::InUseTotals& in_use);
 
 // Native unwinding with tables (--native): the binaries the targets map,
 // the tables their walks needed (built, or read back from disk), the kernel

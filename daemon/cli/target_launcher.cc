@@ -9,11 +9,14 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace pystrobe {
 
-absl::StatusOr<LaunchedCommand> LaunchedCommand::Start(const std::vector<std::string>& argv) {
+absl::StatusOr<LaunchedCommand> LaunchedCommand::Start(
+    const std::vector<std::string>& argv, const std::vector<std::string>& environment) {
   if (argv.empty()) return absl::InvalidArgumentError("no command to run");
   int release_pipe[2];
   int error_pipe[2];
@@ -30,6 +33,20 @@ absl::StatusOr<LaunchedCommand> LaunchedCommand::Start(const std::vector<std::st
   std::vector<char*> exec_argv;
   for (const std::string& arg : argv) exec_argv.push_back(const_cast<char*>(arg.c_str()));
   exec_argv.push_back(nullptr);
+  // Ours, less the names `environment` sets, then those.
+  std::vector<char*> exec_env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    absl::string_view name = absl::string_view(*entry).substr(0, std::strcspn(*entry, "="));
+    bool replaced = false;
+    for (const std::string& set : environment) {
+      if (absl::StartsWith(set, name) && set.size() > name.size() && set[name.size()] == '=') {
+        replaced = true;
+      }
+    }
+    if (!replaced) exec_env.push_back(*entry);
+  }
+  for (const std::string& set : environment) exec_env.push_back(const_cast<char*>(set.c_str()));
+  exec_env.push_back(nullptr);
 
   pid_t pid = fork();
   if (pid < 0) {
@@ -47,7 +64,7 @@ absl::StatusOr<LaunchedCommand> LaunchedCommand::Start(const std::vector<std::st
     // Returns 0 (EOF) when the parent releases us or dies.
     while (read(release_pipe[0], &go, 1) < 0 && errno == EINTR) {
     }
-    execvp(exec_argv[0], exec_argv.data());
+    execvpe(exec_argv[0], exec_argv.data(), exec_env.data());
     int err = errno;
     ssize_t ignored = write(error_pipe[1], &err, sizeof(err));
     (void)ignored;

@@ -18,8 +18,9 @@ namespace pystrobe {
 class LaunchedCommand {
  public:
   // Forks a child that waits for Release() before it execs `argv` (PATH is
-  // searched).
-  static absl::StatusOr<LaunchedCommand> Start(const std::vector<std::string>& argv);
+  // searched), with `environment` ("NAME=value" entries) set over ours.
+  static absl::StatusOr<LaunchedCommand> Start(const std::vector<std::string>& argv,
+                                               const std::vector<std::string>& environment = {});
 
   LaunchedCommand(LaunchedCommand&& other) noexcept;
   LaunchedCommand& operator=(LaunchedCommand&&) = delete;

@@ -403,6 +403,8 @@ SamplerCounters BpfSampler::ReadCounters() const {
   counters.allocations_sent = samples[PYSTROBE_COUNT_ALLOC_SENT];
   counters.frees_sent = samples[PYSTROBE_COUNT_FREE_SENT];
   counters.oom_killed_sent = samples[PYSTROBE_COUNT_OOM_KILLED_SENT];
+  counters.allocations_untracked = samples[PYSTROBE_COUNT_ALLOC_UNTRACKED];
+  counters.finalizations_sent = samples[PYSTROBE_COUNT_FINALIZE_SENT];
   counters.period_redraws = detached_redraws_.set;
   counters.period_redraws_failed = detached_redraws_.failed;
   if (sampling_clock_ != nullptr) {
@@ -464,6 +466,56 @@ absl::Status BpfSampler::AttachAllocationProbes(const std::string& libc, int pid
     links_.push_back(link);
   }
   return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachAllocationLibrary(const std::string& library) {
+  struct Probe {
+    bpf_program* program;
+    const char* function;
+  };
+  const Probe probes[] = {
+      {skeleton_->progs.alloc_lib_sampled, "pystrobe_alloc_sampled"},
+      {skeleton_->progs.alloc_lib_freed, "pystrobe_alloc_freed"},
+  };
+  for (const Probe& probe : probes) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = probe.function);
+    bpf_link* link = bpf_program__attach_uprobe_opts(probe.program, -1, library.c_str(), 0, &opts);
+    if (link == nullptr) {
+      return LibbpfError(-errno,
+                         absl::StrCat("attach a uprobe on ", probe.function, " in ", library));
+    }
+    links_.push_back(link);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpfSampler::AttachPythonFinalizeProbe(const std::string& binary) {
+  struct stat file = {};
+  if (stat(binary.c_str(), &file) != 0) {
+    return absl::NotFoundError(absl::StrCat(binary, ": ", std::strerror(errno)));
+  }
+  auto [probe, first] = finalize_probes_.try_emplace(
+      {static_cast<uint64_t>(file.st_dev), static_cast<uint64_t>(file.st_ino)});
+  if (!first) return probe->second;
+  // Py_FinalizeEx from 3.6 on (Py_Finalize calls it); Py_Finalize before.
+  for (const char* function : {"Py_FinalizeEx", "Py_Finalize"}) {
+    LibbpfLog::Take();
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = function);
+    bpf_link* link = bpf_program__attach_uprobe_opts(skeleton_->progs.alloc_python_finalize, -1,
+                                                     binary.c_str(), 0, &opts);
+    if (link != nullptr) {
+      links_.push_back(link);
+      return probe->second = absl::OkStatus();
+    }
+    int err = -errno;
+    LibbpfLog::Take();
+    if (err != -ENOENT && err != -ESRCH) {
+      return probe->second =
+                 LibbpfError(err, absl::StrCat("attach a uprobe on ", function, " in ", binary));
+    }
+  }
+  return probe->second =
+             absl::NotFoundError(absl::StrCat(binary, " has no Py_FinalizeEx or Py_Finalize"));
 }
 
 absl::Status BpfSampler::AttachOomWatch() {

@@ -58,7 +58,9 @@ struct SamplerConfig {
   uint32_t memory_sample_bytes = 512 * 1024;
   // Sample allocations (record --allocations): an ALLOC record every
   // alloc_sample_bytes allocated on average, FREE when a sampled block goes.
-  // The uprobes come with AttachAllocationProbes.
+  // The probes come with AttachAllocationProbes (uprobes on libc) or
+  // AttachAllocationLibrary (the preloaded library samples, the kernel
+  // takes the stacks).
   bool allocations = false;
   uint32_t alloc_sample_bytes = 512 * 1024;
   // Take the stack of each thread of an OOM-killed target as it takes the
@@ -96,6 +98,8 @@ struct SamplerCounters {
   uint64_t allocations_sent = 0;       // sampled allocations sent
   uint64_t frees_sent = 0;             // frees of sampled blocks sent
   uint64_t oom_killed_sent = 0;        // stacks of OOM-killed threads sent
+  uint64_t allocations_untracked = 0;  // sampled blocks whose free goes unseen
+  uint64_t finalizations_sent = 0;     // CPython processes seen entering finalization
   // Per kernel drop reason (see kDropReasons in drop_reasons.h).
   std::array<uint64_t, PYSTROBE_DROP_REASON_COUNT> dropped = {};
   // The sampling clock's redraws of a CPU's period, and those the kernel
@@ -193,6 +197,16 @@ class BpfSampler {
   // process that maps it: each of their calls then traps). Needs
   // allocations in the config.
   absl::Status AttachAllocationProbes(const std::string& libc, int pid);
+  // Puts uprobes on the two probe functions of the preloaded allocation
+  // sampler `library` (a path; preload/alloc_sampler.c), in every process
+  // that maps it: they fire only for sampled allocations and their frees,
+  // and the targets' are kept. Needs allocations in the config.
+  absl::Status AttachAllocationLibrary(const std::string& library);
+  // Marks the moment each process running `binary` (a CPython executable or
+  // libpython) enters Py_FinalizeEx (Py_Finalize before 3.6): a FINALIZE
+  // record, where the in-use view of --allocations is taken. Once per file,
+  // as AttachPythonGcProbes. NotFound when `binary` has neither symbol.
+  absl::Status AttachPythonFinalizeProbe(const std::string& binary);
   // Marks the processes the kernel's OOM killer chooses (oom_killed in
   // their process_counters entry, with their memory as it was), without the
   // rest of accounting; AttachAccounting does it too. After Load().
@@ -227,6 +241,8 @@ class BpfSampler {
   std::vector<bpf_link*> links_;
   // AttachPythonGcProbes' result per file (device, inode).
   std::map<std::pair<uint64_t, uint64_t>, absl::Status> gc_probes_;
+  // AttachPythonFinalizeProbe's result per file (device, inode).
+  std::map<std::pair<uint64_t, uint64_t>, absl::Status> finalize_probes_;
   bool offcpu_ = false;
   bool memory_growth_ = false;
   bool oom_kill_stacks_ = false;

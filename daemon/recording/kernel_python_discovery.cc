@@ -29,7 +29,19 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::Discover(u
   }
   RememberBinary(pid, (*python)->interpreter());
   if (gc_probes_) AttachGcProbes(pid, (*python)->interpreter());
+  if (finalize_probes_) AttachFinalizeProbe(pid, (*python)->interpreter());
   return python;
+}
+
+void KernelPythonDiscovery::AttachFinalizeProbe(uint32_t pid,
+                                                const PythonInterpreter& interpreter) {
+  std::string binary = absl::StrCat("/proc/", pid, "/root", interpreter.binary_path);
+  absl::Status status = sampler_->AttachPythonFinalizeProbe(binary);
+  if (!status.ok() && warned_.insert(absl::StrCat("finalize ", interpreter.binary_path)).second) {
+    fprintf(stderr,
+            "pystrobe: warning: %s; the in-use view of its processes is taken at their exit\n",
+            std::string(status.message()).c_str());
+  }
 }
 
 void KernelPythonDiscovery::AttachGcProbes(uint32_t pid, const PythonInterpreter& interpreter) {

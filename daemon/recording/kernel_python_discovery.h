@@ -14,14 +14,21 @@
 
 namespace pystrobe {
 
+// Probes attached to the interpreter binary (executable or libpython) of
+// every CPython process found, once per binary.
+struct InterpreterProbes {
+  // GC time (the sampler's accounting must be attached).
+  bool gc = false;
+  // Finalization's start, where --allocations takes its in-use view (the
+  // sampler's allocations must be on).
+  bool finalize = false;
+};
+
 class KernelPythonDiscovery : public PythonDiscovery {
  public:
-  // `sampler` must outlive this object. With `gc_probes`, the GC probes are
-  // attached to the interpreter binary (executable or libpython) of every
-  // CPython process found, once per binary; the sampler's accounting must be
-  // attached.
-  explicit KernelPythonDiscovery(BpfSampler* sampler, bool gc_probes = false)
-      : sampler_(sampler), gc_probes_(gc_probes) {}
+  // `sampler` must outlive this object.
+  explicit KernelPythonDiscovery(BpfSampler* sampler, InterpreterProbes probes = {})
+      : sampler_(sampler), gc_probes_(probes.gc), finalize_probes_(probes.finalize) {}
 
   absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t pid) override;
 
@@ -35,6 +42,9 @@ class KernelPythonDiscovery : public PythonDiscovery {
   void RememberBinary(uint32_t pid, const PythonInterpreter& interpreter);
   // Attaches the GC probes to `pid`'s interpreter binary (see gc_probes).
   void AttachGcProbes(uint32_t pid, const PythonInterpreter& interpreter);
+  // Attaches the finalization probe to `pid`'s interpreter binary; says
+  // once per binary when it cannot (the in-use view is then taken at exit).
+  void AttachFinalizeProbe(uint32_t pid, const PythonInterpreter& interpreter);
 
   BpfSampler* sampler_;
   // Executables already handed to the kernel (pystrobe_python_binary_key).
@@ -42,6 +52,7 @@ class KernelPythonDiscovery : public PythonDiscovery {
   // Unsupported versions already warned about: one warning per version.
   absl::flat_hash_set<std::string> warned_;
   bool gc_probes_;
+  bool finalize_probes_;
   // Processes whose GC is counted; the exited ones are let go as it grows.
   absl::flat_hash_set<uint32_t> gc_measured_;
   static constexpr size_t kGcMeasuredSweepAt = 4096;

@@ -44,10 +44,16 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
       processes_.OnExec(event->pid, event->comm);
     } else {
       processes_.OnExit(event->pid);
+      auto allocator = allocators_.find(event->pid);
+      if (allocator != allocators_.end() && allocator->second == AllocatorState::kRunning) {
+        allocator->second = AllocatorState::kExited;
+      }
     }
     python_code_copies_.ForgetProcess(event->pid);
   } else if (auto* free = std::get_if<FreeRecord>(&*decoded)) {
     live_blocks_.erase({free->pid, free->address});
+  } else if (auto* finalize = std::get_if<FinalizeRecord>(&*decoded)) {
+    OnFinalize(finalize->pid);
   } else if (auto* copy = std::get_if<PythonCodeCopy>(&*decoded)) {
     python_code_copy_bytes_ += record.size();
     python_code_copies_.Add(std::move(*copy));
@@ -131,6 +137,7 @@ void Recorder::HandleSample(SampleRecord sample) {
   // A sampled block is in use until its FREE record comes.
   if (kind == SampleKind::kAllocation) {
     live_blocks_[{sample.pid, sample.address}] = {stack, sample.weight_ns};
+    allocators_.try_emplace(sample.pid, AllocatorState::kRunning);
   }
   // Off CPU: the time away; memory and allocations: bytes.
   stacks.Add(std::move(stack),
@@ -169,10 +176,60 @@ std::vector<KilledThread> Recorder::TakeKilledThreads(uint32_t pid) {
   return threads;
 }
 
+void Recorder::OnFinalize(uint32_t pid) {
+  AllocatorState& state = allocators_[pid];
+  // Once: a second interpreter's finalization in the process (an embedder
+  // that initializes Python again) does not move the moment.
+  if (state == AllocatorState::kFinalized) return;
+  state = AllocatorState::kFinalized;
+  // What it holds now stays, whatever teardown frees afterwards.
+  for (auto block = live_blocks_.begin(); block != live_blocks_.end();) {
+    if (block->first.first != pid) {
+      ++block;
+      continue;
+    }
+    finalized_blocks_.insert(*block);
+    live_blocks_.erase(block++);
+  }
+}
+
 StackAggregator Recorder::InUseStacks() const {
   StackAggregator in_use;
-  for (const auto& [block, held] : live_blocks_) in_use.Add(held.first, {1, held.second});
+  for (const auto& [block, held] : finalized_blocks_) in_use.Add(held.first, {1, held.second});
+  for (const auto& [block, held] : live_blocks_) {
+    auto allocator = allocators_.find(block.first);
+    if (allocator != allocators_.end() && allocator->second == AllocatorState::kFinalized) {
+      continue;  // allocated during teardown, after its view was taken
+    }
+    in_use.Add(held.first, {1, held.second});
+  }
   return in_use;
+}
+
+Recorder::InUseTotals Recorder::InUseByMoment() const {
+  InUseTotals totals;
+  for (const auto& [block, held] : finalized_blocks_) totals.at_finalization_bytes += held.second;
+  for (const auto& [block, held] : live_blocks_) {
+    auto allocator = allocators_.find(block.first);
+    AllocatorState state =
+        allocator == allocators_.end() ? AllocatorState::kRunning : allocator->second;
+    if (state == AllocatorState::kExited) totals.at_exit_bytes += held.second;
+    if (state == AllocatorState::kRunning) totals.at_end_bytes += held.second;
+  }
+  for (const auto& [pid, state] : allocators_) {
+    switch (state) {
+      case AllocatorState::kFinalized:
+        ++totals.finalized_processes;
+        break;
+      case AllocatorState::kExited:
+        ++totals.exited_processes;
+        break;
+      case AllocatorState::kRunning:
+        ++totals.running_processes;
+        break;
+    }
+  }
+  return totals;
 }
 
 WindowStacks Recorder::TakeStacks() {

@@ -80,9 +80,21 @@ class Recorder {
   // Sampled allocations per stack, every one (alloc_space); nanoseconds
   // holds their bytes (record --allocations).
   const StackAggregator& allocation_stacks() const { return allocation_stacks_; }
-  // The sampled blocks not freed yet, per stack (inuse_space), bytes in
-  // nanoseconds.
+  // The sampled blocks in use, per stack (inuse_space), bytes in
+  // nanoseconds: for a CPython process seen entering finalization, those it
+  // held at that moment (before teardown frees its globals); for others,
+  // those not freed when it exited, or not yet if it still runs.
   StackAggregator InUseStacks() const;
+  // The bytes InUseStacks() holds, by the moment each process's were taken.
+  struct InUseTotals {
+    uint64_t at_finalization_bytes = 0;  // CPython processes entering finalization
+    uint64_t at_exit_bytes = 0;          // processes that exited (or were never seen finalizing)
+    uint64_t at_end_bytes = 0;           // processes still running when recording ended
+    uint32_t finalized_processes = 0;
+    uint32_t exited_processes = 0;
+    uint32_t running_processes = 0;
+  };
+  InUseTotals InUseByMoment() const;
   const PythonCodeTable& python_codes() const { return python_codes_; }
   // Code objects the kernel copied out of sampled processes, not yet used.
   const PythonCodeCopies& python_code_copies() const { return python_code_copies_; }
@@ -127,7 +139,14 @@ class Recorder {
   StackAggregator memory_stacks_;
   StackAggregator allocation_stacks_;
   // Sampled blocks not yet freed, by (pid, address): their stack and bytes.
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, std::pair<RawStack, uint64_t>> live_blocks_;
+  using Blocks = absl::flat_hash_map<std::pair<uint32_t, uint64_t>, std::pair<RawStack, uint64_t>>;
+  Blocks live_blocks_;
+  // A process's blocks as they were when it entered finalization.
+  Blocks finalized_blocks_;
+  // Where each process that allocated stands: the moment of its in-use view.
+  enum class AllocatorState : uint8_t { kRunning, kExited, kFinalized };
+  absl::flat_hash_map<uint32_t, AllocatorState> allocators_;
+  void OnFinalize(uint32_t pid);
   // Threads of OOM-killed processes, by pid, until taken. Bounded: a
   // recording nobody takes them from keeps the first victims' only.
   absl::flat_hash_map<uint32_t, std::vector<KilledThread>> killed_threads_;

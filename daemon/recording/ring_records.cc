@@ -92,6 +92,12 @@ absl::StatusOr<RingRecord> DecodeRingRecord(std::span<const uint8_t> record) {
       std::memcpy(&event, record.data(), sizeof(event));
       return FreeRecord{.pid = event.pid, .address = event.address};
     }
+    case PYSTROBE_EVENT_FINALIZE: {
+      pystrobe_finalize_event event;
+      if (record.size() < sizeof(event)) break;
+      std::memcpy(&event, record.data(), sizeof(event));
+      return FinalizeRecord{.pid = event.pid};
+    }
     case PYSTROBE_EVENT_EXEC:
     case PYSTROBE_EVENT_EXIT: {
       pystrobe_process_event event;

@@ -61,8 +61,15 @@ struct FreeRecord {
   uint64_t address = 0;
 };
 
+// A CPython process began its finalization (FINALIZE): what it holds now is
+// what its own code kept.
+struct FinalizeRecord {
+  uint32_t pid = 0;
+};
+
 // Any record; a PYTHON_CODE record is a PythonCodeCopy (daemon/python).
-using RingRecord = std::variant<SampleRecord, ProcessEventRecord, FreeRecord, PythonCodeCopy>;
+using RingRecord =
+    std::variant<SampleRecord, ProcessEventRecord, FreeRecord, FinalizeRecord, PythonCodeCopy>;
 
 // Decodes one ring buffer record. InvalidArgument, saying why, for a record
 // too short for its kind or its counts, counts beyond what the kernel

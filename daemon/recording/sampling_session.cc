@@ -59,7 +59,9 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
   }
   if (c.python != SamplingSessionConfig::PythonDiscovery::kOff) {
     session->python_discovery_ = std::make_unique<KernelPythonDiscovery>(
-        &bpf, c.python == SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes);
+        &bpf,
+        InterpreterProbes{.gc = c.python == SamplingSessionConfig::PythonDiscovery::kOnWithGcProbes,
+                          .finalize = c.sampler.allocations});
   }
   session->recorder_ = std::make_unique<Recorder>(&session->native_symbols_,
                                                   session->python_discovery_.get(), c.recorder);

@@ -9,13 +9,18 @@ The workload (Debian's python3.11) runs two loops and times them itself
           which calls malloc only for new 256 KiB arenas) and one 1 KiB bytes
 under each of, alternating, ROUNDS times:
   none         unprofiled
-  allocations  `pystrobe record --allocations -f folded` (uprobes on libc's malloc,
-               calloc, realloc, free; sampled every 512 KiB in the kernel)
+  in-process   `pystrobe record --allocations -f folded -- CMD`: the command runs with
+               libpystrobe-alloc.so preloaded, which samples every 512 KiB on average
+               in the process; only sampled allocations and their frees trap
+  uprobes      `pystrobe record --allocations --pid PID` on the workload already
+               running (waiting on stdin until pystrobe records): uprobes on libc's
+               malloc, calloc, realloc, free, each call a trap
   tracemalloc  python3.11 -X tracemalloc=1 (exact, one frame)
   scalene      python3.11 -m scalene --cli --memory (Debian's python3-scalene: its
                own allocator shim, sampled), when installed
 and memray when installed (named when not; it is not packaged for Debian 12).
-Medians, and the slowdown against none.
+Medians of wall and of the process's CPU seconds (user and system: a uprobe's trap
+counts), and the slowdown against none.
 
 usage: sudo python3 tests/bench/run_allocations_cost.py [--bin build/pystrobe] [--rounds 3]
 """
@@ -34,6 +39,8 @@ PYTHON = "/usr/bin/python3.11"
 
 WORKLOAD = r"""
 import json, sys, time
+if len(sys.argv) > 2 and sys.argv[2] == "--wait":
+    sys.stdin.readline()
 def malloc_loop(n):
     for _ in range(n):
         b = bytes(1024)
@@ -45,20 +52,45 @@ def mixed_loop(n):
         if i % 4 == 0:
             b = bytes(1024)
 n = 2_000_000
-t0 = time.perf_counter(); malloc_loop(n); t1 = time.perf_counter(); mixed_loop(n)
-t2 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
+malloc_loop(n)
+t1, c1 = time.perf_counter(), time.process_time()
+mixed_loop(n)
+t2, c2 = time.perf_counter(), time.process_time()
 with open(sys.argv[1], "w") as f:
-    json.dump({"malloc": t1 - t0, "mixed": t2 - t1}, f)
+    json.dump({"malloc": t1 - t0, "mixed": t2 - t1, "malloc_cpu": c1 - c0, "mixed_cpu": c2 - c1}, f)
 """
+
+
+def run_uprobes(args, script, truth, tmp):
+    """The workload started first, then `record --pid`: it runs its loops once
+    pystrobe says it records."""
+    workload = subprocess.Popen([PYTHON, script, truth, "--wait"], stdin=subprocess.PIPE,
+                                text=True)
+    recorder = subprocess.Popen(
+        [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
+         os.path.join(tmp, "uprobes.folded"), "--pid", str(workload.pid)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in recorder.stderr:
+        if "recording" in line:
+            break
+    workload.stdin.write("go\n")
+    workload.stdin.flush()
+    workload.wait()
+    recorder.communicate(timeout=120)
+    with open(truth) as f:
+        return json.load(f)
 
 
 def run(design, args, tmp):
     script = os.path.join(tmp, "workload.py")
     truth = os.path.join(tmp, "times.json")
+    if design == "uprobes":
+        return run_uprobes(args, script, truth, tmp)
     cmd = {
         "none": [PYTHON, script, truth],
-        "allocations": [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
-                        os.path.join(tmp, "alloc.folded"), "--", PYTHON, script, truth],
+        "in-process": [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
+                       os.path.join(tmp, "alloc.folded"), "--", PYTHON, script, truth],
         "tracemalloc": [PYTHON, "-X", "tracemalloc=1", script, truth],
         "scalene": [PYTHON, "-m", "scalene", "--cli", "--memory", "--outfile",
                     os.path.join(tmp, "scalene.txt"), script, truth],
@@ -74,8 +106,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=os.path.join(REPO, "build", "pystrobe"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-uprobes", action="store_true",
+                        help="leave out the uprobes design (minutes a round)")
     args = parser.parse_args()
-    designs = ["none", "allocations", "tracemalloc"]
+    designs = ["none", "in-process"] + ([] if args.no_uprobes else ["uprobes"]) + ["tracemalloc"]
     for peer in ("scalene", "memray"):
         if subprocess.run([PYTHON, "-c", f"import {peer}"], capture_output=True).returncode:
             print(f"{peer} is not installed for {PYTHON}: not measured", file=sys.stderr)
@@ -88,15 +122,19 @@ def main():
         for _ in range(args.rounds):
             for design in designs:
                 results[design].append(run(design, args, tmp))
-    base = {k: statistics.median(r[k] for r in results["none"]) for k in ("malloc", "mixed")}
+    # Wall seconds, and the process's own CPU seconds (user and system, the
+    # kernel's traps included): far less sensitive to other load on the host.
+    keys = ("malloc", "mixed", "malloc_cpu", "mixed_cpu")
+    base = {k: statistics.median(r[k] for r in results["none"]) for k in keys}
     print(f"medians of {args.rounds} runs, seconds (slowdown against none)")
-    print(f"{'design':12} {'malloc loop':>20} {'mixed loop':>20}")
+    print(f"{'design':12} {'malloc loop':>20} {'mixed loop':>20} {'malloc loop, CPU':>20} "
+          f"{'mixed loop, CPU':>20}")
     for design in designs:
         cells = []
-        for k in ("malloc", "mixed"):
+        for k in keys:
             t = statistics.median(r[k] for r in results[design])
             cells.append(f"{t:8.3f} ({t / base[k]:5.2f}x)")
-        print(f"{design:12} {cells[0]:>20} {cells[1]:>20}")
+        print(f"{design:12} " + " ".join(f"{c:>20}" for c in cells))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,12 @@ MODE:
   leak MIB: leak_into() allocates MIB blocks of 1 MiB and keeps them;
       churn() allocates as many and frees each at once; then it exits without
       freeing anything (os._exit), so the leak is still held at the end.
+  hold MIB CHURN_MIB: hold_into() keeps MIB blocks of 1 MiB in a module-level
+      list, while churn_small() makes and drops CHURN_MIB MiB of 1 KiB bytes
+      objects (interleaved); then it ends normally, so interpreter teardown
+      frees what it held. Writes the bytes it counted itself (sys.getsizeof
+      of every object, as malloc was asked for them): held_bytes,
+      churned_bytes.
 
 Before it exits (grow, rate) it writes the kernel's truth to TRUTH_PATH as
 JSON: its pid, VmHWM, VmRSS and the times of the peak, from
@@ -148,6 +154,33 @@ def leak(mib, truth_path):
     os._exit(0)
 
 
+HELD = []
+
+
+def hold_into(held):
+    block = b"h" * (1 << 20)
+    held.append(block)
+    return sys.getsizeof(block)
+
+
+def churn_small(count):
+    made = 0
+    for i in range(count):
+        block = bytes(1024)
+        made += sys.getsizeof(block)
+    return made
+
+
+def hold(mib, churn_mib, truth_path):
+    held = churned = 0
+    per_round = (churn_mib << 10) // mib  # 1 KiB objects per held MiB
+    for _ in range(mib):
+        held += hold_into(HELD)
+        churned += churn_small(per_round)
+    with open(truth_path, "w") as f:
+        json.dump({"pid": os.getpid(), "held_bytes": held, "churned_bytes": churned}, f)
+
+
 def main():
     mode, truth_path = sys.argv[1], sys.argv[2]
     args = [float(a) if "." in a else int(a) for a in sys.argv[3:]]
@@ -159,6 +192,8 @@ def main():
         rate(*args, truth_path)
     elif mode == "leak":
         leak(*args, truth_path)
+    elif mode == "hold":
+        hold(*args, truth_path)
     else:
         sys.exit(f"unknown mode {mode}")
 

@@ -18,7 +18,8 @@ import tempfile
 import threading
 import time
 
-from pystrobe_testlib import HERE, PYSTROBE_BIN, BpfTestCase, read_lines_until, run_pystrobe, wait_for
+from pystrobe_testlib import (HERE, PYSTROBE_BIN, BpfTestCase, read_lines_until, run_pystrobe,
+                              wait_for, workload)
 from test_daemon import LIVENESS_S, Daemon, decode_pprof, metric, remove_cgroup
 import speedscope_render
 
@@ -169,6 +170,11 @@ class RecordAllocationsTest(BpfTestCase):
     """A program leaks 200 MiB in leak_into() and allocates and frees as much
     in churn(), in 1 MiB blocks, then exits without freeing (os._exit)."""
 
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        speedscope_render.ensure_node_modules()  # pprof-format, for the pprof test
+
     def record(self, *flags, fmt="folded"):
         output = os.path.join(self.tmp, f"alloc{'-'.join(flags)}.{fmt}")
         truth_path = os.path.join(self.tmp, "leak-truth.json")
@@ -176,8 +182,11 @@ class RecordAllocationsTest(BpfTestCase):
             ["record", "--allocations", *flags, "-f", fmt, "-o", output, "--", PYTHON, WORKLOAD,
              "leak", truth_path, "200"], timeout=120)
         self.assertEqual(rc, 0, err)
-        self.assertIn("--allocations traps every malloc", err)
+        self.assertIn("--allocations samples inside the command", err)
         self.assertRegex(err, r"allocations: \d+ sampled \([\d.]+ MiB allocated\), \d+ freed")
+        # os._exit: no finalization, so the view is the one at exit.
+        if "--alloc-space" not in flags:
+            self.assertRegex(err, r"[\d.]+ MiB held at exit \(1 process\)")
         return output
 
     def shares(self, path):
@@ -206,6 +215,120 @@ class RecordAllocationsTest(BpfTestCase):
         self.assertEqual(profile["sampleTypes"], [["inuse_space", "bytes"]])
         self.assertEqual(profile["periodType"], ["space", "bytes"])
         self.assertEqual(profile["errors"], [])
+
+
+def function_bytes(path, names):
+    """{name: bytes} of the folded stacks at `path` that pass through each
+    function (Python "name (file:line)" or native "name"), and their total."""
+    totals = dict.fromkeys(names, 0)
+    everything = 0
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            frames = stack.split(";")
+            everything += int(count)
+            for name in names:
+                if any(frame == name or frame.startswith(name + " (") for frame in frames):
+                    totals[name] += int(count)
+    return totals, everything
+
+
+class RecordAllocationsInProcessTest(BpfTestCase):
+    """`record --allocations -- CMD` samples inside the command (the preloaded
+    libpystrobe-alloc.so). A Python program holds 200 MiB in a module-level
+    list from hold_into() while churn_small() makes and drops 200 MiB of 1 KiB
+    objects, then ends normally; a C program leaks 64 MiB from leak_into()
+    while churn() mallocs and frees as much. Each counts its own bytes."""
+
+    TRUTH_TOLERANCE = 0.10
+
+    def record(self, name, command, *flags):
+        output = os.path.join(self.tmp, f"{name}.folded")
+        rc, _, err, _ = run_pystrobe(
+            ["record", "--allocations", *flags, "-f", "folded", "-o", output, "--", *command],
+            timeout=180)
+        self.assertEqual(rc, 0, err)
+        return output, err
+
+    def record_python(self, name, *flags):
+        truth_path = os.path.join(self.tmp, f"{name}-truth.json")
+        output, err = self.record(name, [PYTHON, WORKLOAD, "hold", truth_path, "200", "200"],
+                                  *flags)
+        with open(truth_path) as f:
+            return output, err, json.load(f)
+
+    def assertNear(self, measured, truth, what):
+        self.assertLessEqual(abs(measured - truth) / truth, self.TRUTH_TOLERANCE,
+                             f"{what}: sampled {measured} bytes, the program counted {truth}")
+
+    def test_python_inuse_is_taken_when_finalization_begins(self):
+        output, err, truth = self.record_python("hold-inuse")
+        self.assertIn("--allocations samples inside the command", err)
+        self.assertNotIn("traps every malloc", err)
+        self.assertRegex(err, r"[\d.]+ MiB held when Python finalization began \(1 process\)")
+        held, total = function_bytes(output, ["hold_into", "churn_small"])
+        self.assertGreaterEqual(held["hold_into"], 0.9 * total, (held, total))
+        self.assertNear(held["hold_into"], truth["held_bytes"], "hold_into, in use")
+
+    def test_python_alloc_space_puts_the_churn_where_it_is(self):
+        output, _, truth = self.record_python("hold-space", "--alloc-space",
+                                              "--alloc-sample-bytes", "65536")
+        allocated, _ = function_bytes(output, ["hold_into", "churn_small"])
+        self.assertNear(allocated["churn_small"], truth["churned_bytes"], "churn_small")
+        self.assertNear(allocated["hold_into"], truth["held_bytes"], "hold_into, allocated")
+
+    def leaky(self, binary, name, *flags, mib=64):
+        truth_path = os.path.join(self.tmp, f"{name}-truth.txt")
+        output, err = self.record(
+            name, [workload(binary), "--leak-mib", str(mib), "--truth", truth_path], *flags)
+        with open(truth_path) as f:
+            _, leaked, churned = (int(x) for x in f.read().split())
+        return output, err, leaked, churned
+
+    def test_a_c_programs_leak_is_found_at_exit(self):
+        output, err, leaked, _ = self.leaky("leaky", "leaky-inuse", "--alloc-sample-bytes", "65536")
+        self.assertRegex(err, r"[\d.]+ MiB held at exit \(1 process\)")
+        held, total = function_bytes(output, ["leak_into", "churn"])
+        self.assertGreaterEqual(held["leak_into"], 0.9 * total, (held, total))
+        self.assertNear(held["leak_into"], leaked, "leak_into, in use")
+        output, _, leaked, churned = self.leaky("leaky", "leaky-space", "--alloc-space",
+                                                "--alloc-sample-bytes", "65536")
+        allocated, _ = function_bytes(output, ["leak_into", "churn"])
+        self.assertNear(allocated["churn"], churned, "churn")
+        self.assertNear(allocated["leak_into"], leaked, "leak_into, allocated")
+
+    def test_a_static_program_runs_unchanged_under_uprobes_instead(self):
+        output, err, leaked, _ = self.leaky("leaky_static", "static", mib=8)
+        self.assertIn("is statically linked", err)
+        self.assertIn("uprobes instead", err)
+        self.assertIn("traps every malloc", err)
+        held, total = function_bytes(output, ["leak_into", "churn"])
+        self.assertGreaterEqual(held["leak_into"], 0.9 * total, (held, total))
+
+    def test_a_program_with_its_own_allocator_keeps_it_and_is_sampled(self):
+        output = os.path.join(self.tmp, "own.folded")
+        rc, out, err, _ = run_pystrobe(
+            ["record", "--allocations", "-f", "folded", "-o", output, "--",
+             workload("own_allocator")], timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("--allocations samples inside the command", err)
+        # Every block still came from its allocator, and its early dlopen worked.
+        self.assertRegex(out, r"bump (\d+) dlopen ok")
+        self.assertGreaterEqual(int(re.search(r"bump (\d+)", out).group(1)), 1000 * (16 << 10))
+        held, total = function_bytes(output, ["keep"])
+        self.assertGreaterEqual(held["keep"], 0.9 * total, (held, total))
+
+    def test_children_started_through_a_shell_inherit_the_sampler(self):
+        truth_path = os.path.join(self.tmp, "child-truth.json")
+        output, err = self.record(
+            "child", ["sh", "-c", f"{PYTHON} {WORKLOAD} hold {truth_path} 100 20; true"],
+            "--subprocesses")
+        self.assertIn("--allocations samples inside the command", err)
+        with open(truth_path) as f:
+            truth = json.load(f)
+        held, total = function_bytes(output, ["hold_into"])
+        self.assertGreaterEqual(held["hold_into"], 0.9 * total, (held, total))
+        self.assertNear(held["hold_into"], truth["held_bytes"], "hold_into in the child")
 
 
 class MemoryStatTest(BpfTestCase):

@@ -224,13 +224,15 @@ class DebianPackageTest(unittest.TestCase):
         self.assertIn("/etc/pystrobe/pystrobe.yaml", control)
         contents = run(["dpkg-deb", "-c", deb]).stdout
         for path in ("./usr/bin/pystrobe", "./lib/systemd/system/pystrobe.service",
-                     "./etc/pystrobe/pystrobe.yaml"):
+                     "./etc/pystrobe/pystrobe.yaml",
+                     "./usr/lib/pystrobe/libpystrobe-alloc.so"):  # record --allocations -- CMD
             self.assertIn(path, contents)
 
         result = run(["dpkg", "-i", deb], timeout=120)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
 
         self.assertTrue(os.access("/usr/bin/pystrobe", os.X_OK))
+        self.assertTrue(os.path.isfile("/usr/lib/pystrobe/libpystrobe-alloc.so"))
         self.assertTrue(os.path.isfile("/lib/systemd/system/pystrobe.service"))
         with open("/etc/pystrobe/pystrobe.yaml") as installed, \
                 open(os.path.join(SOURCE_DIR, "config", "pystrobe.yaml")) as shipped:

@@ -147,5 +147,16 @@ TEST(RecordOptionsTest, MemoryAndAllocationsWeighBytesAndExcludeTheTimeViews) {
   EXPECT_THAT(Parse({"--alloc-space"}).status().message(), HasSubstr("view of --allocations"));
 }
 
+TEST(RecordOptionsTest, TheAllocationSamplingMeanIsASettingOfAllocations) {
+  EXPECT_EQ(Parse({"--allocations", "--", "python3"})->alloc_sample_bytes, 512u * 1024);
+  EXPECT_EQ(Parse({"--allocations", "--alloc-sample-bytes", "65536", "--", "python3"})
+                ->alloc_sample_bytes,
+            65536u);
+  EXPECT_THAT(Parse({"--allocations", "--alloc-sample-bytes", "0"}).status().message(),
+              HasSubstr("--alloc-sample-bytes"));
+  EXPECT_THAT(Parse({"--alloc-sample-bytes", "4096"}).status().message(),
+              HasSubstr("setting of --allocations"));
+}
+
 }  // namespace
 }  // namespace pystrobe

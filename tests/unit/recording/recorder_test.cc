@@ -535,5 +535,47 @@ TEST(RecorderTest, SampledBlocksStayInUseUntilFreedAndAllCountAsAllocated) {
   EXPECT_EQ(recorder.malformed_records(), 0u);
 }
 
+std::vector<uint8_t> FinalizeRecord(uint32_t pid) {
+  pystrobe_finalize_event event = {.kind = PYSTROBE_EVENT_FINALIZE, .pid = pid, .time_ns = 1};
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&event);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(event));
+}
+
+TEST(RecorderTest, WhatAPythonProcessHeldWhenFinalizationBeganStaysInUseThroughTeardown) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(AllocRecord(4, {0x20}, 1000, 0xa000));  // a module global
+  recorder.HandleRecord(AllocRecord(4, {0x30}, 3000, 0xb000));  // freed before the end
+  recorder.HandleRecord(FreeRecord(4, 0xb000));
+  recorder.HandleRecord(FinalizeRecord(4));
+  // Teardown frees the global and allocates on its own: neither changes the view.
+  recorder.HandleRecord(FreeRecord(4, 0xa000));
+  recorder.HandleRecord(AllocRecord(4, {0x40}, 500, 0xc000));
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 4, "svc"));
+  StackAggregator in_use = recorder.InUseStacks();
+  EXPECT_EQ(in_use.total(), 1u);
+  EXPECT_EQ(in_use.total_nanoseconds(), 1000u);
+  Recorder::InUseTotals totals = recorder.InUseByMoment();
+  EXPECT_EQ(totals.at_finalization_bytes, 1000u);
+  EXPECT_EQ(totals.finalized_processes, 1u);
+  EXPECT_EQ(totals.exited_processes, 0u);
+  EXPECT_EQ(totals.at_exit_bytes + totals.at_end_bytes, 0u);
+  EXPECT_EQ(recorder.malformed_records(), 0u);
+}
+
+TEST(RecorderTest, InUseIsAtExitForAnExitedProcessAndAtTheEndForOneStillRunning) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(AllocRecord(4, {0x20}, 1000, 0xa000));
+  recorder.HandleRecord(AllocRecord(5, {0x20}, 2000, 0xa000));  // same address, another process
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXIT, 4, "svc"));
+  Recorder::InUseTotals totals = recorder.InUseByMoment();
+  EXPECT_EQ(totals.at_exit_bytes, 1000u);
+  EXPECT_EQ(totals.exited_processes, 1u);
+  EXPECT_EQ(totals.at_end_bytes, 2000u);
+  EXPECT_EQ(totals.running_processes, 1u);
+  EXPECT_EQ(recorder.InUseStacks().total_nanoseconds(), 3000u);
+}
+
 }  // namespace
 }  // namespace pystrobe

@@ -110,6 +110,14 @@ TEST(RingRecordsTest, ProcessEventsFreesAndCodeCopiesDecodeToTheirOwnTypes) {
     EXPECT_EQ(process->comm, "python3");
   }
 
+  pystrobe_finalize_event finalize = {};
+  finalize.kind = PYSTROBE_EVENT_FINALIZE;
+  finalize.pid = 9;
+  absl::StatusOr<RingRecord> finalized = DecodeRingRecord(BytesOf(finalize));
+  ASSERT_TRUE(finalized.ok()) << finalized.status();
+  ASSERT_TRUE(std::holds_alternative<FinalizeRecord>(*finalized));
+  EXPECT_EQ(std::get<FinalizeRecord>(*finalized).pid, 9u);
+
   pystrobe_free_event free_event = {.kind = PYSTROBE_EVENT_FREE, .pid = 7, .address = 0x5000};
   absl::StatusOr<RingRecord> freed = DecodeRingRecord(BytesOf(free_event));
   ASSERT_TRUE(freed.ok()) << freed.status();
