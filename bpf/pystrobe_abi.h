@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 15
+#define PYSTROBE_ABI_VERSION 16
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
