@@ -124,8 +124,7 @@ absl::StatusOr<AsyncioDebugOffsets> ParseAsyncioDebugOffsets(absl::Span<const ui
       {"asyncio_task_object.task_name", o.task.task_name, 8, o.task.size},
       {"asyncio_task_object.task_awaited_by", o.task.task_awaited_by, 8, o.task.size},
       {"asyncio_task_object.task_is_task", o.task.task_is_task, 1, o.task.size},
-      {"asyncio_task_object.task_awaited_by_is_set", o.task.task_awaited_by_is_set, 1,
-       o.task.size},
+      {"asyncio_task_object.task_awaited_by_is_set", o.task.task_awaited_by_is_set, 1, o.task.size},
       {"asyncio_task_object.task_coro", o.task.task_coro, 8, o.task.size},
       {"asyncio_task_object.task_node", o.task.task_node, 16, o.task.size},
       {"asyncio_interpreter_state.asyncio_tasks_head", o.interpreter.asyncio_tasks_head, 16,
@@ -149,9 +148,8 @@ absl::StatusOr<AsyncioDebugOffsets> ParseAsyncioDebugOffsets(absl::Span<const ui
     const bool in_task = absl::StartsWith(check.name, "asyncio_task_object.");
     if (check.offset < (in_task ? 16u : 0u) || check.offset > check.size ||
         check.width > check.size - check.offset) {
-      return absl::DataLossError(absl::StrCat(check.name, " = ", check.offset,
-                                              " is outside its structure of ", check.size,
-                                              " bytes"));
+      return absl::DataLossError(absl::StrCat(
+          check.name, " = ", check.offset, " is outside its structure of ", check.size, " bytes"));
     }
   }
   return o;

@@ -136,10 +136,11 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
     out.executing = Load<int32_t>(raw + l.frame_stackdepth) < 0;
   }
   if (!awaiting || out.executing) return out;
-  // The awaited object is the top of the suspended frame's value stack.
+  // The awaited object is the top of the suspended frame's value stack
+  // (3.15: the slot below it).
   uint64_t top_slot = 0;
   if (l.frame_stacktop != kNoObjectField) {
-    top_slot = Load<uint64_t>(raw + l.frame_stacktop) - 8;
+    top_slot = Load<uint64_t>(raw + l.frame_stacktop) - 8 * uint64_t{l.yield_from_depth};
   } else {
     const int32_t depth = Load<int32_t>(raw + l.frame_stackdepth);
     if (depth <= 0 || depth > (1 << 16)) return out;
@@ -491,8 +492,7 @@ absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
         return status;
       }
       if (debug_offsets_) {
-        if (absl::Status status =
-                ReadTaskLists(*interp, candidates, running, snapshot.unreadable);
+        if (absl::Status status = ReadTaskLists(*interp, candidates, running, snapshot.unreadable);
             !status.ok()) {
           return status;
         }

@@ -9,13 +9,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <fstream>
-
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "daemon/python/asyncio_debug_offsets.h"
@@ -261,10 +261,20 @@ TEST(AsyncioDebugOffsetsTest, WhatALiveProcessPublishesMatchesItsHeadersAndTheTa
     ASSERT_TRUE(found->has_value()) << "3.14+ publishes its asyncio offsets";
     const AsyncioDebugOffsets& offsets = **found;
 
-    std::string command = "cc -DPy_BUILD_CORE -o " + binary + " " + source;
+    // The structures' sizes depend on how the core was built (-D_Py_TIER2,
+    // -D_Py_JIT in Debian's 3.15), which no installed header says.
+    int status = 0;
+    const std::string core_defines = RunCommand(
+        python.executable +
+            " -c \"import sysconfig; print(' '.join(f for f in (sysconfig.get_config_var("
+            "'PY_CORE_CFLAGS') or '').split() if f.startswith('-D_Py')))\"",
+        &status);
+    ASSERT_EQ(status, 0);
+    std::string command = "cc -DPy_BUILD_CORE " +
+                          std::string(absl::StripAsciiWhitespace(core_defines)) + " -o " + binary +
+                          " " + source;
     for (const std::string& dir : python.include_dirs) command += " -I" + dir;
     command += " " + python.compile_flags;
-    int status = 0;
     const std::string compile_output = RunCommand(command + " 2>&1", &status);
     ASSERT_EQ(status, 0) << command << "\n" << compile_output;
     const std::map<std::string, uint64_t> expected = ParseLines(RunCommand(binary, &status));
@@ -272,7 +282,9 @@ TEST(AsyncioDebugOffsetsTest, WhatALiveProcessPublishesMatchesItsHeadersAndTheTa
     ASSERT_EQ(expected.size(), 6u);
     for (const auto& [name, value] : AsyncioDebugOffsetsFields(offsets)) {
       auto it = expected.find(name);
-      if (it != expected.end()) EXPECT_EQ(value, it->second) << name;
+      if (it != expected.end()) {
+        EXPECT_EQ(value, it->second) << name;
+      }
     }
     // Where the table, checked against live tasks, says a task keeps them.
     absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion({3, python.minor, 0});
@@ -294,7 +306,7 @@ std::vector<uint8_t> Encode(const std::vector<uint64_t>& words) {
 
 TEST(AsyncioDebugOffsetsTest, MalformedSectionsAreRefusedNamingTheField) {
   // Debian's 3.14.10, as its _asyncio module publishes them.
-  const std::vector<uint64_t> good = {168, 136, 96, 108, 109, 128, 152,
+  const std::vector<uint64_t> good = {168,    136,   96,  108, 109, 128, 152,
                                       225864, 10880, 936, 864, 872, 880};
   absl::StatusOr<AsyncioDebugOffsets> parsed = ParseAsyncioDebugOffsets(Encode(good));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
