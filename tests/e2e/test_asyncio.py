@@ -120,6 +120,40 @@ class DumpAsyncioTest(unittest.TestCase):
                 finally:
                     workload.kill()
 
+    def test_tasks_of_other_threads_ended_threads_and_eager_tasks_are_listed(self):
+        # 3.14+ keeps C tasks on per-thread lists and an ended thread's on
+        # its interpreter's; older versions in asyncio.tasks' sets.
+        workload_path = python_workload("asyncio_threads.py")
+        for python in installed_pythons():
+            for pure_python in (False, True):
+                label = python.label + (" pure-Python tasks" if pure_python else "")
+                with self.subTest(python=label):
+                    argv = [python.executable, workload_path, "--seconds", "60"]
+                    if pure_python:
+                        argv.insert(1, "-c")
+                        argv[2:3] = ["import sys; sys.modules['_asyncio'] = None; "
+                                     "sys.argv = sys.argv[1:]; import runpy; "
+                                     "runpy.run_path(sys.argv[0], run_name='__main__')",
+                                     workload_path]
+                    workload = PythonWorkload(argv)
+                    try:
+                        code, out, err, _ = dump(workload.pid, "--asyncio", "--json")
+                        self.assertEqual(code, 0, err)
+                        tasks = {t["name"]: t for t in json.loads(out)["asyncio_tasks"]}
+                        want = {"main": "main", "thread-main": "thread_wait",
+                                "orphan": "orphan_wait"}
+                        if workload.info["eager"]:
+                            want.update({"eager-0": "eager_wait", "eager-1": "eager_wait"})
+                        self.assertEqual(set(tasks), set(want), tasks)
+                        for name, frame in want.items():
+                            self.assertEqual(tasks[name]["stack"][0]["name"], frame, tasks[name])
+                            self.assertEqual(tasks[name]["state"], "pending", tasks[name])
+                        for name in ("eager-0", "eager-1"):
+                            if name in tasks:
+                                self.assertEqual(tasks[name]["awaited_by"], ["main"])
+                    finally:
+                        workload.kill()
+
     def test_without_asyncio_flag_there_is_no_task_list(self):
         python = installed_pythons()[0]
         workload = PythonWorkload([python.executable, WORKLOAD, "--seconds", "60"])
