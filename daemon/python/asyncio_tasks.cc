@@ -136,10 +136,11 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
     out.executing = Load<int32_t>(raw + l.frame_stackdepth) < 0;
   }
   if (!awaiting || out.executing) return out;
-  // The awaited object is the top of the suspended frame's value stack.
+  // The awaited object is the top of the suspended frame's value stack
+  // (3.15: the slot below it).
   uint64_t top_slot = 0;
   if (l.frame_stacktop != kNoObjectField) {
-    top_slot = Load<uint64_t>(raw + l.frame_stacktop) - 8;
+    top_slot = Load<uint64_t>(raw + l.frame_stacktop) - 8 * uint64_t{l.yield_from_depth};
   } else {
     const int32_t depth = Load<int32_t>(raw + l.frame_stackdepth);
     if (depth <= 0 || depth > (1 << 16)) return out;
@@ -247,10 +248,13 @@ absl::StatusOr<AsyncioTaskReader::TaskFields> AsyncioTaskReader::ReadTaskFields(
     absl::StatusOr<int32_t> state = objects_.memory().ReadValue<int32_t>(task + l.future_state);
     if (!state.ok()) return state.status();
     fields.pending = *state == 0;  // STATE_PENDING
-    absl::StatusOr<uint64_t> coro = objects_.Pointer(task + l.task_coro);
+    // 3.14+: where the module says, rather than the table.
+    const uint64_t coro_offset = debug_offsets_ ? debug_offsets_->task.task_coro : l.task_coro;
+    const uint64_t name_offset = debug_offsets_ ? debug_offsets_->task.task_name : l.task_name;
+    absl::StatusOr<uint64_t> coro = objects_.Pointer(task + coro_offset);
     if (!coro.ok()) return coro.status();
     fields.coro = *coro;
-    absl::StatusOr<uint64_t> name = objects_.Pointer(task + l.task_name);
+    absl::StatusOr<uint64_t> name = objects_.Pointer(task + name_offset);
     if (!name.ok()) return name.status();
     fields.name = *name;
   } else {
@@ -390,11 +394,81 @@ absl::Status AsyncioTaskReader::ReadTaskSets(uint64_t module_dict, std::vector<u
   return absl::OkStatus();
 }
 
+absl::Status AsyncioTaskReader::ReadTaskList(uint64_t head, std::vector<uint64_t>& tasks,
+                                             size_t& unreadable) {
+  // struct llist_node {next, prev}, embedded in each TaskObj at task_node;
+  // the head links to itself when the list is empty.
+  absl::StatusOr<uint64_t> node = objects_.Pointer(head);
+  for (size_t n = 0; node.ok() && *node != head; ++n) {
+    if (*node == 0 || n >= kMaxTasks) {
+      ++unreadable;  // a list not yet made, or one that does not close
+      return absl::OkStatus();
+    }
+    tasks.push_back(*node - debug_offsets_->task.task_node);
+    node = objects_.Pointer(*node);
+  }
+  if (!node.ok()) {
+    if (IsFatal(node.status())) return node.status();
+    ++unreadable;  // a task freed under the read
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AsyncioTaskReader::ReadTaskLists(uint64_t interp, std::vector<uint64_t>& tasks,
+                                              absl::flat_hash_set<uint64_t>& running,
+                                              size_t& unreadable) {
+  const pystrobe_python_offsets& o = interpreter_.layout.abi;
+  const AsyncioDebugOffsets& d = *debug_offsets_;
+  // Tasks of threads that ended were moved to their interpreter's list.
+  if (absl::Status status =
+          ReadTaskList(interp + d.interpreter.asyncio_tasks_head, tasks, unreadable);
+      !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<uint64_t> tstate = objects_.Pointer(interp + o.interp_tstate_head);
+  for (size_t n = 0; tstate.ok() && *tstate != 0; ++n) {
+    if (n >= PythonFrameWalker::kMaxThreads) {
+      ++unreadable;
+      return absl::OkStatus();
+    }
+    if (absl::Status status =
+            ReadTaskList(*tstate + d.thread.asyncio_tasks_head, tasks, unreadable);
+        !status.ok()) {
+      return status;
+    }
+    absl::StatusOr<uint64_t> task = objects_.Pointer(*tstate + d.thread.asyncio_running_task);
+    if (!task.ok()) {
+      if (IsFatal(task.status())) return task.status();
+      ++unreadable;
+    } else if (*task != 0) {
+      running.insert(*task);
+      tasks.push_back(*task);  // a task of another thread's list, or eager
+    }
+    tstate = objects_.Pointer(*tstate + o.tstate_next);
+  }
+  if (!tstate.ok()) {
+    if (IsFatal(tstate.status())) return tstate.status();
+    ++unreadable;  // a thread state freed under the read
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
     const std::vector<PythonThread>& threads) {
   const pystrobe_python_offsets& o = interpreter_.layout.abi;
   const PythonObjectLayout& l = objects_.layout();
   AsyncioSnapshot snapshot;
+  absl::StatusOr<std::optional<AsyncioDebugOffsets>> debug_offsets =
+      FindAsyncioDebugOffsets(interpreter_);
+  if (!debug_offsets.ok()) {
+    // Without them the C tasks of 3.14+ cannot be found: say so, once per
+    // read, and still list the pure-Python ones.
+    if (IsFatal(debug_offsets.status())) return debug_offsets.status();
+    ++snapshot.unreadable;
+    debug_offsets_.reset();
+  } else {
+    debug_offsets_ = *debug_offsets;
+  }
   std::vector<uint64_t> candidates;
   absl::flat_hash_set<uint64_t> running;
   absl::StatusOr<uint64_t> interp =
@@ -416,6 +490,12 @@ absl::StatusOr<AsyncioSnapshot> AsyncioTaskReader::ReadTasks(
               ReadTaskSets(*module_dict, candidates, running, snapshot.unreadable);
           !status.ok()) {
         return status;
+      }
+      if (debug_offsets_) {
+        if (absl::Status status = ReadTaskLists(*interp, candidates, running, snapshot.unreadable);
+            !status.ok()) {
+          return status;
+        }
       }
     }
     interp = objects_.Pointer(*interp + o.interp_next);

@@ -1,17 +1,21 @@
 // Reads the asyncio tasks of a running CPython process from its memory: the
 // tasks every event loop knows (asyncio.tasks' _all_tasks, or
-// _scheduled_tasks and _eager_tasks from 3.12), which one each loop is
-// running (_current_tasks), each task's coroutine chain and the tasks that
+// _scheduled_tasks and _eager_tasks from 3.12; from 3.14 the C tasks are in
+// per-thread linked lists that _asyncio publishes the offsets of), which one
+// each loop is running (_current_tasks, or from 3.14 each thread state's
+// asyncio_running_task), each task's coroutine chain and the tasks that
 // await it. Works for the C _asyncio tasks and the pure-Python fallback.
 #ifndef PYSTROBE_DAEMON_PYTHON_ASYNCIO_TASKS_H_
 #define PYSTROBE_DAEMON_PYTHON_ASYNCIO_TASKS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "daemon/python/asyncio_debug_offsets.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"
 #include "daemon/python/object_reader.h"
@@ -105,11 +109,21 @@ class AsyncioTaskReader {
                 std::vector<uint64_t>& out);
   absl::Status ReadTaskSets(uint64_t module_dict, std::vector<uint64_t>& tasks,
                             absl::flat_hash_set<uint64_t>& running, size_t& unreadable);
+  // 3.14+: the C tasks of interpreter `interp`, from its own list and its
+  // threads' lists, and the task each thread is running.
+  absl::Status ReadTaskLists(uint64_t interp, std::vector<uint64_t>& tasks,
+                             absl::flat_hash_set<uint64_t>& running, size_t& unreadable);
+  // The tasks on the circular list whose head is at `head`; stops (counting
+  // it unreadable) at a link that leads nowhere or after kMaxTasks.
+  absl::Status ReadTaskList(uint64_t head, std::vector<uint64_t>& tasks, size_t& unreadable);
   absl::StatusOr<uint64_t> CoroutineFrameAddress(uint64_t coroutine);
 
   PythonObjectReader& objects_;
   CodeObjectReader& code_;
   const PythonInterpreter& interpreter_;
+  // What the process's _asyncio publishes (3.14+), read at each ReadTasks:
+  // _asyncio may be imported between two reads.
+  std::optional<AsyncioDebugOffsets> debug_offsets_;
 };
 
 }  // namespace pystrobe

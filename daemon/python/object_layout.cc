@@ -110,6 +110,7 @@ PythonObjectLayout Layout(int minor) {
       l.frame_stack = 80;
       l.frame_stacktop = 64;
       l.frame_stackdepth = kNoObjectField;
+      l.yield_from_depth = minor == 14 ? 1 : 2;
       l.future_state = 104;
       l.task_fut_waiter = 120;
       l.task_coro = 128;

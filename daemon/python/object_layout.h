@@ -49,6 +49,10 @@ struct PythonObjectLayout {
   // _PyInterpreterFrame.localsplus (3.11+); its top: f_stacktop (a pointer,
   // 3.8-3.9) or a depth (f_stackdepth 3.10, stacktop 3.11+).
   uint32_t frame_stack = 0, frame_stacktop = kNoObjectField, frame_stackdepth = kNoObjectField;
+  // Which value-stack slot from the top holds what a coroutine suspended in
+  // an await is awaiting: the top until 3.14; 3.15 keeps the value sent into
+  // it above (the second from the top, as its _PyGen_yf reads it).
+  uint32_t yield_from_depth = 1;
   // _asyncio.Future / _asyncio.Task (Modules/_asynciomodule.c; in no header).
   uint32_t future_loop = 16, future_callback0 = 24, future_callbacks = 40, future_state = 0;
   uint32_t task_fut_waiter = 0, task_coro = 0, task_name = 0;

@@ -17,11 +17,17 @@ batch_loop > crunch, with none of the event loop's frames.
 spends suspended, under `[off-cpu]`, ending in `[await]`: each io task about
 the whole run (it waits ~95% of the time), cpu-0 much less.
 
+On CPython 3.14+ the dump must also agree with CPython's own reader,
+`python3.X -m asyncio ps PID` and `pstree PID`, run through the same
+interpreter on the same service: the same tasks by name, each with the same
+coroutine chain (by function name) and the same awaiting task.
+
 Needs root (process_vm_readv on another process; BPF for record).
 """
 
 import json
 import re
+import subprocess
 import sys
 import unittest
 
@@ -115,6 +121,40 @@ class DumpAsyncioTest(unittest.TestCase):
                 finally:
                     workload.kill()
 
+    def test_tasks_of_other_threads_ended_threads_and_eager_tasks_are_listed(self):
+        # 3.14+ keeps C tasks on per-thread lists and an ended thread's on
+        # its interpreter's; older versions in asyncio.tasks' sets.
+        workload_path = python_workload("asyncio_threads.py")
+        for python in installed_pythons():
+            for pure_python in (False, True):
+                label = python.label + (" pure-Python tasks" if pure_python else "")
+                with self.subTest(python=label):
+                    argv = [python.executable, workload_path, "--seconds", "60"]
+                    if pure_python:
+                        argv.insert(1, "-c")
+                        argv[2:3] = ["import sys; sys.modules['_asyncio'] = None; "
+                                     "sys.argv = sys.argv[1:]; import runpy; "
+                                     "runpy.run_path(sys.argv[0], run_name='__main__')",
+                                     workload_path]
+                    workload = PythonWorkload(argv)
+                    try:
+                        code, out, err, _ = dump(workload.pid, "--asyncio", "--json")
+                        self.assertEqual(code, 0, err)
+                        tasks = {t["name"]: t for t in json.loads(out)["asyncio_tasks"]}
+                        want = {"main": "main", "thread-main": "thread_wait",
+                                "orphan": "orphan_wait"}
+                        if workload.info["eager"]:
+                            want.update({"eager-0": "eager_wait", "eager-1": "eager_wait"})
+                        self.assertEqual(set(tasks), set(want), tasks)
+                        for name, frame in want.items():
+                            self.assertEqual(tasks[name]["stack"][0]["name"], frame, tasks[name])
+                            self.assertEqual(tasks[name]["state"], "pending", tasks[name])
+                        for name in ("eager-0", "eager-1"):
+                            if name in tasks:
+                                self.assertEqual(tasks[name]["awaited_by"], ["main"])
+                    finally:
+                        workload.kill()
+
     def test_without_asyncio_flag_there_is_no_task_list(self):
         python = installed_pythons()[0]
         workload = PythonWorkload([python.executable, WORKLOAD, "--seconds", "60"])
@@ -123,6 +163,126 @@ class DumpAsyncioTest(unittest.TestCase):
             self.assertNotIn("asyncio_tasks", report)
         finally:
             workload.kill()
+
+
+PS_COLUMNS = ["tid", "task id", "task name", "coroutine stack", "awaiter chain",
+              "awaiter name", "awaiter id"]
+
+
+def parse_asyncio_ps(text):
+    """`python -m asyncio ps`: {task name: (chain outermost first, {awaiter names})}."""
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("tid "))
+    starts = [lines[header].index(column) for column in PS_COLUMNS] + [None]
+    tasks = {}
+    for line in lines[header + 1:]:
+        if not line.strip() or set(line.strip()) == {"-"}:
+            continue
+        cells = {column: line[starts[i]:starts[i + 1]].strip()
+                 for i, column in enumerate(PS_COLUMNS)}
+        chain = [f for f in cells["coroutine stack"].split(" -> ") if f]
+        stack, awaiters = tasks.setdefault(cells["task name"], (chain[::-1], set()))
+        if cells["awaiter name"]:
+            awaiters.add(cells["awaiter name"])
+    return tasks
+
+
+def parse_asyncio_pstree(text):
+    """`python -m asyncio pstree`: {task name: (own frames outermost first,
+    awaiting task name or None, frames of that task down to this one)}."""
+    tasks = {}
+    path = []  # (depth, kind, name) from the root down to the line read
+    for line in text.splitlines():
+        match = re.search(r"(└── |├── )", line)
+        if not match:
+            continue
+        depth = match.start()
+        content = line[match.end():].strip()
+        while path and path[-1][0] >= depth:
+            path.pop()
+        if content.startswith("(T) "):
+            name = content[4:]
+            above = [i for i, entry in enumerate(path) if entry[1] == "task"]
+            parent = path[above[-1]][2] if above else None
+            between = [e[2] for e in path[above[-1] + 1:]] if above else []
+            tasks.setdefault(name, ([], parent, between))
+            path.append((depth, "task", name))
+        else:
+            function = content.split(" ")[0]
+            task_at = [e for e in path if e[1] == "task"]
+            # A task's own frames come straight below it, before any child task.
+            if task_at and all(e[1] == "frame" for e in path[path.index(task_at[-1]) + 1:]):
+                tasks[task_at[-1][2]][0].append(function)
+            path.append((depth, "frame", function))
+    return tasks
+
+
+class AsyncioReferenceTest(unittest.TestCase):
+    """`dump --asyncio` against CPython 3.14+'s own `python -m asyncio ps|pstree`."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_root(cls)
+        cls.pythons = [p for p in installed_pythons() if p.minor >= 14 and not p.free_threaded]
+        if not cls.pythons:
+            raise unittest.SkipTest("no CPython 3.14+ (scripts/test-pythons.sh)")
+
+    def reference(self, python, command, pid):
+        result = subprocess.run([python.executable, "-m", "asyncio", command, str(pid)],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return result.stdout
+
+    def differences(self, python, pid):
+        """What differs between one dump and the references read after it."""
+        code, out, err, _ = dump(pid, "--asyncio", "--json")
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        ours = {t["name"]: t for t in report["asyncio_tasks"]}
+        ps_text = self.reference(python, "ps", pid)
+        tree_text = self.reference(python, "pstree", pid)
+        ps, tree = parse_asyncio_ps(ps_text), parse_asyncio_pstree(tree_text)
+        problems = []
+        if set(ours) != set(ps) or set(ours) != set(tree):
+            problems.append(f"tasks: ours {sorted(ours)}, ps {sorted(ps)}, pstree {sorted(tree)}")
+        for name in set(ours) & set(ps) & set(tree):
+            task = ours[name]
+            chain = [f["name"] for f in task["stack"]]
+            awaiters = set(task["awaited_by"])
+            ps_chain, ps_awaiters = ps[name]
+            tree_chain, tree_parent, tree_between = tree[name]
+            if name.startswith("cpu-"):
+                # It runs: the references and we saw it at different moments.
+                # Its outermost frame is the same whenever it is read.
+                ps_chain, tree_chain, chain = ps_chain[:1], tree_chain[:1], chain[:1]
+            if chain != ps_chain or chain != tree_chain:
+                problems.append(f"{name}: chain ours {chain}, ps {ps_chain}, pstree {tree_chain}")
+            if awaiters != ps_awaiters or awaiters != ({tree_parent} if tree_parent else set()):
+                problems.append(f"{name}: awaited by ours {sorted(awaiters)}, ps "
+                                f"{sorted(ps_awaiters)}, pstree {tree_parent}")
+            if tree_parent in ours:
+                # The frames of the awaiting task above this one are its chain.
+                parent_chain = [f["name"] for f in ours[tree_parent]["stack"]]
+                if tree_between != parent_chain:
+                    problems.append(f"{name}: under {tree_parent}'s {tree_between} in pstree, "
+                                    f"ours {parent_chain}")
+        return problems, ps_text, tree_text
+
+    def test_dump_agrees_with_cpythons_own_ps_and_pstree(self):
+        for python in self.pythons:
+            with self.subTest(python=python.label):
+                workload = PythonWorkload([python.executable, WORKLOAD, "--seconds", "120"])
+                try:
+                    # A task stepped between our read and theirs differs for
+                    # a moment: three reads, and the last must agree.
+                    for attempt in range(3):
+                        problems, ps_text, tree_text = self.differences(python, workload.pid)
+                        if not problems:
+                            break
+                        print(f"{python.label} attempt {attempt}: {problems}", file=sys.stderr)
+                    self.assertEqual(problems, [], ps_text + tree_text)
+                finally:
+                    workload.kill()
 
 
 class RecordAsyncioTest(BpfTestCase):

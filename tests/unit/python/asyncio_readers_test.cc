@@ -8,12 +8,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "daemon/python/asyncio_debug_offsets.h"
 #include "daemon/python/interpreter_finder.h"
 #include "daemon/python/object_layout.h"
 #include "daemon/python/object_reader.h"
@@ -208,6 +213,127 @@ TEST(ObjectReaderTest, GarbageIsAnErrorNotACrash) {
     }
     EXPECT_FALSE(reader.DictItems(ids.at("number_set")).ok()) << "a set read as a dict";
   }
+}
+
+// Where the 3.14+ headers put what _asyncio's .AsyncioDebug section claims
+// about the interpreter and thread states (TaskObj is in no header).
+constexpr char kPrintAsyncioStateOffsets[] = R"(
+#include <Python.h>
+#include <stddef.h>
+#include <stdio.h>
+#include "internal/pycore_interp.h"
+#include "internal/pycore_tstate.h"
+int main(void) {
+  printf("asyncio_interpreter_state.size=%zu\n", sizeof(PyInterpreterState));
+  printf("asyncio_interpreter_state.asyncio_tasks_head=%zu\n",
+         offsetof(PyInterpreterState, asyncio_tasks_head));
+  printf("asyncio_thread_state.size=%zu\n", sizeof(_PyThreadStateImpl));
+  printf("asyncio_thread_state.asyncio_running_loop=%zu\n",
+         offsetof(_PyThreadStateImpl, asyncio_running_loop));
+  printf("asyncio_thread_state.asyncio_running_task=%zu\n",
+         offsetof(_PyThreadStateImpl, asyncio_running_task));
+  printf("asyncio_thread_state.asyncio_tasks_head=%zu\n",
+         offsetof(_PyThreadStateImpl, asyncio_tasks_head));
+  return 0;
+}
+)";
+
+TEST(AsyncioDebugOffsetsTest, WhatALiveProcessPublishesMatchesItsHeadersAndTheTaskTable) {
+  const std::string source = ::testing::TempDir() + "/pystrobe_print_asyncio_offsets.c";
+  const std::string binary = ::testing::TempDir() + "/pystrobe_print_asyncio_offsets";
+  std::ofstream(source) << kPrintAsyncioStateOffsets;
+  size_t checked_versions = 0;
+  for (const InstalledPython& python : InstalledPythons()) {
+    if (python.free_threaded) continue;
+    SCOPED_TRACE(python.label);
+    // Imports asyncio (which loads _asyncio where it is an extension module).
+    ReadyChild child({python.executable, "-c",
+                      "import asyncio, time; print('ready', flush=True); time.sleep(60)"});
+    absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
+    ASSERT_TRUE(interpreter.ok()) << interpreter.status();
+    absl::StatusOr<std::optional<AsyncioDebugOffsets>> found =
+        FindAsyncioDebugOffsets(*interpreter);
+    ASSERT_TRUE(found.ok()) << found.status();
+    if (python.minor < 14) {
+      EXPECT_FALSE(found->has_value()) << "no .AsyncioDebug before 3.14";
+      continue;
+    }
+    ASSERT_TRUE(found->has_value()) << "3.14+ publishes its asyncio offsets";
+    const AsyncioDebugOffsets& offsets = **found;
+
+    // The structures' sizes depend on how the core was built (-D_Py_TIER2,
+    // -D_Py_JIT in Debian's 3.15), which no installed header says.
+    int status = 0;
+    const std::string core_defines = RunCommand(
+        python.executable +
+            " -c \"import sysconfig; print(' '.join(f for f in (sysconfig.get_config_var("
+            "'PY_CORE_CFLAGS') or '').split() if f.startswith('-D_Py')))\"",
+        &status);
+    ASSERT_EQ(status, 0);
+    std::string command = "cc -DPy_BUILD_CORE " +
+                          std::string(absl::StripAsciiWhitespace(core_defines)) + " -o " + binary +
+                          " " + source;
+    for (const std::string& dir : python.include_dirs) command += " -I" + dir;
+    command += " " + python.compile_flags;
+    const std::string compile_output = RunCommand(command + " 2>&1", &status);
+    ASSERT_EQ(status, 0) << command << "\n" << compile_output;
+    const std::map<std::string, uint64_t> expected = ParseLines(RunCommand(binary, &status));
+    ASSERT_EQ(status, 0);
+    ASSERT_EQ(expected.size(), 6u);
+    for (const auto& [name, value] : AsyncioDebugOffsetsFields(offsets)) {
+      auto it = expected.find(name);
+      if (it != expected.end()) {
+        EXPECT_EQ(value, it->second) << name;
+      }
+    }
+    // Where the table, checked against live tasks, says a task keeps them.
+    absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion({3, python.minor, 0});
+    ASSERT_TRUE(layout.ok());
+    EXPECT_EQ(offsets.task.task_coro, layout->task_coro);
+    EXPECT_EQ(offsets.task.task_name, layout->task_name);
+    // The list node lies after the Future's fields the table reads.
+    EXPECT_GT(offsets.task.task_node, layout->task_fut_waiter);
+    ++checked_versions;
+  }
+  if (checked_versions == 0) GTEST_SKIP() << "no CPython 3.14+ installed (scripts/test-pythons.sh)";
+}
+
+std::vector<uint8_t> Encode(const std::vector<uint64_t>& words) {
+  std::vector<uint8_t> bytes(words.size() * 8);
+  std::memcpy(bytes.data(), words.data(), bytes.size());
+  return bytes;
+}
+
+TEST(AsyncioDebugOffsetsTest, MalformedSectionsAreRefusedNamingTheField) {
+  // Debian's 3.14.10, as its _asyncio module publishes them.
+  const std::vector<uint64_t> good = {168,    136,   96,  108, 109, 128, 152,
+                                      225864, 10880, 936, 864, 872, 880};
+  absl::StatusOr<AsyncioDebugOffsets> parsed = ParseAsyncioDebugOffsets(Encode(good));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->task.task_node, 152u);
+  EXPECT_EQ(parsed->thread.asyncio_tasks_head, 880u);
+
+  std::vector<uint8_t> truncated = Encode(good);
+  truncated.resize(96);
+  EXPECT_FALSE(ParseAsyncioDebugOffsets(truncated).ok());
+
+  std::vector<uint64_t> node_past_end = good;
+  node_past_end[6] = 160;  // a 16-byte node at 160 of a 168-byte task
+  absl::StatusOr<AsyncioDebugOffsets> bad = ParseAsyncioDebugOffsets(Encode(node_past_end));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("task_node"), std::string::npos) << bad.status();
+
+  std::vector<uint64_t> in_header = good;
+  in_header[5] = 8;  // task_coro inside the object header
+  EXPECT_FALSE(ParseAsyncioDebugOffsets(Encode(in_header)).ok());
+
+  std::vector<uint64_t> huge_thread = good;
+  huge_thread[9] = uint64_t{1} << 40;
+  EXPECT_FALSE(ParseAsyncioDebugOffsets(Encode(huge_thread)).ok());
+
+  std::vector<uint64_t> head_outside = good;
+  head_outside[12] = 930;  // past the thread state's 936 bytes with its 16-byte node
+  EXPECT_FALSE(ParseAsyncioDebugOffsets(Encode(head_outside)).ok());
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ struct InstalledPython {
   std::string executable;                 // absolute path
   std::vector<std::string> include_dirs;  // for Python.h and internal/
   int major = 3;
-  std::string compile_flags;  // more flags for cc, e.g. where a chroot's headers are
+  std::string compile_flags = "";  // more flags for cc, e.g. where a chroot's headers are
   bool free_threaded = false;
 };
 
