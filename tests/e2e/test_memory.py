@@ -18,7 +18,8 @@ import tempfile
 import threading
 import time
 
-from pystrobe_testlib import HERE, PYSTROBE_BIN, BpfTestCase, read_lines_until, run_pystrobe, wait_for
+from pystrobe_testlib import (HERE, PYSTROBE_BIN, BpfTestCase, read_lines_until, run_pystrobe,
+                              wait_for)
 from test_daemon import LIVENESS_S, Daemon, decode_pprof, metric, remove_cgroup
 import speedscope_render
 
