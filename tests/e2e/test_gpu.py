@@ -67,6 +67,17 @@ class FakeGpu:
         raise AssertionError("the workload never listed itself in the fake NVML's script")
 
 
+def verdicts_of(verdict, report):
+    """`verdict`, or cpu-starved too where the machine's load kept the
+    program waiting for a CPU about as long as it ran (stat's own run-queue
+    time against its CPU time): then that is the truer answer, shown with
+    the stacks where it waited."""
+    cpu = report["cpu_user_seconds"] + report["cpu_system_seconds"]
+    if report["runqueue_seconds"] <= 0.8 * cpu:
+        return {verdict}
+    return {verdict, "cpu-starved"}
+
+
 def series(text, metric_name, **labels):
     """The value of the first series of `metric_name` whose labels include `labels`."""
     for line in text.splitlines():
@@ -102,7 +113,7 @@ class FakeGpuStatTest(BpfTestCase):
     def test_gpu_bound_loop_is_gpu_bound_its_waits_ending_in_gpu_wait(self):
         out, err = self.stat("bound", 95)
         report = json_report(self, out, err)
-        self.assertEqual(report["verdict"], "gpu-bound", report["evidence"])
+        self.assertIn(report["verdict"], verdicts_of("gpu-bound", report), report["evidence"])
         # The workload listed itself at its start; polls before count as idle.
         self.assertGreater(report["gpu_utilization"], 0.5)
         self.assertLessEqual(report["gpu_utilization"], 0.92 + 1e-9)
@@ -118,6 +129,8 @@ class FakeGpuStatTest(BpfTestCase):
         self.assertGreater(report["gpu_wait_oncpu_seconds"], 0.6 * cpu, report)
         self.assertAlmostEqual(report["cpu_work_seconds"], cpu - report["gpu_wait_oncpu_seconds"],
                                places=4)
+        if report["verdict"] == "cpu-starved":
+            return  # its stacks are where it waited for a CPU
         self.assertEqual(report["stacks_kind"], "on-CPU samples ending in [gpu wait]")
         self.assertTrue(report["stacks"])
         for stack in report["stacks"]:
@@ -131,10 +144,7 @@ class FakeGpuStatTest(BpfTestCase):
         # On a loaded machine the batch preparation may wait for a CPU as
         # long as it runs: cpu-starved is then the truer answer, with the
         # stacks where it waited.
-        cpu = report["cpu_user_seconds"] + report["cpu_system_seconds"]
-        starved = report["runqueue_seconds"] > 0.8 * cpu
-        self.assertIn(report["verdict"], {"gpu-starved", "cpu-starved"} if starved
-                      else {"gpu-starved"}, report["evidence"])
+        self.assertIn(report["verdict"], verdicts_of("gpu-starved", report), report["evidence"])
         self.assertLess(report["gpu_utilization"], 0.1)
         if report["verdict"] == "cpu-starved":
             return
@@ -321,7 +331,7 @@ class FakeGpuDaemonTest(BpfTestCase):
         report = json_report(self, out, err)
         self.assertEqual(report["gpu_memory_peak_bytes"], GPU_MEMORY, report)
         self.assertGreater(report["gpu_utilization"], 0.5)
-        self.assertEqual(report["verdict"], "gpu-bound", report["evidence"])
+        self.assertIn(report["verdict"], verdicts_of("gpu-bound", report), report["evidence"])
 
     def test_top_answered_by_the_daemon_has_the_gpu_columns(self):
         gpu = FakeGpu(self.tmp, 95, name="daemon-top")

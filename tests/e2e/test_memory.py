@@ -75,6 +75,31 @@ def memory_cgroup(name):
     return path
 
 
+def warm_up(daemon):
+    """Runs python3.11 until the daemon knows the executable as CPython: the
+    kernel then knows every later run of it from its exec, so that a program
+    whose growth takes a fraction of a second is walked whole. Waited for (a
+    run counted in pystrobe_python_processes_at_exec_total: only Debian's
+    python3.11 has CPython linked into the executable), not assumed, on
+    however loaded a machine."""
+    def at_exec():
+        return metric(daemon.metrics(), "pystrobe_python_processes_at_exec_total") or 0
+    before = at_exec()
+    spinner = subprocess.Popen([PYTHON, "-c", "while True: pass"])
+
+    def known_at_exec():
+        # 0.2 s of CPU: sampled (19 Hz) and so walked, if it is known.
+        subprocess.run([PYTHON, "-c", "import time\nend = time.process_time() + 0.2\n"
+                        "while time.process_time() < end: pass"], check=True, timeout=60)
+        return at_exec() > before, at_exec()
+    try:
+        wait_for("a python3.11 run known as CPython from its exec", known_at_exec,
+                 LIVENESS_S, interval=0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def in_cgroup(path, argv):
     """A shell command line that joins the cgroup, then execs argv."""
     quoted = " ".join(f"'{a}'" for a in argv)
@@ -428,10 +453,9 @@ class OomTest(BpfTestCase):
         tmp = tempfile.mkdtemp(dir=self.tmp)
         daemon = Daemon(tmp, config="memory: true\n")
         self.addCleanup(daemon.stop)
-        # The daemon finds CPython in the executable on a first run, so that
-        # the victim is walked from its exec on.
-        subprocess.run([PYTHON, WORKLOAD, "grow", os.path.join(tmp, "warm.json"), "8", "4", "1"],
-                       check=True, timeout=60)
+        # The daemon knows python3.11 as CPython from its exec: the program
+        # is walked from its start (its growth takes a fraction of a second).
+        warm_up(daemon)
         child = subprocess.Popen(self.oom_program())
         child.wait(timeout=60)
         self.assertEqual(child.returncode, -9)  # SIGKILL, from the OOM killer
@@ -517,9 +541,9 @@ class DaemonStatMemoryTest(BpfTestCase):
         daemon = Daemon(tmp, ("--socket", sock), config="memory: true\n")
         self.addCleanup(daemon.stop)
         truth_path = os.path.join(tmp, "truth.json")
-        # A first run makes the daemon find CPython in the executable.
-        subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "8", "4", "0.1"], check=True,
-                       timeout=60)
+        # The daemon knows python3.11 as CPython from its exec: the program
+        # is walked from its start (its growth takes a fraction of a second).
+        warm_up(daemon)
         # Grows 120 + 40 MiB once told to (a line on its stdin, once the
         # daemon holds stat's request), holds it a second, frees it, exits.
         program = (f"import sys, time; sys.path.insert(0, {HERE!r}); import memory_workload as w; "
@@ -569,11 +593,9 @@ class DaemonMemoryWindowsTest(BpfTestCase):
         daemon = Daemon(tmp, config="window: 2\nmemory: true\n")
         self.addCleanup(daemon.stop)
         truth_path = os.path.join(tmp, "truth.json")
-        # A first run makes the daemon find CPython in the executable: the
-        # second is walked from its exec on (the growth takes a fraction of a
-        # second, less than the daemon may take to discover a new one).
-        subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "8", "4", "1"], check=True,
-                       timeout=60)
+        # The daemon knows python3.11 as CPython from its exec: the program
+        # is walked from its start (its growth takes a fraction of a second).
+        warm_up(daemon)
         subprocess.run([PYTHON, WORKLOAD, "grow", truth_path, "240", "80", "0.2"], check=True,
                        timeout=60)
         with open(truth_path) as f:

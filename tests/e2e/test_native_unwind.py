@@ -14,8 +14,7 @@ import textwrap
 import unittest
 
 from pystrobe_testlib import (KERNEL_SUFFIX, BpfTestCase, CpuClock, printed_cpu_seconds,
-                              process_pid, record, sample_floor, summarize, total, wait_for,
-                              workload)
+                              process_pid, record, sample_floor, summarize, total, workload)
 from python_testlib import installed_pythons
 
 RATE = 499
@@ -253,11 +252,19 @@ class NativeUnwindDaemonTest(BpfTestCase):
         from test_daemon import Daemon, decode_pprof, metric
         daemon = Daemon(self.dir, ("--window", "2"), config)
         self.addCleanup(daemon.stop)
-        # Two whole windows written after READY=1: the child's CPU time over
-        # them is what their sample count is judged by.
+        if config is None:
+            # The child's tables are built once the daemon has seen it: its
+            # walks are whole from then on (a loaded machine takes longer).
+            daemon.wait_for_metrics("the unwind tables of the interpreter, libc, ctypes...",
+                                    lambda text: (metric(text, "pystrobe_native_unwind_tables")
+                                                  or 0) >= 4, timeout=60)
+        # The two windows after the one in progress: the child's CPU time over
+        # them (its own clock, from the cut that starts them to the one that
+        # ends them) is what their sample count is judged by.
+        cut = len(daemon.profiles())
+        daemon.wait_for_profiles(cut + 1, timeout=60)
         clock = CpuClock(self.child.pid)
-        paths = wait_for("the daemon's second window file", lambda: (
-            len(daemon.profiles()) >= 2, daemon.profiles()), timeout=60)
+        paths = daemon.wait_for_profiles(cut + 3, timeout=60)[cut + 1:cut + 3]
         clock.stop()
         # Scraped after those files were written: its counters include them.
         self.metrics = daemon.metrics()
@@ -273,8 +280,7 @@ class NativeUnwindDaemonTest(BpfTestCase):
                     # A stack once per sample it stands for.
                     names = [frame["name"] for frame in sample["stack"]]
                     mine.extend([names] * int(sample["values"][0]))
-        # The daemon's 19 Hz over the CPU the child had since READY=1 (the
-        # windows cover that, and a little more before it).
+        # The daemon's 19 Hz over the CPU the child had in those windows.
         floor = sample_floor(clock.cpu, 19)
         self.assertGreater(len(mine), floor,
                            f"{len(mine)} samples of {self.child.pid}, which used "
