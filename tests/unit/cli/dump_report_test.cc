@@ -2,6 +2,7 @@
 // form and /proc stat parsing.
 #include "daemon/cli/dump_report.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -35,7 +36,7 @@ DumpReport SampleReport() {
 
 TEST(FormatDumpJsonTest, WritesOneObjectWithEveryThreadAndFrame) {
   EXPECT_EQ(FormatDumpJson(SampleReport()),
-            "{\"pid\":1234,\"python_version\":\"3.11.2\",\"threads\":["
+            "{\"pid\":1234,\"python_version\":\"3.11.2\",\"free_threaded\":false,\"threads\":["
             "{\"tid\":1234,\"thread_id\":139637976731648,\"name\":\"python3\","
             "\"holds_gil\":false,\"state\":\"idle\",\"proc_state\":\"S\",\"truncated\":false,"
             "\"frames\":[{\"name\":\"wait_here\",\"filename\":\"/srv/app.py\",\"line\":12},"
@@ -56,7 +57,7 @@ TEST(FormatDumpJsonTest, UnknownTidIsNullAndNamesAreEscaped) {
   thread.frames = {{"f\\g", "C:\\x.py", 1}};
   report.threads = {thread};
   EXPECT_EQ(FormatDumpJson(report),
-            "{\"pid\":7,\"python_version\":\"3.9.18\",\"threads\":[{\"tid\":null,"
+            "{\"pid\":7,\"python_version\":\"3.9.18\",\"free_threaded\":false,\"threads\":[{\"tid\":null,"
             "\"thread_id\":42,\"name\":\"we\\\"ird\\n\",\"holds_gil\":false,"
             "\"state\":\"unknown\",\"proc_state\":\"?\",\"truncated\":false,\"frames\":["
             "{\"name\":\"f\\\\g\",\"filename\":\"C:\\\\x.py\",\"line\":1}]}]}\n");
@@ -66,7 +67,25 @@ TEST(FormatDumpJsonTest, NoThreads) {
   DumpReport report;
   report.pid = 9;
   report.python_version = "3.13.0";
-  EXPECT_EQ(FormatDumpJson(report), "{\"pid\":9,\"python_version\":\"3.13.0\",\"threads\":[]}\n");
+  EXPECT_EQ(FormatDumpJson(report),
+            "{\"pid\":9,\"python_version\":\"3.13.0\",\"free_threaded\":false,\"threads\":[]}\n");
+}
+
+TEST(FormatDumpJsonTest, AFreeThreadedProcessHasNoGilHolder) {
+  DumpReport report;
+  report.pid = 9;
+  report.python_version = "3.14.10";
+  report.free_threaded = true;
+  DumpThread thread;
+  thread.tid = 10;
+  thread.holds_gil = true;  // whatever the walker said: there is no GIL to hold
+  report.threads.push_back(thread);
+  const std::string json = FormatDumpJson(report);
+  EXPECT_THAT(json, ::testing::HasSubstr("\"free_threaded\":true"));
+  EXPECT_THAT(json, ::testing::HasSubstr("\"holds_gil\":null"));
+  const std::string text = FormatDumpText(report);
+  EXPECT_THAT(text, ::testing::HasSubstr("Python v3.14.10 free-threaded, no GIL"));
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("holds the GIL")));
 }
 
 TEST(FormatDumpTextTest, InnermostFrameFirstLikePySpyDump) {

@@ -25,7 +25,9 @@ TEST(PythonOffsetsTest, TablesMatchTheHeadersOfEveryInstalledVersion) {
   const std::vector<InstalledPython> pythons =
       InstalledPythons(testing::PythonSet::kWithOld, /*with_free_threaded=*/true);
   ASSERT_FALSE(pythons.empty()) << "no CPython on this machine";
-  const std::string binary = ::testing::TempDir() + "/pystrobe_print_offsets";
+  // Named for this process: ctest runs the tests of this file side by side.
+  const std::string binary =
+      ::testing::TempDir() + "/pystrobe_print_offsets_tables." + std::to_string(getpid());
   for (const InstalledPython& python : pythons) {
     SCOPED_TRACE(python.label);
     // A free-threaded build has no table: its layout comes from its own

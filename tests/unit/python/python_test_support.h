@@ -4,6 +4,7 @@
 #define PYSTROBE_TESTS_UNIT_PYTHON_TEST_SUPPORT_H_
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -160,7 +161,9 @@ inline std::map<std::string, uint64_t> ParseOffsetLines(const std::string& text)
 // output; "" with a printed reason when it cannot be built or run.
 inline std::string PrintOffsets(const InstalledPython& python, const std::string& defines,
                                 const std::string& argument) {
-  const std::string binary = std::string(::testing::TempDir()) + "/pystrobe_print_offsets";
+  // Named for this process: ctest runs tests that build it side by side.
+  const std::string binary = std::string(::testing::TempDir()) + "/pystrobe_print_offsets." +
+                             std::to_string(getpid());
   std::string command = "cc -DPy_BUILD_CORE " + defines + " -o " + binary +
                         " " PYSTROBE_SOURCE_DIR "/tests/workloads/python/print_offsets.c";
   for (const std::string& dir : python.include_dirs) {
