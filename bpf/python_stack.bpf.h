@@ -459,10 +459,18 @@ static long walk_frame_step(__u32 index, void *ctx)
 	return walk->frames >= walk->max_frames ? 1 : 0;
 }
 
-/* Walks the current thread's Python stack into `sample`, after `base`
- * words; `proc` is its process's entry in python_processes. */
-static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __u32 base,
-					      const struct pystrobe_python_process *proc)
+/*
+ * Walks the current thread's Python stack into `sample`, after `base`
+ * words; `proc` is its process's entry in python_processes.
+ *
+ * A global function: the verifier checks it once, on its own, instead of
+ * once in every program that takes a sample (cpu-clock, resident growth,
+ * allocations, OOM kills) and in each of send_event_sample's two attempts;
+ * inlined there, with native unwinding, resident growth's program passed
+ * the verifier's million-instruction limit. Returns 0.
+ */
+__noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
+				 const struct pystrobe_python_process *proc)
 {
 	struct task_struct *thread = bpf_get_current_task_btf();
 	struct python_walk *walk;
@@ -470,11 +478,13 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	struct python_walk_ctx walk_ctx;
 	__u64 frame;
 
+	if (!sample || !proc)
+		return 0;
 	sample->python_frames = 0;
 	sample->python_status = PYSTROBE_PY_READ_FAILED;
 	walk = python_walk_state();
 	if (!walk)
-		return;
+		return 0;
 	__builtin_memcpy(&walk->proc, proc, sizeof(walk->proc));
 	off = &walk->proc.offsets;
 	if (!offset_fits_copy(off->frame_previous) || !offset_fits_copy(off->frame_code) ||
@@ -483,7 +493,7 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	    !offset_fits_copy(off->code_name) || !offset_fits_copy(off->code_firstlineno) ||
 	    !offset_fits_copy(off->frame_tlbc_index) || !offset_fits_copy(off->code_tlbc)) {
 		sample->python_status = PYSTROBE_PY_READ_FAILED;
-		return;
+		return 0;
 	}
 
 	walk->frame_copy_size = copy_size_covering(0, off->frame_previous, 8);
@@ -510,7 +520,7 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	find_thread_state(walk, thread);
 	if (walk->tstate == 0) {
 		sample->python_status = PYSTROBE_PY_NO_THREAD_STATE;
-		return;
+		return 0;
 	}
 	if (off->free_threaded)
 		sample->flags |= PYSTROBE_SAMPLE_FREE_THREADED;
@@ -524,12 +534,12 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 	 * walker's) leaves fewer words for Python frames. */
 	walk->max_frames = python_max_frames;
 	if (base > PYSTROBE_SAMPLE_DATA_WORDS)
-		return;
+		return 0;
 	if (walk->max_frames > (PYSTROBE_SAMPLE_DATA_WORDS - base) / 2)
 		walk->max_frames = (PYSTROBE_SAMPLE_DATA_WORDS - base) / 2;
 	if (!top_frame(walk, &frame)) {
 		sample->python_status = PYSTROBE_PY_READ_FAILED;
-		return;
+		return 0;
 	}
 	walk->cursor = frame;
 	walk_ctx.walk = walk;
@@ -539,6 +549,7 @@ static __always_inline void walk_python_stack(struct pystrobe_sample *sample, __
 		sample->flags |= PYSTROBE_SAMPLE_PY_TRUNCATED;
 	sample->python_frames = walk->frames;
 	sample->python_status = walk->status;
+	return 0;
 }
 
 #endif /* PYSTROBE_BPF_PYTHON_STACK_BPF_H_ */
