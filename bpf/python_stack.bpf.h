@@ -46,7 +46,7 @@ const volatile __u32 python_max_frames = 128;
  * found without hashing: a hash lookup here cost a tenth of a sample.
  */
 struct python_thread_cache {
-	__u64 tstate;	 /* PyThreadState address in the target */
+	__u64 tstate;	/* PyThreadState address in the target */
 	__u32 inactive; /* samples that found it inactive (3.12+) */
 	__u32 _pad;
 };
@@ -89,10 +89,10 @@ struct python_walk {
 	__u64 cursor;	    /* thread state, then frame, being looked at */
 	__u64 tstate;
 	__u64 inactive_match; /* a thread state of the thread, not its active one */
-	__u32 frames;	  /* Python frames written so far */
-	__u32 max_frames; /* python_max_frames, or what is left of the sample */
-	__u32 base;	  /* index in sample->data of the first Python frame */
-	__u32 status;	  /* enum pystrobe_python_status */
+	__u32 frames;	      /* Python frames written so far */
+	__u32 max_frames;     /* python_max_frames, or what is left of the sample */
+	__u32 base;	      /* index in sample->data of the first Python frame */
+	__u32 status;	      /* enum pystrobe_python_status */
 	/* Bytes to copy of a frame (a multiple of 8) and of a code object:
 	 * just past the last field used. */
 	__u16 frame_copy_size;
@@ -303,8 +303,9 @@ static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u
 	    pystrobe_python_code_stamp(copied_u64(walk->code_copy, off->code_filename),
 				       copied_u64(walk->code_copy, off->code_name),
 				       copied_u32(walk->code_copy, off->code_firstlineno)));
-	*tlbc = off->code_tlbc == PYSTROBE_PY_OFFSET_NONE ? 0
-							  : copied_u64(walk->code_copy, off->code_tlbc);
+	*tlbc = off->code_tlbc == PYSTROBE_PY_OFFSET_NONE
+		    ? 0
+		    : copied_u64(walk->code_copy, off->code_tlbc);
 	slot->code = code;
 	slot->walk_id = walk->walk_id;
 	slot->stamp = *stamp;

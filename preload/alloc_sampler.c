@@ -59,48 +59,50 @@
  * emulation, several times cheaper. Elsewhere it stays a plain uprobe.
  */
 #if defined(__x86_64__)
-#define PROBE_FUNCTION(name)                                                                       \
-	__asm__(".text\n"                                                                          \
-		".globl " #name "\n"                                                               \
-		".type " #name ", @function\n"                                                     \
-		".p2align 4\n" #name ":\n"                                                         \
-		".cfi_startproc\n"                                                                 \
-		".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n" /* nopl 0x0(%rax,%rax,1) */                 \
-		"ret\n"                                                                            \
-		".cfi_endproc\n"                                                                   \
-		".size " #name ", . - " #name "\n")
+#define PROBE_FUNCTION(name)                                             \
+  __asm__(                                                               \
+      ".text\n"                                                          \
+      ".globl " #name                                                    \
+      "\n"                                                               \
+      ".type " #name                                                     \
+      ", @function\n"                                                    \
+      ".p2align 4\n" #name                                               \
+      ":\n"                                                              \
+      ".cfi_startproc\n"                                                 \
+      ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n" /* nopl 0x0(%rax,%rax,1) */ \
+      "ret\n"                                                            \
+      ".cfi_endproc\n"                                                   \
+      ".size " #name ", . - " #name "\n")
 PROBE_FUNCTION(pystrobe_alloc_sampled);
 PROBE_FUNCTION(pystrobe_alloc_freed);
-EXPORT void pystrobe_alloc_sampled(void *address, uint64_t size, uint64_t weight,
-				   uint64_t untracked);
-EXPORT void pystrobe_alloc_freed(void *address);
+EXPORT void pystrobe_alloc_sampled(void* address, uint64_t size, uint64_t weight,
+                                   uint64_t untracked);
+EXPORT void pystrobe_alloc_freed(void* address);
 #else
-EXPORT __attribute__((noinline)) void pystrobe_alloc_sampled(void *address, uint64_t size,
-							     uint64_t weight, uint64_t untracked)
-{
-	__asm__ volatile("" : : "r"(address), "r"(size), "r"(weight), "r"(untracked) : "memory");
+EXPORT __attribute__((noinline)) void pystrobe_alloc_sampled(void* address, uint64_t size,
+                                                             uint64_t weight, uint64_t untracked) {
+  __asm__ volatile("" : : "r"(address), "r"(size), "r"(weight), "r"(untracked) : "memory");
 }
 
-EXPORT __attribute__((noinline)) void pystrobe_alloc_freed(void *address)
-{
-	__asm__ volatile("" : : "r"(address) : "memory");
+EXPORT __attribute__((noinline)) void pystrobe_alloc_freed(void* address) {
+  __asm__ volatile("" : : "r"(address) : "memory");
 }
 #endif
 
 /* ---- The next allocator ---------------------------------------------------- */
 
 struct next_allocator {
-	void *(*malloc)(size_t);
-	void *(*calloc)(size_t, size_t);
-	void *(*realloc)(void *, size_t);
-	void (*free)(void *);
-	int (*posix_memalign)(void **, size_t, size_t);
-	void *(*aligned_alloc)(size_t, size_t);
-	void *(*memalign)(size_t, size_t);
-	void *(*valloc)(size_t);
-	void *(*pvalloc)(size_t);
-	void *(*mmap)(void *, size_t, int, int, int, off_t);
-	int (*munmap)(void *, size_t);
+  void* (*malloc)(size_t);
+  void* (*calloc)(size_t, size_t);
+  void* (*realloc)(void*, size_t);
+  void (*free)(void*);
+  int (*posix_memalign)(void**, size_t, size_t);
+  void* (*aligned_alloc)(size_t, size_t);
+  void* (*memalign)(size_t, size_t);
+  void* (*valloc)(size_t);
+  void* (*pvalloc)(size_t);
+  void* (*mmap)(void*, size_t, int, int, int, off_t);
+  int (*munmap)(void*, size_t);
 };
 
 static struct next_allocator next;
@@ -112,68 +114,61 @@ static atomic_size_t bootstrap_used;
 
 static __thread int resolving __attribute__((tls_model("initial-exec")));
 
-static int in_bootstrap(const void *p)
-{
-	return (const char *)p >= bootstrap && (const char *)p < bootstrap + sizeof(bootstrap);
+static int in_bootstrap(const void* p) {
+  return (const char*)p >= bootstrap && (const char*)p < bootstrap + sizeof(bootstrap);
 }
 
 /* 16 bytes in front of each bootstrap block hold its size (for realloc). */
-static void *bootstrap_alloc(size_t size)
-{
-	size_t need = (size + 16 + 15) & ~(size_t)15;
-	size_t at = atomic_fetch_add(&bootstrap_used, need);
+static void* bootstrap_alloc(size_t size) {
+  size_t need = (size + 16 + 15) & ~(size_t)15;
+  size_t at = atomic_fetch_add(&bootstrap_used, need);
 
-	if (at + need > sizeof(bootstrap)) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	memcpy(bootstrap + at, &size, sizeof(size));
-	return bootstrap + at + 16;
+  if (at + need > sizeof(bootstrap)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  memcpy(bootstrap + at, &size, sizeof(size));
+  return bootstrap + at + 16;
 }
 
-static size_t bootstrap_size(const void *p)
-{
-	size_t size;
+static size_t bootstrap_size(const void* p) {
+  size_t size;
 
-	memcpy(&size, (const char *)p - 16, sizeof(size));
-	return size;
+  memcpy(&size, (const char*)p - 16, sizeof(size));
+  return size;
 }
 
-static void resolve(void)
-{
-	int expected = 0;
+static void resolve(void) {
+  int expected = 0;
 
-	if (!atomic_compare_exchange_strong(&resolved, &expected, 1)) {
-		/* Another thread resolves: wait for it (only at start-up). */
-		while (atomic_load(&resolved) != 2)
-			;
-		return;
-	}
-	resolving = 1;
-	next.malloc = dlsym(RTLD_NEXT, "malloc");
-	next.calloc = dlsym(RTLD_NEXT, "calloc");
-	next.realloc = dlsym(RTLD_NEXT, "realloc");
-	next.free = dlsym(RTLD_NEXT, "free");
-	next.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
-	next.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
-	next.memalign = dlsym(RTLD_NEXT, "memalign");
-	next.valloc = dlsym(RTLD_NEXT, "valloc");
-	next.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
-	next.mmap = dlsym(RTLD_NEXT, "mmap");
-	next.munmap = dlsym(RTLD_NEXT, "munmap");
-	resolving = 0;
-	atomic_store(&resolved, 2);
+  if (!atomic_compare_exchange_strong(&resolved, &expected, 1)) {
+    /* Another thread resolves: wait for it (only at start-up). */
+    while (atomic_load(&resolved) != 2)
+      ;
+    return;
+  }
+  resolving = 1;
+  next.malloc = dlsym(RTLD_NEXT, "malloc");
+  next.calloc = dlsym(RTLD_NEXT, "calloc");
+  next.realloc = dlsym(RTLD_NEXT, "realloc");
+  next.free = dlsym(RTLD_NEXT, "free");
+  next.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+  next.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+  next.memalign = dlsym(RTLD_NEXT, "memalign");
+  next.valloc = dlsym(RTLD_NEXT, "valloc");
+  next.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+  next.mmap = dlsym(RTLD_NEXT, "mmap");
+  next.munmap = dlsym(RTLD_NEXT, "munmap");
+  resolving = 0;
+  atomic_store(&resolved, 2);
 }
 
 /* True when the next allocator can be called; false inside dlsym(). */
-static inline int ready(void)
-{
-	if (LIKELY(atomic_load_explicit(&resolved, memory_order_acquire) == 2))
-		return 1;
-	if (resolving)
-		return 0;
-	resolve();
-	return 1;
+static inline int ready(void) {
+  if (LIKELY(atomic_load_explicit(&resolved, memory_order_acquire) == 2)) return 1;
+  if (resolving) return 0;
+  resolve();
+  return 1;
 }
 
 /* ---- Sampled addresses ------------------------------------------------------ */
@@ -200,66 +195,55 @@ static _Atomic uintptr_t table[TABLE_SIZE];
 #define FILTER_BITS 12
 static _Atomic uint16_t filter[1u << FILTER_BITS];
 
-static inline uint64_t hash_of(uintptr_t address)
-{
-	return (address >> 4) * 0x9E3779B97F4A7C15ull;
+static inline uint64_t hash_of(uintptr_t address) { return (address >> 4) * 0x9E3779B97F4A7C15ull; }
+
+static inline uint32_t slot_of(uintptr_t address) {
+  return (uint32_t)(hash_of(address) >> (64 - TABLE_BITS));
 }
 
-static inline uint32_t slot_of(uintptr_t address)
-{
-	return (uint32_t)(hash_of(address) >> (64 - TABLE_BITS));
+static inline _Atomic uint16_t* bucket_of(uintptr_t address) {
+  return &filter[hash_of(address) >> (64 - FILTER_BITS)];
 }
 
-static inline _Atomic uint16_t *bucket_of(uintptr_t address)
-{
-	return &filter[hash_of(address) >> (64 - FILTER_BITS)];
-}
+static int table_insert(uintptr_t address) {
+  uint32_t slot = slot_of(address);
 
-static int table_insert(uintptr_t address)
-{
-	uint32_t slot = slot_of(address);
+  for (int i = 0; i < MAX_PROBE; i++, slot = (slot + 1) & (TABLE_SIZE - 1)) {
+    uintptr_t seen = atomic_load_explicit(&table[slot], memory_order_relaxed);
 
-	for (int i = 0; i < MAX_PROBE; i++, slot = (slot + 1) & (TABLE_SIZE - 1)) {
-		uintptr_t seen = atomic_load_explicit(&table[slot], memory_order_relaxed);
-
-		if (seen != SLOT_EMPTY && seen != SLOT_REMOVED)
-			continue;
-		if (atomic_compare_exchange_strong(&table[slot], &seen, address)) {
-			atomic_fetch_add_explicit(bucket_of(address), 1, memory_order_relaxed);
-			return 1;
-		}
-	}
-	return 0;
+    if (seen != SLOT_EMPTY && seen != SLOT_REMOVED) continue;
+    if (atomic_compare_exchange_strong(&table[slot], &seen, address)) {
+      atomic_fetch_add_explicit(bucket_of(address), 1, memory_order_relaxed);
+      return 1;
+    }
+  }
+  return 0;
 }
 
 /* Removes `address` if it is there: true if it was a sampled block. */
-static int table_remove(uintptr_t address)
-{
-	uint32_t slot = slot_of(address);
+static int table_remove(uintptr_t address) {
+  uint32_t slot = slot_of(address);
 
-	for (int i = 0; i < MAX_PROBE; i++, slot = (slot + 1) & (TABLE_SIZE - 1)) {
-		uintptr_t seen = atomic_load_explicit(&table[slot], memory_order_relaxed);
+  for (int i = 0; i < MAX_PROBE; i++, slot = (slot + 1) & (TABLE_SIZE - 1)) {
+    uintptr_t seen = atomic_load_explicit(&table[slot], memory_order_relaxed);
 
-		if (seen == SLOT_EMPTY)
-			return 0;
-		if (seen == address &&
-		    atomic_compare_exchange_strong(&table[slot], &seen, SLOT_REMOVED)) {
-			atomic_fetch_sub_explicit(bucket_of(address), 1, memory_order_relaxed);
-			return 1;
-		}
-	}
-	return 0;
+    if (seen == SLOT_EMPTY) return 0;
+    if (seen == address && atomic_compare_exchange_strong(&table[slot], &seen, SLOT_REMOVED)) {
+      atomic_fetch_sub_explicit(bucket_of(address), 1, memory_order_relaxed);
+      return 1;
+    }
+  }
+  return 0;
 }
 
 /* After fork() the child's sampled blocks are the parent's, not its own. */
-static void forget_parent_blocks(void)
-{
-	for (uint32_t i = 0; i < TABLE_SIZE; i++) {
-		if (atomic_load_explicit(&table[i], memory_order_relaxed) != SLOT_EMPTY)
-			atomic_store_explicit(&table[i], SLOT_EMPTY, memory_order_relaxed);
-	}
-	for (uint32_t i = 0; i < (1u << FILTER_BITS); i++)
-		atomic_store_explicit(&filter[i], 0, memory_order_relaxed);
+static void forget_parent_blocks(void) {
+  for (uint32_t i = 0; i < TABLE_SIZE; i++) {
+    if (atomic_load_explicit(&table[i], memory_order_relaxed) != SLOT_EMPTY)
+      atomic_store_explicit(&table[i], SLOT_EMPTY, memory_order_relaxed);
+  }
+  for (uint32_t i = 0; i < (1u << FILTER_BITS); i++)
+    atomic_store_explicit(&filter[i], 0, memory_order_relaxed);
 }
 
 /* ---- Per-thread sampling ----------------------------------------------------- */
@@ -268,267 +252,225 @@ static void forget_parent_blocks(void)
 static uint64_t mean_bytes = 512 * 1024;
 
 struct thread_state {
-	int64_t until_sample; /* bytes left before the next sample; <= 0: take it */
-	uint64_t rng;	      /* xorshift64* state; 0 until the thread's first draw */
-	int busy;	      /* in the sampled path: what it allocates is not counted */
+  int64_t until_sample; /* bytes left before the next sample; <= 0: take it */
+  uint64_t rng;         /* xorshift64* state; 0 until the thread's first draw */
+  int busy;             /* in the sampled path: what it allocates is not counted */
 };
 
 static __thread struct thread_state thread_state __attribute__((tls_model("initial-exec")));
 
-static uint64_t next_random(struct thread_state *state)
-{
-	uint64_t x = state->rng;
+static uint64_t next_random(struct thread_state* state) {
+  uint64_t x = state->rng;
 
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	state->rng = x;
-	return x * 0x2545F4914F6CDD1Dull;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  state->rng = x;
+  return x * 0x2545F4914F6CDD1Dull;
 }
 
-static void seed(struct thread_state *state)
-{
-	static atomic_uint_fast64_t threads;
-	struct timespec now;
-	uint64_t z;
+static void seed(struct thread_state* state) {
+  static atomic_uint_fast64_t threads;
+  struct timespec now;
+  uint64_t z;
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	/* splitmix64 of the time, the thread's TLS address and a counter. */
-	z = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 32) ^ (uintptr_t)state ^
-	    (atomic_fetch_add(&threads, 1) * 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	z ^= z >> 31;
-	state->rng = z ? z : 1;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  /* splitmix64 of the time, the thread's TLS address and a counter. */
+  z = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 32) ^ (uintptr_t)state ^
+      (atomic_fetch_add(&threads, 1) * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  state->rng = z ? z : 1;
 }
 
 /* Bytes to the next sample: exponential with mean mean_bytes, at least 1. */
-static int64_t draw_interval(struct thread_state *state)
-{
-	/* A uniform in (0, 1]: 53 random bits, never 0. */
-	double u = ((next_random(state) >> 11) + 1) * (1.0 / 9007199254740992.0);
-	double bytes = -log(u) * (double)mean_bytes;
+static int64_t draw_interval(struct thread_state* state) {
+  /* A uniform in (0, 1]: 53 random bits, never 0. */
+  double u = ((next_random(state) >> 11) + 1) * (1.0 / 9007199254740992.0);
+  double bytes = -log(u) * (double)mean_bytes;
 
-	return bytes < 1 ? 1 : (int64_t)bytes;
+  return bytes < 1 ? 1 : (int64_t)bytes;
 }
 
-static __attribute__((noinline)) void sample(void *address, size_t size)
-{
-	struct thread_state *state = &thread_state;
-	double weight;
-	int tracked;
+static __attribute__((noinline)) void sample(void* address, size_t size) {
+  struct thread_state* state = &thread_state;
+  double weight;
+  int tracked;
 
-	if (state->busy)
-		return; /* not expected: nothing below allocates */
-	if (mean_bytes == 0) {
-		state->until_sample = INT64_MAX;
-		return;
-	}
-	if (state->rng == 0) {
-		/* The thread's first allocation: its first threshold. */
-		seed(state);
-		state->until_sample += draw_interval(state);
-		if (state->until_sample > 0)
-			return;
-	}
-	/* The next threshold lies past this block (memoryless: draw afresh). */
-	state->until_sample = draw_interval(state);
-	state->busy = 1;
-	/* Sampled with p = 1 - exp(-size / mean): weighs size / p. */
-	weight = (double)size / -expm1(-(double)size / (double)mean_bytes);
-	tracked = table_insert((uintptr_t)address);
-	pystrobe_alloc_sampled(address, size, (uint64_t)(weight + 0.5), !tracked);
-	state->busy = 0;
+  if (state->busy) return; /* not expected: nothing below allocates */
+  if (mean_bytes == 0) {
+    state->until_sample = INT64_MAX;
+    return;
+  }
+  if (state->rng == 0) {
+    /* The thread's first allocation: its first threshold. */
+    seed(state);
+    state->until_sample += draw_interval(state);
+    if (state->until_sample > 0) return;
+  }
+  /* The next threshold lies past this block (memoryless: draw afresh). */
+  state->until_sample = draw_interval(state);
+  state->busy = 1;
+  /* Sampled with p = 1 - exp(-size / mean): weighs size / p. */
+  weight = (double)size / -expm1(-(double)size / (double)mean_bytes);
+  tracked = table_insert((uintptr_t)address);
+  pystrobe_alloc_sampled(address, size, (uint64_t)(weight + 0.5), !tracked);
+  state->busy = 0;
 }
 
-static inline void count(void *address, size_t size)
-{
-	struct thread_state *state = &thread_state;
+static inline void count(void* address, size_t size) {
+  struct thread_state* state = &thread_state;
 
-	state->until_sample -= (int64_t)size;
-	if (UNLIKELY(state->until_sample <= 0))
-		sample(address, size);
+  state->until_sample -= (int64_t)size;
+  if (UNLIKELY(state->until_sample <= 0)) sample(address, size);
 }
 
-static inline void release(void *address)
-{
-	if (atomic_load_explicit(bucket_of((uintptr_t)address), memory_order_relaxed) == 0)
-		return;
-	if (table_remove((uintptr_t)address))
-		pystrobe_alloc_freed(address);
+static inline void release(void* address) {
+  if (atomic_load_explicit(bucket_of((uintptr_t)address), memory_order_relaxed) == 0) return;
+  if (table_remove((uintptr_t)address)) pystrobe_alloc_freed(address);
 }
 
 /* ---- The wrappers ------------------------------------------------------------ */
 
-EXPORT void *malloc(size_t size)
-{
-	void *p;
+EXPORT void* malloc(size_t size) {
+  void* p;
 
-	if (UNLIKELY(!ready()))
-		return bootstrap_alloc(size);
-	p = next.malloc(size);
-	if (LIKELY(p != NULL))
-		count(p, size);
-	return p;
+  if (UNLIKELY(!ready())) return bootstrap_alloc(size);
+  p = next.malloc(size);
+  if (LIKELY(p != NULL)) count(p, size);
+  return p;
 }
 
-EXPORT void *calloc(size_t n, size_t size)
-{
-	size_t total;
-	void *p;
+EXPORT void* calloc(size_t n, size_t size) {
+  size_t total;
+  void* p;
 
-	if (__builtin_mul_overflow(n, size, &total)) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	if (UNLIKELY(!ready()))
-		return bootstrap_alloc(total); /* static: already zero */
-	p = next.calloc(n, size);
-	if (LIKELY(p != NULL))
-		count(p, total);
-	return p;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (UNLIKELY(!ready())) return bootstrap_alloc(total); /* static: already zero */
+  p = next.calloc(n, size);
+  if (LIKELY(p != NULL)) count(p, total);
+  return p;
 }
 
-EXPORT void free(void *p)
-{
-	if (UNLIKELY(p == NULL || in_bootstrap(p)))
-		return;
-	if (UNLIKELY(!ready()))
-		return; /* cannot happen: a block to free came from somewhere */
-	release(p);
-	next.free(p);
+EXPORT void free(void* p) {
+  if (UNLIKELY(p == NULL || in_bootstrap(p))) return;
+  if (UNLIKELY(!ready())) return; /* cannot happen: a block to free came from somewhere */
+  release(p);
+  next.free(p);
 }
 
-EXPORT void *realloc(void *old, size_t size)
-{
-	void *p;
+EXPORT void* realloc(void* old, size_t size) {
+  void* p;
 
-	if (UNLIKELY(!ready() || in_bootstrap(old))) {
-		size_t old_size = old ? bootstrap_size(old) : 0;
+  if (UNLIKELY(!ready() || in_bootstrap(old))) {
+    size_t old_size = old ? bootstrap_size(old) : 0;
 
-		p = ready() ? next.malloc(size) : bootstrap_alloc(size);
-		if (p && old)
-			memcpy(p, old, old_size < size ? old_size : size);
-		return p;
-	}
-	/* The old block leaves only if the call moves it or frees it; a failed
-	 * realloc keeps it, but is rare enough to report as a free anyway. */
-	if (old != NULL)
-		release(old);
-	p = next.realloc(old, size);
-	if (LIKELY(p != NULL))
-		count(p, size);
-	return p;
+    p = ready() ? next.malloc(size) : bootstrap_alloc(size);
+    if (p && old) memcpy(p, old, old_size < size ? old_size : size);
+    return p;
+  }
+  /* The old block leaves only if the call moves it or frees it; a failed
+   * realloc keeps it, but is rare enough to report as a free anyway. */
+  if (old != NULL) release(old);
+  p = next.realloc(old, size);
+  if (LIKELY(p != NULL)) count(p, size);
+  return p;
 }
 
-EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
-{
-	int error;
+EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
+  int error;
 
-	if (UNLIKELY(!ready() || next.posix_memalign == NULL))
-		return ENOMEM;
-	error = next.posix_memalign(out, alignment, size);
-	if (error == 0 && *out != NULL)
-		count(*out, size);
-	return error;
+  if (UNLIKELY(!ready() || next.posix_memalign == NULL)) return ENOMEM;
+  error = next.posix_memalign(out, alignment, size);
+  if (error == 0 && *out != NULL) count(*out, size);
+  return error;
 }
 
-EXPORT void *aligned_alloc(size_t alignment, size_t size)
-{
-	void *p;
+EXPORT void* aligned_alloc(size_t alignment, size_t size) {
+  void* p;
 
-	if (UNLIKELY(!ready() || next.aligned_alloc == NULL)) {
-		errno = ENOMEM; /* not in this C library */
-		return NULL;
-	}
-	p = next.aligned_alloc(alignment, size);
-	if (LIKELY(p != NULL))
-		count(p, size);
-	return p;
+  if (UNLIKELY(!ready() || next.aligned_alloc == NULL)) {
+    errno = ENOMEM; /* not in this C library */
+    return NULL;
+  }
+  p = next.aligned_alloc(alignment, size);
+  if (LIKELY(p != NULL)) count(p, size);
+  return p;
 }
 
-EXPORT void *memalign(size_t alignment, size_t size)
-{
-	void *p;
+EXPORT void* memalign(size_t alignment, size_t size) {
+  void* p;
 
-	if (UNLIKELY(!ready() || next.memalign == NULL)) {
-		errno = ENOMEM; /* not in this C library */
-		return NULL;
-	}
-	p = next.memalign(alignment, size);
-	if (LIKELY(p != NULL))
-		count(p, size);
-	return p;
+  if (UNLIKELY(!ready() || next.memalign == NULL)) {
+    errno = ENOMEM; /* not in this C library */
+    return NULL;
+  }
+  p = next.memalign(alignment, size);
+  if (LIKELY(p != NULL)) count(p, size);
+  return p;
 }
 
-EXPORT void *valloc(size_t size)
-{
-	void *p;
+EXPORT void* valloc(size_t size) {
+  void* p;
 
-	if (UNLIKELY(!ready() || next.valloc == NULL)) {
-		errno = ENOMEM; /* not in this C library */
-		return NULL;
-	}
-	p = next.valloc(size);
-	if (LIKELY(p != NULL))
-		count(p, size);
-	return p;
+  if (UNLIKELY(!ready() || next.valloc == NULL)) {
+    errno = ENOMEM; /* not in this C library */
+    return NULL;
+  }
+  p = next.valloc(size);
+  if (LIKELY(p != NULL)) count(p, size);
+  return p;
 }
 
-EXPORT void *pvalloc(size_t size)
-{
-	void *p;
+EXPORT void* pvalloc(size_t size) {
+  void* p;
 
-	if (UNLIKELY(!ready() || next.pvalloc == NULL)) {
-		errno = ENOMEM; /* not in this C library */
-		return NULL;
-	}
-	p = next.pvalloc(size);
-	if (LIKELY(p != NULL))
-		count(p, size);
-	return p;
+  if (UNLIKELY(!ready() || next.pvalloc == NULL)) {
+    errno = ENOMEM; /* not in this C library */
+    return NULL;
+  }
+  p = next.pvalloc(size);
+  if (LIKELY(p != NULL)) count(p, size);
+  return p;
 }
 
 /* Anonymous mappings are allocations too: CPython's object allocator takes
  * its arenas this way, as do other allocators. File mappings are not. */
-EXPORT void *mmap(void *address, size_t length, int prot, int flags, int fd, off_t offset)
-{
-	void *p;
+EXPORT void* mmap(void* address, size_t length, int prot, int flags, int fd, off_t offset) {
+  void* p;
 
-	if (UNLIKELY(!ready()) || next.mmap == NULL)
-		return (void *)syscall(SYS_mmap, address, length, prot, flags, fd, offset);
-	p = next.mmap(address, length, prot, flags, fd, offset);
-	if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && !(flags & MAP_FIXED))
-		count(p, length);
-	return p;
+  if (UNLIKELY(!ready()) || next.mmap == NULL)
+    return (void*)syscall(SYS_mmap, address, length, prot, flags, fd, offset);
+  p = next.mmap(address, length, prot, flags, fd, offset);
+  if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && !(flags & MAP_FIXED)) count(p, length);
+  return p;
 }
 
-EXPORT void *mmap64(void *address, size_t length, int prot, int flags, int fd, off_t offset)
-{
-	return mmap(address, length, prot, flags, fd, offset);
+EXPORT void* mmap64(void* address, size_t length, int prot, int flags, int fd, off_t offset) {
+  return mmap(address, length, prot, flags, fd, offset);
 }
 
-EXPORT int munmap(void *address, size_t length)
-{
-	if (UNLIKELY(!ready()) || next.munmap == NULL)
-		return (int)syscall(SYS_munmap, address, length);
-	release(address);
-	return next.munmap(address, length);
+EXPORT int munmap(void* address, size_t length) {
+  if (UNLIKELY(!ready()) || next.munmap == NULL) return (int)syscall(SYS_munmap, address, length);
+  release(address);
+  return next.munmap(address, length);
 }
 
 /* ---- Start-up ------------------------------------------------------------------ */
 
-__attribute__((constructor)) static void start(void)
-{
-	const char *mean = getenv("PYSTROBE_ALLOC_SAMPLE_BYTES");
+__attribute__((constructor)) static void start(void) {
+  const char* mean = getenv("PYSTROBE_ALLOC_SAMPLE_BYTES");
 
-	if (mean != NULL && *mean != '\0') {
-		char *end;
-		unsigned long long value = strtoull(mean, &end, 10);
+  if (mean != NULL && *mean != '\0') {
+    char* end;
+    unsigned long long value = strtoull(mean, &end, 10);
 
-		if (*end == '\0')
-			mean_bytes = value;
-	}
-	ready();
-	pthread_atfork(NULL, NULL, forget_parent_blocks);
+    if (*end == '\0') mean_bytes = value;
+  }
+  ready();
+  pthread_atfork(NULL, NULL, forget_parent_blocks);
 }

@@ -14,9 +14,9 @@
 namespace pystrobe {
 
 struct ProcessSamples {
-  uint64_t samples = 0;                                // on-CPU samples of the process
-  uint64_t python_samples = 0;                         // of those, with a CPython walk
-  uint64_t gil_samples = 0;                            // of those, the thread held the GIL
+  uint64_t samples = 0;                // on-CPU samples of the process
+  uint64_t python_samples = 0;         // of those, with a CPython walk
+  uint64_t gil_samples = 0;            // of those, the thread held the GIL
   uint64_t free_threaded_samples = 0;  // of python_samples, of a CPython without a GIL
   absl::flat_hash_map<uint32_t, uint64_t> per_thread;  // tid -> samples
 };

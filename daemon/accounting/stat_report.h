@@ -39,7 +39,7 @@ struct StatReport {
   // Share of the process's Python samples whose thread held the GIL (-1: none).
   double gil_held_share = -1;
   bool free_threaded = false;  // a free-threaded CPython: there is no GIL to wait for
-  bool syscalls = false;  // --syscalls: the sys_* figures were counted
+  bool syscalls = false;       // --syscalls: the sys_* figures were counted
   uint32_t threads = 0;
   bool exited = false;
   uint64_t samples = 0;

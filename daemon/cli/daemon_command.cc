@@ -194,8 +194,8 @@ class Daemon {
 
 absl::Status Daemon::StartSession() {
   absl::StatusOr<std::unique_ptr<ProfilingSession>> session = ProfilingSession::Start(
-      config_, {profile_dir_.get(), &push_sink_, &otlp_sink_, recent_windows_.get()},
-      labels_.get(), next_sequence_);
+      config_, {profile_dir_.get(), &push_sink_, &otlp_sink_, recent_windows_.get()}, labels_.get(),
+      next_sequence_);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
   if (absl::Status s = wakeups_->Watch(session_->ring_buffer_fd()); !s.ok()) {

@@ -37,22 +37,21 @@ char ProcStatState(absl::string_view stat_line) {
 }
 
 std::string FormatDumpJson(const DumpReport& report) {
-  std::string out =
-      absl::StrCat("{\"pid\":", report.pid,
-                   ",\"python_version\":", JsonString(report.python_version),
-                   ",\"free_threaded\":", report.free_threaded ? "true" : "false", ",\"threads\":[");
+  std::string out = absl::StrCat(
+      "{\"pid\":", report.pid, ",\"python_version\":", JsonString(report.python_version),
+      ",\"free_threaded\":", report.free_threaded ? "true" : "false", ",\"threads\":[");
   for (size_t t = 0; t < report.threads.size(); ++t) {
     const DumpThread& thread = report.threads[t];
     if (t > 0) out += ",";
-    absl::StrAppend(&out, "{\"tid\":", thread.tid ? absl::StrCat(*thread.tid) : "null",
-                    ",\"thread_id\":", thread.pthread_id, ",\"name\":", JsonString(thread.name),
-                    // A free-threaded build runs without a GIL (null) unless an
-                    // extension turned one on, which a thread may then hold.
-                    ",\"holds_gil\":",
-                    thread.holds_gil ? "true" : (report.free_threaded ? "null" : "false"),
-                    ",\"state\":", JsonString(std::string(ThreadActivity(thread.proc_state))),
-                    ",\"proc_state\":", JsonString(std::string(1, thread.proc_state)),
-                    ",\"truncated\":", thread.truncated ? "true" : "false", ",\"frames\":[");
+    absl::StrAppend(
+        &out, "{\"tid\":", thread.tid ? absl::StrCat(*thread.tid) : "null",
+        ",\"thread_id\":", thread.pthread_id, ",\"name\":", JsonString(thread.name),
+        // A free-threaded build runs without a GIL (null) unless an
+        // extension turned one on, which a thread may then hold.
+        ",\"holds_gil\":", thread.holds_gil ? "true" : (report.free_threaded ? "null" : "false"),
+        ",\"state\":", JsonString(std::string(ThreadActivity(thread.proc_state))),
+        ",\"proc_state\":", JsonString(std::string(1, thread.proc_state)),
+        ",\"truncated\":", thread.truncated ? "true" : "false", ",\"frames\":[");
     for (size_t f = 0; f < thread.frames.size(); ++f) {
       if (f > 0) out += ",";
       out += FrameJson(thread.frames[f]);
@@ -85,11 +84,9 @@ std::string FormatDumpJson(const DumpReport& report) {
 }
 
 std::string FormatDumpText(const DumpReport& report) {
-  std::string out =
-      absl::StrCat("Process ", report.pid, ": ", report.command_line, "\n", "Python v",
-                   report.python_version,
-                   report.free_threaded ? " free-threaded, no GIL" : "", " (",
-                   report.python_binary, ")\n");
+  std::string out = absl::StrCat(
+      "Process ", report.pid, ": ", report.command_line, "\n", "Python v", report.python_version,
+      report.free_threaded ? " free-threaded, no GIL" : "", " (", report.python_binary, ")\n");
   for (const DumpThread& thread : report.threads) {
     const std::string id =
         thread.tid ? absl::StrCat(*thread.tid) : absl::StrFormat("0x%x", thread.pthread_id);

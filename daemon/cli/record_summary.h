@@ -25,8 +25,8 @@ struct RecordTotals {
   uint64_t python_code_copy_bytes = 0;  // ring buffer bytes of the kernel's copies
   uint64_t samples_without_gil = 0;
   uint64_t samples_free_threaded = 0;  // kept by --gil: their CPython has no GIL
-  uint64_t memory_bytes = 0;      // resident growth the memory samples stand for
-  uint64_t allocation_bytes = 0;  // allocated, as the sampled allocations stand for
+  uint64_t memory_bytes = 0;           // resident growth the memory samples stand for
+  uint64_t allocation_bytes = 0;       // allocated, as the sampled allocations stand for
   // ... of which held, by the moment each process's view was taken.
   Recorder::InUseTotals in_use = {};
 };

@@ -496,8 +496,8 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
   }
   if constexpr (k314) {
     if (free_threaded) {
-      fields.push_back({&o.frame_tlbc_index, d.interpreter_frame.tlbc_index, frame_size,
-                        "tlbc_index"});
+      fields.push_back(
+          {&o.frame_tlbc_index, d.interpreter_frame.tlbc_index, frame_size, "tlbc_index"});
       fields.push_back({&o.code_tlbc, d.code_object.co_tlbc, code_size, "co_tlbc"});
     }
   }
@@ -509,9 +509,9 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
   // PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject (3.12+).
   o.unicode_compact_data = o.unicode_ascii_data + 16;
   if constexpr (requires { d.unicode_object.compactunicodeobject_size; }) {
-    absl::StatusOr<uint32_t> compact = FieldOffset(d.unicode_object.compactunicodeobject_size,
-                                                   d.unicode_object.size + 1,
-                                                   "compactunicodeobject_size");
+    absl::StatusOr<uint32_t> compact =
+        FieldOffset(d.unicode_object.compactunicodeobject_size, d.unicode_object.size + 1,
+                    "compactunicodeobject_size");
     if (!compact.ok()) return compact.status();
     o.unicode_compact_data = *compact;
   }

@@ -41,7 +41,8 @@ struct PythonLayout {
 bool IsSupportedPythonVersion(const PythonVersion& version);
 
 // The versions IsSupportedPythonVersion accepts, for messages.
-inline constexpr char kSupportedPythonVersions[] = "2.7 and 3.6 to 3.15, and free-threaded 3.13t to 3.15t";
+inline constexpr char kSupportedPythonVersions[] =
+    "2.7 and 3.6 to 3.15, and free-threaded 3.13t to 3.15t";
 
 // True for versions whose roots are file-scope globals, not _PyRuntime (2.7, 3.6).
 bool PythonVersionHasGlobalRoots(const PythonVersion& version);

@@ -56,11 +56,12 @@ TEST(FormatDumpJsonTest, UnknownTidIsNullAndNamesAreEscaped) {
   thread.name = "we\"ird\n";
   thread.frames = {{"f\\g", "C:\\x.py", 1}};
   report.threads = {thread};
-  EXPECT_EQ(FormatDumpJson(report),
-            "{\"pid\":7,\"python_version\":\"3.9.18\",\"free_threaded\":false,\"threads\":[{\"tid\":null,"
-            "\"thread_id\":42,\"name\":\"we\\\"ird\\n\",\"holds_gil\":false,"
-            "\"state\":\"unknown\",\"proc_state\":\"?\",\"truncated\":false,\"frames\":["
-            "{\"name\":\"f\\\\g\",\"filename\":\"C:\\\\x.py\",\"line\":1}]}]}\n");
+  EXPECT_EQ(
+      FormatDumpJson(report),
+      "{\"pid\":7,\"python_version\":\"3.9.18\",\"free_threaded\":false,\"threads\":[{\"tid\":null,"
+      "\"thread_id\":42,\"name\":\"we\\\"ird\\n\",\"holds_gil\":false,"
+      "\"state\":\"unknown\",\"proc_state\":\"?\",\"truncated\":false,\"frames\":["
+      "{\"name\":\"f\\\\g\",\"filename\":\"C:\\\\x.py\",\"line\":1}]}]}\n");
 }
 
 TEST(FormatDumpJsonTest, NoThreads) {

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-
 #include <map>
 #include <sstream>
 #include <string>
@@ -42,7 +41,8 @@ TEST(PythonOffsetsTest, TablesMatchTheHeadersOfEveryInstalledVersion) {
     int status = 0;
     const std::string compile_output = RunCommand(command + " 2>&1", &status);
     ASSERT_EQ(status, 0) << command << "\n" << compile_output;
-    const std::map<std::string, uint64_t> expected = testing::ParseOffsetLines(RunCommand(binary, &status));
+    const std::map<std::string, uint64_t> expected =
+        testing::ParseOffsetLines(RunCommand(binary, &status));
     ASSERT_EQ(status, 0);
     ASSERT_EQ(expected.at("version_major"), static_cast<uint64_t>(python.major));
     ASSERT_EQ(expected.at("version_minor"), static_cast<uint64_t>(python.minor));
@@ -149,12 +149,12 @@ TEST(PythonOffsetsTest, DebugOffsetsMatchTheHeaders) {
     for (const std::string defines : {"", "-DPy_GIL_DISABLED"}) {
       if (python.free_threaded && defines.empty()) continue;  // its pyconfig.h defines it
       SCOPED_TRACE(python.label + " " + defines);
-      const std::vector<uint8_t> blob = FromHex(testing::PrintOffsets(python, defines, "--debug-offsets"));
+      const std::vector<uint8_t> blob =
+          FromHex(testing::PrintOffsets(python, defines, "--debug-offsets"));
       const std::map<std::string, uint64_t> expected =
           testing::ParseOffsetLines(testing::PrintOffsets(python, defines, ""));
       ASSERT_FALSE(blob.empty());
-      absl::StatusOr<size_t> size =
-          PythonDebugOffsetsSize({python.major, python.minor, 0});
+      absl::StatusOr<size_t> size = PythonDebugOffsetsSize({python.major, python.minor, 0});
       ASSERT_TRUE(size.ok()) << size.status();
       EXPECT_EQ(blob.size(), *size) << "our _Py_DebugOffsets struct has the wrong size";
       absl::StatusOr<PythonLayout> layout = PythonLayoutFromDebugOffsets(blob);
@@ -196,8 +196,7 @@ TEST(PythonOffsetsTest, DebugOffsetsThatLieAreRefused) {
     EXPECT_THAT(std::string(layout.status().message()), ::testing::HasSubstr("current_frame"));
 
     std::vector<uint8_t> truncated(good.begin(), good.end() - 8);
-    EXPECT_EQ(PythonLayoutFromDebugOffsets(truncated).status().code(),
-              absl::StatusCode::kDataLoss);
+    EXPECT_EQ(PythonLayoutFromDebugOffsets(truncated).status().code(), absl::StatusCode::kDataLoss);
     return;
   }
   GTEST_SKIP() << "no CPython 3.14+ headers (run scripts/test-pythons.sh)";

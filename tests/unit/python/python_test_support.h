@@ -3,6 +3,7 @@
 #ifndef PYSTROBE_TESTS_UNIT_PYTHON_TEST_SUPPORT_H_
 #define PYSTROBE_TESTS_UNIT_PYTHON_TEST_SUPPORT_H_
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,8 +18,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace pystrobe::testing {
 
@@ -107,10 +106,14 @@ inline std::vector<InstalledPython> InstalledPythons(PythonSet set = PythonSet::
         (!IsExecutable(launcher) || !IsExecutable(sid + "/usr/bin/python" + short_version))) {
       missing.push_back("sid " + short_version + " (run scripts/test-pythons.sh)");
     } else if (from_sid) {
-      found.push_back({"sid " + short_version, minor, launcher,
-                       {sid + "/usr/include/python" + short_version}, 3,
+      found.push_back({"sid " + short_version,
+                       minor,
+                       launcher,
+                       {sid + "/usr/include/python" + short_version},
+                       3,
                        // <x86_64-linux-gnu/python3.X/pyconfig.h>, after our own libc's headers
-                       "-idirafter " + sid + "/usr/include", false});
+                       "-idirafter " + sid + "/usr/include",
+                       false});
     }
     const std::string free_threaded = test_root + "/" + short_version + "t";
     const std::string exe = free_threaded + "/bin/python" + short_version + "t";
@@ -118,8 +121,13 @@ inline std::vector<InstalledPython> InstalledPythons(PythonSet set = PythonSet::
     if (!IsExecutable(exe)) {
       missing.push_back("free-threaded " + short_version + "t (run scripts/test-pythons.sh)");
     } else {
-      found.push_back({short_version + "t", minor, exe,
-                       {free_threaded + "/include/python" + short_version + "t"}, 3, "", true});
+      found.push_back({short_version + "t",
+                       minor,
+                       exe,
+                       {free_threaded + "/include/python" + short_version + "t"},
+                       3,
+                       "",
+                       true});
     }
   }
   for (const std::string& name : missing) {
@@ -162,8 +170,8 @@ inline std::map<std::string, uint64_t> ParseOffsetLines(const std::string& text)
 inline std::string PrintOffsets(const InstalledPython& python, const std::string& defines,
                                 const std::string& argument) {
   // Named for this process: ctest runs tests that build it side by side.
-  const std::string binary = std::string(::testing::TempDir()) + "/pystrobe_print_offsets." +
-                             std::to_string(getpid());
+  const std::string binary =
+      std::string(::testing::TempDir()) + "/pystrobe_print_offsets." + std::to_string(getpid());
   std::string command = "cc -DPy_BUILD_CORE " + defines + " -o " + binary +
                         " " PYSTROBE_SOURCE_DIR "/tests/workloads/python/print_offsets.c";
   for (const std::string& dir : python.include_dirs) {
