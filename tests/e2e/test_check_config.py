@@ -74,7 +74,7 @@ class CheckConfigTest(unittest.TestCase):
             f"{path}:11:13: exporters.prometheus.listen: \"9464\" is not a HOST:PORT address "
             "(no port)",
             f"{path}:12:3: exporters.pushh: unknown key (expected one of: profile_dir, "
-            "retention, push, prometheus)",
+            "retention, push, otlp, prometheus)",
             f"{path}:15:3: labels.team-name: \"team-name\" is not a valid Prometheus label name "
             "([a-zA-Z_][a-zA-Z0-9_]*)",
         ])
