@@ -9,7 +9,7 @@
 #   /opt/pystrobe-test/3.15t   free-threaded CPython 3.15 (--disable-gil, static libpython)
 # built from the sources Debian unstable ships (its source index). Idempotent: each
 # part is skipped when its stamp file says it is done. The first run takes about
-# 1 minute for the chroot and 8 to 12 minutes per free-threaded build on 2 cores.
+# 1 minute for the chroot and about 5 minutes of CPU per free-threaded build.
 #
 # PYSTROBE_TEST_PYTHONS=none skips everything (the tests then name what they skip).
 set -euo pipefail
@@ -128,7 +128,7 @@ build_free_threaded() {
     log "no source of python$version can be downloaded: free-threaded ${version}t not built"
     return 1
   }
-  log "building free-threaded CPython $version (about 10 minutes)"
+  log "building free-threaded CPython $version (about 5 minutes of CPU)"
   local shared_flag=()
   [ "$shared" = shared ] && shared_flag=(--enable-shared "LDFLAGS=-Wl,-rpath,$prefix/lib")
   (
