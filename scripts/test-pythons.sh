@@ -36,10 +36,9 @@ shared_dirs="/tmp /root /home /work"
 # Undoes the launchers' mounts; always before removing the chroot, or rm -rf would
 # reach through the bind mounts into this machine's own files.
 unmount_chroot() {
-  local dir=$1 d
-  for d in $shared_dirs /proc; do
-    if mountpoint -q "$dir$d" 2>/dev/null; then umount -l "$dir$d"; fi
-  done
+  local dir=$1 mount
+  awk -v dir="$dir/" 'index($2, dir) == 1 {print $2}' /proc/mounts | sort -r |
+    while read -r mount; do umount -l "$mount"; done
 }
 
 make_chroot() {
@@ -50,7 +49,8 @@ make_chroot() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap
   }
   log "debootstrap sid into $dir (about a minute)"
-  rm -rf "$dir"
+  # Never through a mount that is still there: it may be this machine's /root.
+  rm -rf --one-file-system "$dir"
   debootstrap --variant=minbase --include=python3.14,python3.15,python3.14-dev,python3.15-dev \
     sid "$dir" "$mirror" >"$root/sid-debootstrap.log" 2>&1 || {
     tail -n 20 "$root/sid-debootstrap.log" >&2
