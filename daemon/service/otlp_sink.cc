@@ -57,15 +57,15 @@ OtlpSink::~OtlpSink() { Shutdown(absl::Now()); }
 absl::Status OtlpSink::Configure(const DaemonConfig& config) {
   absl::StatusOr<OtlpPushOptions> read = OtlpOptionsFrom(config);
   if (!read.ok()) {
-    StopPusher(absl::Now() + kReconfigureGrace);
+    pusher_.Stop(absl::Now() + kReconfigureGrace);
     options_key_.clear();
     return absl::Status(
         read.status().code(),
         absl::StrCat("exporters.otlp.", read.status().message(), "; not exporting OTLP"));
   }
   std::string key = OptionsKey(*read);
-  if (pusher_ != nullptr && key == options_key_) return absl::OkStatus();
-  StopPusher(absl::Now() + kReconfigureGrace);
+  if (pusher_.get() != nullptr && key == options_key_) return absl::OkStatus();
+  pusher_.Stop(absl::Now() + kReconfigureGrace);
   options_key_.clear();
   if (read->endpoint.empty()) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<OtlpPusher>> pusher = OtlpPusher::Create(*std::move(read));
@@ -73,38 +73,21 @@ absl::Status OtlpSink::Configure(const DaemonConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("exporters.", pusher.status().message(), "; not exporting OTLP"));
   }
-  pusher_ = std::move(*pusher);
+  pusher_.Start(std::move(*pusher));
   options_key_ = std::move(key);
   return absl::OkStatus();
 }
 
-void OtlpSink::StopPusher(absl::Time deadline) {
-  if (pusher_ == nullptr) return;
-  pusher_->Shutdown(deadline);
-  AddPushStats(retired_, pusher_->Stats());
-  pusher_.reset();
-}
+void OtlpSink::Shutdown(absl::Time deadline) { pusher_.Stop(deadline); }
 
-void OtlpSink::Shutdown(absl::Time deadline) { StopPusher(deadline); }
+PushHealth OtlpSink::Health() const { return pusher_.Health(); }
 
-PushHealth OtlpSink::Health() const {
-  PushHealth health = retired_;
-  if (pusher_ != nullptr) {
-    PushStats stats = pusher_->Stats();
-    AddPushStats(health, stats);
-    health.queued = stats.queued;
-  }
-  return health;
-}
-
-std::string OtlpSink::LastError() const {
-  return pusher_ == nullptr ? "" : pusher_->Stats().last_error;
-}
+std::string OtlpSink::LastError() const { return pusher_.LastError(); }
 
 absl::Status OtlpSink::Consume(const ProfileWindow& window) {
-  if (pusher_ == nullptr) return absl::OkStatus();
+  if (pusher_.get() == nullptr) return absl::OkStatus();
   const Profile* profiles[] = {&window.profile, window.memory ? &*window.memory : nullptr};
-  return pusher_->Push(profiles);
+  return pusher_.get()->Push(profiles);
 }
 
 }  // namespace pystrobe

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "config/config.h"
+#include "daemon/service/push_sink.h"
 #include "daemon/service/self_metrics.h"
 #include "daemon/service/window_sink.h"
 #include "exporters/otlp_pusher.h"
@@ -37,7 +38,7 @@ class OtlpSink : public WindowSink {
   // Stops taking windows and sends what is queued until `deadline`.
   void Shutdown(absl::Time deadline);
 
-  bool active() const { return pusher_ != nullptr; }
+  bool active() const { return pusher_.get() != nullptr; }
   // Totals since the daemon started, over every pusher it had.
   PushHealth Health() const;
   // The current pusher's last error or partial-success message (empty after
@@ -50,11 +51,8 @@ class OtlpSink : public WindowSink {
   absl::Status Consume(const ProfileWindow& window) override;
 
  private:
-  void StopPusher(absl::Time deadline);
-
-  std::unique_ptr<OtlpPusher> pusher_;
+  PusherHandle<OtlpPusher> pusher_;
   std::string options_key_;  // what the current pusher was made from, secrets hashed in
-  PushHealth retired_;       // what the pushers before this one counted
 };
 
 }  // namespace pystrobe

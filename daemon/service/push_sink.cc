@@ -68,14 +68,14 @@ PushSink::~PushSink() { Shutdown(absl::Now()); }
 absl::Status PushSink::Configure(const DaemonConfig& config) {
   absl::StatusOr<PyroscopePushOptions> read = PushOptionsFrom(config);
   if (!read.ok()) {
-    StopPusher(absl::Now() + kReconfigureGrace);
+    pusher_.Stop(absl::Now() + kReconfigureGrace);
     options_ = PyroscopePushOptions();
     return absl::Status(read.status().code(),
                         absl::StrCat("exporters.push.", read.status().message(), "; not pushing"));
   }
   PyroscopePushOptions next = *std::move(read);
-  if (pusher_ != nullptr && SameOptions(next, options_)) return absl::OkStatus();
-  StopPusher(absl::Now() + kReconfigureGrace);
+  if (pusher_.get() != nullptr && SameOptions(next, options_)) return absl::OkStatus();
+  pusher_.Stop(absl::Now() + kReconfigureGrace);
   options_ = next;
   if (next.url.empty()) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<PyroscopePusher>> pusher = PyroscopePusher::Create(next);
@@ -83,38 +83,21 @@ absl::Status PushSink::Configure(const DaemonConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("exporters.push: ", pusher.status().message(), "; not pushing"));
   }
-  pusher_ = std::move(*pusher);
+  pusher_.Start(std::move(*pusher));
   return absl::OkStatus();
 }
 
-void PushSink::StopPusher(absl::Time deadline) {
-  if (pusher_ == nullptr) return;
-  pusher_->Shutdown(deadline);
-  AddPushStats(retired_, pusher_->Stats());
-  pusher_.reset();
-}
+void PushSink::Shutdown(absl::Time deadline) { pusher_.Stop(deadline); }
 
-void PushSink::Shutdown(absl::Time deadline) { StopPusher(deadline); }
+PushHealth PushSink::Health() const { return pusher_.Health(); }
 
-PushHealth PushSink::Health() const {
-  PushHealth health = retired_;
-  if (pusher_ != nullptr) {
-    PushStats stats = pusher_->Stats();
-    AddPushStats(health, stats);
-    health.queued = stats.queued;
-  }
-  return health;
-}
-
-std::string PushSink::LastError() const {
-  return pusher_ == nullptr ? "" : pusher_->Stats().last_error;
-}
+std::string PushSink::LastError() const { return pusher_.LastError(); }
 
 absl::Status PushSink::Consume(const ProfileWindow& window) {
-  if (pusher_ == nullptr) return absl::OkStatus();
-  absl::Status status = pusher_->Push(window.profile, window.start, window.end);
+  if (pusher_.get() == nullptr) return absl::OkStatus();
+  absl::Status status = pusher_.get()->Push(window.profile, window.start, window.end);
   // The resident-growth profile (memory: true), as a profile of its own type.
-  if (window.memory) status.Update(pusher_->Push(*window.memory, window.start, window.end));
+  if (window.memory) status.Update(pusher_.get()->Push(*window.memory, window.start, window.end));
   return status;
 }
 

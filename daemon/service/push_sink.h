@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -27,6 +28,42 @@ absl::StatusOr<PyroscopePushOptions> PushOptionsFrom(const DaemonConfig& config)
 // Adds a pusher's counters to the daemon's totals (not `queued`: a gauge).
 void AddPushStats(PushHealth& total, const PushStats& stats);
 
+// A store's current pusher and the counters of the pushers it replaced: what
+// PushSink and OtlpSink share when a SIGHUP swaps their pusher. `Pusher` has
+// Shutdown(absl::Time) and Stats() (a PushStats).
+template <typename Pusher>
+class PusherHandle {
+ public:
+  Pusher* get() const { return pusher_.get(); }
+  void Start(std::unique_ptr<Pusher> pusher) { pusher_ = std::move(pusher); }
+
+  // Lets the pusher send what it holds until `deadline`, keeps its counters
+  // and drops it.
+  void Stop(absl::Time deadline) {
+    if (pusher_ == nullptr) return;
+    pusher_->Shutdown(deadline);
+    AddPushStats(retired_, pusher_->Stats());
+    pusher_.reset();
+  }
+
+  // Totals over every pusher so far.
+  PushHealth Health() const {
+    PushHealth health = retired_;
+    if (pusher_ != nullptr) {
+      PushStats stats = pusher_->Stats();
+      AddPushStats(health, stats);
+      health.queued = stats.queued;
+    }
+    return health;
+  }
+
+  std::string LastError() const { return pusher_ == nullptr ? "" : pusher_->Stats().last_error; }
+
+ private:
+  std::unique_ptr<Pusher> pusher_;
+  PushHealth retired_;  // what the pushers before this one counted
+};
+
 class PushSink : public WindowSink {
  public:
   // How long a reconfiguration lets the old pusher finish what it holds.
@@ -45,7 +82,7 @@ class PushSink : public WindowSink {
   // Stops taking windows and sends what is queued until `deadline`.
   void Shutdown(absl::Time deadline);
 
-  bool active() const { return pusher_ != nullptr; }
+  bool active() const { return pusher_.get() != nullptr; }
   // Totals since the daemon started, over every pusher it had.
   PushHealth Health() const;
   // The current pusher's last error (empty after a success), for the log:
@@ -57,11 +94,8 @@ class PushSink : public WindowSink {
   absl::Status Consume(const ProfileWindow& window) override;
 
  private:
-  void StopPusher(absl::Time deadline);
-
-  std::unique_ptr<PyroscopePusher> pusher_;
+  PusherHandle<PyroscopePusher> pusher_;
   PyroscopePushOptions options_;
-  PushHealth retired_;  // what the pushers before this one counted
 };
 
 }  // namespace pystrobe
