@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 16
+#define PYSTROBE_ABI_VERSION 17
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -192,8 +192,15 @@ struct pystrobe_process_event {
 	__u32 pid;
 	__u64 time_ns;
 	char comm[PYSTROBE_COMM_LEN];
+	/* EXEC of an executable in python_binaries: which file (as its key) and
+	 * where the kernel loaded its text (mm->start_code), so that userspace
+	 * can name the frames of a run that ends before it reads /proc; zero
+	 * otherwise. */
+	__u64 python_binary_dev;
+	__u64 python_binary_inode;
+	__u64 start_code;
 };
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_event) == 32,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_process_event) == 56,
 		    "pystrobe_process_event layout changed: bump PYSTROBE_ABI_VERSION");
 
 /*

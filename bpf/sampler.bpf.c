@@ -748,20 +748,22 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-static __always_inline void send_process_event(__u32 kind, __u32 tgid)
+/* Reserves a process event; the caller fills what its kind adds and submits. */
+static __always_inline struct pystrobe_process_event *new_process_event(__u32 kind, __u32 tgid)
 {
 	struct pystrobe_process_event *event;
 
 	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
 	if (!event) {
 		count_drop(PYSTROBE_DROP_PROCESS_EVENT);
-		return;
+		return NULL;
 	}
+	__builtin_memset(event, 0, sizeof(*event));
 	event->kind = kind;
 	event->pid = tgid;
 	event->time_ns = bpf_ktime_get_ns();
 	bpf_get_current_comm(event->comm, sizeof(event->comm));
-	bpf_ringbuf_submit(event, 0);
+	return event;
 }
 
 /*
@@ -777,9 +779,17 @@ struct {
 	__type(value, struct pystrobe_python_binary);
 } python_binaries SEC(".maps");
 
+/* A recognized executable, as the EXEC event tells userspace. */
+struct python_exec {
+	__u64 dev;
+	__u64 inode;
+	__u64 start_code;
+};
+
 /* Makes the current process, which has just exec'd, a CPython process to
- * walk if its executable is in python_binaries. */
-static __always_inline void recognize_python_binary(__u32 tgid)
+ * walk if its executable is in python_binaries; then fills `exec`, which
+ * stays zero otherwise. */
+static __always_inline void recognize_python_binary(__u32 tgid, struct python_exec *exec)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pystrobe_python_binary_key key = {};
@@ -799,14 +809,20 @@ static __always_inline void recognize_python_binary(__u32 tgid)
 	process.runtime_addr = mm->start_code + binary->runtime_offset;
 	process.code_type_addr = mm->start_code + binary->code_type_offset;
 	__builtin_memcpy(&process.offsets, &binary->offsets, sizeof(process.offsets));
-	if (bpf_map_update_elem(&python_processes, &tgid, &process, BPF_ANY) == 0)
-		count_sample(PYSTROBE_COUNT_PYTHON_AT_EXEC);
+	if (bpf_map_update_elem(&python_processes, &tgid, &process, BPF_ANY) != 0)
+		return;
+	count_sample(PYSTROBE_COUNT_PYTHON_AT_EXEC);
+	exec->dev = key.dev;
+	exec->inode = key.inode;
+	exec->start_code = mm->start_code;
 }
 
 SEC("raw_tp/sched_process_exec")
 int handle_exec(void *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct pystrobe_process_event *event;
+	struct python_exec recognized = {};
 	__u8 one = 1;
 
 	/* The new image is not the interpreter the daemon saw, if any, and
@@ -814,11 +830,17 @@ int handle_exec(void *ctx)
 	 * pointers until userspace reads them again. */
 	bpf_map_delete_elem(&python_processes, &tgid);
 	bpf_map_delete_elem(&unwind_processes, &tgid);
-	if (is_target(tgid)) {
-		recognize_python_binary(tgid);
-		bpf_map_update_elem(&fresh_processes, &tgid, &one, BPF_ANY);
-		send_process_event(PYSTROBE_EVENT_EXEC, tgid);
-	}
+	if (!is_target(tgid))
+		return 0;
+	recognize_python_binary(tgid, &recognized);
+	bpf_map_update_elem(&fresh_processes, &tgid, &one, BPF_ANY);
+	event = new_process_event(PYSTROBE_EVENT_EXEC, tgid);
+	if (!event)
+		return 0;
+	event->python_binary_dev = recognized.dev;
+	event->python_binary_inode = recognized.inode;
+	event->start_code = recognized.start_code;
+	bpf_ringbuf_submit(event, 0);
 	return 0;
 }
 
@@ -834,8 +856,12 @@ int handle_exit(void *ctx)
 		return 0;
 	bpf_map_delete_elem(&python_processes, &tgid);
 	bpf_map_delete_elem(&unwind_processes, &tgid);
-	if (is_target(tgid))
-		send_process_event(PYSTROBE_EVENT_EXIT, tgid);
+	if (is_target(tgid)) {
+		struct pystrobe_process_event *event = new_process_event(PYSTROBE_EVENT_EXIT, tgid);
+
+		if (event)
+			bpf_ringbuf_submit(event, 0);
+	}
 	/* A later process with this pid is not a target. */
 	if (filter_pids)
 		bpf_map_delete_elem(&target_pids, &tgid);

@@ -49,10 +49,11 @@ constexpr absl::Duration kTickInterval = absl::Seconds(1);
 // window's stacks on a busy host takes a while); past this the scrape gets
 // the figures published last. Prometheus's own scrape timeout is 10 s.
 constexpr absl::Duration kScrapeWait = absl::Seconds(2);
-// How long after SIGTERM is seen the last window may take to reach the
-// profile store: SIGTERM must end the daemon within 2 s, and writing the
-// last window and tearing down take the rest.
-constexpr absl::Duration kFinalPushGrace = absl::Milliseconds(500);
+// How long the last window, once queued after SIGTERM, may take to reach the
+// profile stores. Counted from when it is queued, not from the signal: on a
+// loaded host cutting and naming the window can itself take a second, and a
+// grace spent before the window exists pushes nothing.
+constexpr absl::Duration kFinalPushGrace = absl::Milliseconds(1500);
 
 constexpr char kUsage[] = R"(usage: pystrobe daemon [options]
 
@@ -423,9 +424,11 @@ int Daemon::Run() {
   absl::Time stopping = absl::Now();
   Notify(NotifyStopping());
   if (session_ != nullptr) session_->Finish(stopping);
-  // The last window is queued: the pusher gets what is left of SIGTERM's 2 s.
-  push_sink_.Shutdown(stopping + kFinalPushGrace);
-  otlp_sink_.Shutdown(stopping + kFinalPushGrace);
+  // The last window is queued: both stores' pushers send it side by side
+  // (each has its own thread) within the one grace.
+  const absl::Time final_push_deadline = absl::Now() + kFinalPushGrace;
+  push_sink_.Shutdown(final_push_deadline);
+  otlp_sink_.Shutdown(final_push_deadline);
   control_.reset();  // the recordings were completed by Finish
   PublishHealth();
   Log(absl::StrCat("stopped by signal ", Signals::StopSignal(), "; last window written"));

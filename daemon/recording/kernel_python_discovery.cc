@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::Discover(u
       !status.ok()) {
     return status;
   }
-  RememberBinary(pid, (*python)->interpreter());
+  RememberBinary(pid, **python);
   if (gc_probes_) AttachGcProbes(pid, (*python)->interpreter());
   if (finalize_probes_) AttachFinalizeProbe(pid, (*python)->interpreter());
   return python;
@@ -57,7 +57,18 @@ void KernelPythonDiscovery::AttachGcProbes(uint32_t pid, const PythonInterpreter
   gc_measured_.insert(pid);
 }
 
-void KernelPythonDiscovery::RememberBinary(uint32_t pid, const PythonInterpreter& interpreter) {
+absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::FromExec(
+    uint32_t pid, const PythonExecutable& executable) {
+  auto known = executables_.find({executable.dev, executable.inode});
+  if (known == executables_.end() || known->second.first_run == nullptr) {
+    return absl::NotFoundError(absl::StrCat("executable ", executable.dev, ":", executable.inode,
+                                            " is not one CPython was found in"));
+  }
+  return known->second.first_run->RunBy(pid, executable.start_code - known->second.start_code);
+}
+
+void KernelPythonDiscovery::RememberBinary(uint32_t pid, const PythonProcess& python) {
+  const PythonInterpreter& interpreter = python.interpreter();
   // A libpython is mapped by the dynamic loader after exec, where the kernel
   // cannot wait for it: only an interpreter linked into the executable.
   if (!interpreter.in_executable) return;
@@ -69,7 +80,9 @@ void KernelPythonDiscovery::RememberBinary(uint32_t pid, const PythonInterpreter
   pystrobe_python_binary_key key = {
       .dev = (static_cast<uint64_t>(major(identity->exe_dev)) << 20) | minor(identity->exe_dev),
       .inode = identity->exe_inode};
-  if (!binaries_.insert({key.dev, key.inode}).second) return;
+  auto [known, added] = executables_.try_emplace({key.dev, key.inode});
+  if (!added) return;
+  known->second = {.first_run = python.RunBy(pid, 0), .start_code = identity->start_code};
   const pystrobe_python_process process = interpreter.ToBpf();
   const pystrobe_python_binary binary = {
       .runtime_offset = process.runtime_addr - identity->start_code,

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/recording/process_table.h"
@@ -31,6 +32,8 @@ class KernelPythonDiscovery : public PythonDiscovery {
       : sampler_(sampler), gc_probes_(probes.gc), finalize_probes_(probes.finalize) {}
 
   absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t pid) override;
+  absl::StatusOr<std::unique_ptr<PythonProcess>> FromExec(
+      uint32_t pid, const PythonExecutable& executable) override;
 
   // Whether process `pid` was found running an interpreter whose GC probes
   // are attached: its GC time is counted.
@@ -39,7 +42,7 @@ class KernelPythonDiscovery : public PythonDiscovery {
  private:
   // Hands the kernel the binary of `pid`'s interpreter, when CPython is in
   // its main executable, so later execs of it are walked from the start.
-  void RememberBinary(uint32_t pid, const PythonInterpreter& interpreter);
+  void RememberBinary(uint32_t pid, const PythonProcess& python);
   // Attaches the GC probes to `pid`'s interpreter binary (see gc_probes).
   void AttachGcProbes(uint32_t pid, const PythonInterpreter& interpreter);
   // Attaches the finalization probe to `pid`'s interpreter binary; says
@@ -47,8 +50,14 @@ class KernelPythonDiscovery : public PythonDiscovery {
   void AttachFinalizeProbe(uint32_t pid, const PythonInterpreter& interpreter);
 
   BpfSampler* sampler_;
-  // Executables already handed to the kernel (pystrobe_python_binary_key).
-  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> binaries_;
+  // An executable handed to the kernel: the run it was found in, and where
+  // the kernel had loaded that run's text; later runs are that one moved.
+  struct KnownExecutable {
+    std::unique_ptr<PythonProcess> first_run;
+    uint64_t start_code = 0;
+  };
+  // By pystrobe_python_binary_key (dev, inode).
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, KnownExecutable> executables_;
   // Unsupported versions already warned about: one warning per version.
   absl::flat_hash_set<std::string> warned_;
   bool gc_probes_;

@@ -49,17 +49,18 @@ std::optional<ImageId> ProcessTable::OnSample(uint32_t pid, uint32_t tid,
       ++images_refused_;
       return std::nullopt;
     }
-    std::string comm;
-    if (auto exec = exec_comm_by_pid_.find(pid); exec != exec_comm_by_pid_.end()) {
-      comm = std::move(exec->second);
-      exec_comm_by_pid_.erase(exec);
+    ExecRecord exec;
+    if (auto it = exec_by_pid_.find(pid); it != exec_by_pid_.end()) {
+      exec = std::move(it->second);
+      exec_by_pid_.erase(it);
     } else {
-      comm = read_comm_(pid);
+      exec.comm = read_comm_(pid);
     }
     // A process that is already gone is named after the thread we saw.
-    if (comm.empty()) comm = std::string(thread_comm);
-    id = NewImage(pid, std::move(comm));
+    if (exec.comm.empty()) exec.comm = std::string(thread_comm);
+    id = NewImage(pid, std::move(exec.comm));
     images_[id]->cgroup_id = cgroup_id;
+    images_[id]->exec_python = exec.python;
   }
   ProcessImage& image = *images_[id];
   MaybeDiscoverPython(image);
@@ -68,12 +69,13 @@ std::optional<ImageId> ProcessTable::OnSample(uint32_t pid, uint32_t tid,
   return id;
 }
 
-void ProcessTable::OnExec(uint32_t pid, absl::string_view comm) {
+void ProcessTable::OnExec(uint32_t pid, absl::string_view comm,
+                          std::optional<PythonExecutable> python) {
   if (auto it = live_image_by_pid_.find(pid); it != live_image_by_pid_.end()) {
     Retire(*images_[it->second]);
     live_image_by_pid_.erase(it);
   }
-  exec_comm_by_pid_[pid] = std::string(comm);
+  exec_by_pid_[pid] = {.comm = std::string(comm), .python = python};
 }
 
 void ProcessTable::OnExit(uint32_t pid) {
@@ -81,7 +83,7 @@ void ProcessTable::OnExit(uint32_t pid) {
     Retire(*images_[it->second]);
     live_image_by_pid_.erase(it);
   }
-  exec_comm_by_pid_.erase(pid);
+  exec_by_pid_.erase(pid);
 }
 
 void ProcessTable::Retire(ProcessImage& image) {
@@ -128,6 +130,18 @@ void ProcessTable::MaybeDiscoverPython(ProcessImage& image) {
     return;
   }
   image.python_error = python.status();
+  // A run of an executable known from another process: named from its exec
+  // record when /proc has nothing (it ended before this first sample was
+  // read, as a short script or an OOM victim on a loaded host does).
+  if (image.exec_python) {
+    python = python_discovery_->FromExec(image.pid, *image.exec_python);
+    if (python.ok()) {
+      image.python = std::move(*python);
+      image.python_error = absl::OkStatus();
+      ++python_processes_;
+      return;
+    }
+  }
   // Only "no CPython here (yet)" is worth another look.
   if (!absl::IsNotFound(python.status())) image.python_attempts = kMaxAttempts;
 }

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/recording/python_process.h"
+#include "daemon/recording/ring_records.h"
 #include "daemon/symbolizer/native_symbolizer.h"
 
 namespace pystrobe {
@@ -46,6 +47,8 @@ struct ProcessImage {
   absl::Status symbols_error;
   // Set once CPython is found in the image; its frames can then be named.
   std::unique_ptr<PythonProcess> python;
+  // From its exec record, when the kernel knew the executable as CPython's.
+  std::optional<PythonExecutable> exec_python;
   // Why the last attempt found no usable CPython (NotFound: none at all).
   absl::Status python_error;
   int python_attempts = 0;
@@ -60,6 +63,14 @@ class PythonDiscovery {
   virtual ~PythonDiscovery() = default;
   // Finds CPython in `pid` and, when found, lets the kernel walk it.
   virtual absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t pid) = 0;
+  // CPython in `pid` as its exec record tells it: an executable already
+  // found in another process, which the kernel walks from the exec. Needs
+  // nothing of the process, which may have ended before its first sample was
+  // read. NotFound when the executable is not one this discovery found.
+  virtual absl::StatusOr<std::unique_ptr<PythonProcess>> FromExec(
+      uint32_t /*pid*/, const PythonExecutable& /*executable*/) {
+    return absl::NotFoundError("no CPython executable known by exec");
+  }
 };
 
 class ProcessTable {
@@ -91,7 +102,9 @@ class ProcessTable {
   std::optional<ImageId> OnSample(uint32_t pid, uint32_t tid, absl::string_view thread_comm,
                                   uint64_t cgroup_id = 0);
   // The process replaced its image: later samples belong to a new one.
-  void OnExec(uint32_t pid, absl::string_view comm);
+  // `python`: the kernel knew the new executable as CPython's.
+  void OnExec(uint32_t pid, absl::string_view comm,
+              std::optional<PythonExecutable> python = std::nullopt);
   // The process exited: its pid may be reused by an unrelated process.
   void OnExit(uint32_t pid);
 
@@ -137,8 +150,12 @@ class ProcessTable {
   uint64_t images_evicted_ = 0;
   uint64_t images_refused_ = 0;
   absl::flat_hash_map<uint32_t, ImageId> live_image_by_pid_;
-  // Names from exec events, used when the first sample of the new image comes.
-  absl::flat_hash_map<uint32_t, std::string> exec_comm_by_pid_;
+  // What exec events said, used when the first sample of the new image comes.
+  struct ExecRecord {
+    std::string comm;
+    std::optional<PythonExecutable> python;
+  };
+  absl::flat_hash_map<uint32_t, ExecRecord> exec_by_pid_;
   size_t symbol_failures_ = 0;
 };
 

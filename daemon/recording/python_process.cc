@@ -148,6 +148,30 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t 
   return process;
 }
 
+std::unique_ptr<PythonProcess> PythonProcess::RunBy(uint32_t pid, uint64_t load_delta) const {
+  // Modulo 2^64: a run loaded below this one moves by a "negative" delta.
+  auto moved = [load_delta](uint64_t address) { return address ? address + load_delta : 0; };
+  auto moved_ranges = [&](std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+    for (auto& [start, end] : ranges) {
+      start = moved(start);
+      end = moved(end);
+    }
+    return ranges;
+  };
+  PythonInterpreter interpreter = interpreter_;
+  interpreter.pid = static_cast<pid_t>(pid);
+  interpreter.load_bias += load_delta;
+  interpreter.runtime_address = moved(interpreter.runtime_address);
+  interpreter.code_type_address = moved(interpreter.code_type_address);
+  interpreter.unicode_type_address = moved(interpreter.unicode_type_address);
+  interpreter.bytes_type_address = moved(interpreter.bytes_type_address);
+  auto run = std::make_unique<PythonProcess>(std::move(interpreter),
+                                             std::make_unique<RemoteProcessMemory>(pid),
+                                             moved_ranges(interpreter_ranges_), "");
+  run->set_eval_ranges(moved_ranges(eval_ranges_));
+  return run;
+}
+
 PythonProcess::PythonProcess(PythonInterpreter interpreter, std::unique_ptr<ProcessMemory> memory,
                              std::vector<std::pair<uint64_t, uint64_t>> interpreter_ranges,
                              std::string cwd)

@@ -47,6 +47,12 @@ class PythonProcess {
                 std::vector<std::pair<uint64_t, uint64_t>> interpreter_ranges, std::string cwd);
 
   const PythonInterpreter& interpreter() const { return interpreter_; }
+
+  // The same executable run by process `pid`, which the kernel loaded
+  // `load_delta` bytes away from this one: every address moves by it. For a
+  // run known from its exec record alone (see PythonDiscovery::FromExec);
+  // its working directory is not known.
+  std::unique_ptr<PythonProcess> RunBy(uint32_t pid, uint64_t load_delta) const;
   // The process's working directory at discovery, to shorten file names.
   const std::string& cwd() const { return cwd_; }
 

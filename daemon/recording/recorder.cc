@@ -41,7 +41,7 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
     HandleSample(std::move(*sample));
   } else if (auto* event = std::get_if<ProcessEventRecord>(&*decoded)) {
     if (event->kind == PYSTROBE_EVENT_EXEC) {
-      processes_.OnExec(event->pid, event->comm);
+      processes_.OnExec(event->pid, event->comm, event->python_executable);
     } else {
       processes_.OnExit(event->pid);
       auto allocator = allocators_.find(event->pid);

@@ -103,8 +103,17 @@ absl::StatusOr<RingRecord> DecodeRingRecord(std::span<const uint8_t> record) {
       pystrobe_process_event event;
       if (record.size() < sizeof(event)) break;
       std::memcpy(&event, record.data(), sizeof(event));
-      return ProcessEventRecord{
-          .kind = kind, .pid = event.pid, .time_ns = event.time_ns, .comm = CommOf(event.comm)};
+      std::optional<PythonExecutable> python;
+      if (kind == PYSTROBE_EVENT_EXEC && event.start_code != 0) {
+        python = PythonExecutable{.dev = event.python_binary_dev,
+                                  .inode = event.python_binary_inode,
+                                  .start_code = event.start_code};
+      }
+      return ProcessEventRecord{.kind = kind,
+                                .pid = event.pid,
+                                .time_ns = event.time_ns,
+                                .comm = CommOf(event.comm),
+                                .python_executable = python};
     }
     case PYSTROBE_EVENT_PYTHON_CODE: {
       absl::StatusOr<PythonCodeCopy> copy = ParsePythonCodeCopy(record);

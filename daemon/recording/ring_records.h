@@ -6,6 +6,7 @@
 #define PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -47,12 +48,24 @@ struct SampleRecord {
   std::vector<PythonFrameRecord> python_frames;  // innermost first
 };
 
+// The executable a process exec'd, when the kernel knew it as one holding
+// CPython (python_binaries): the file, and where the kernel loaded its text.
+struct PythonExecutable {
+  uint64_t dev = 0;  // the kernel's encoding, as struct super_block's s_dev
+  uint64_t inode = 0;
+  uint64_t start_code = 0;
+
+  friend bool operator==(const PythonExecutable&, const PythonExecutable&) = default;
+};
+
 // A process exec'd (EXEC) or ended (EXIT).
 struct ProcessEventRecord {
   uint32_t kind = 0;  // PYSTROBE_EVENT_EXEC or PYSTROBE_EVENT_EXIT
   uint32_t pid = 0;
   uint64_t time_ns = 0;
   std::string comm;  // the name after the event
+  // EXEC of an executable the kernel knew as CPython's.
+  std::optional<PythonExecutable> python_executable;
 };
 
 // A sampled block was freed (FREE).

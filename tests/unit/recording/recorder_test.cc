@@ -372,6 +372,67 @@ TEST(RecorderTest, ProcessWithoutSymbolsStillCountsItsSamples) {
   EXPECT_EQ(folded.at("gone (999);[unknown]"), 1u);
 }
 
+// Finds CPython nowhere in /proc (every process has ended); knows one
+// executable from an earlier run: linked at 0x1000, its runtime at 0x5000 and
+// its eval loop at [0x2000, 0x2400) when the kernel loaded its text at 0x1000.
+class ExecOnlyDiscovery : public PythonDiscovery {
+ public:
+  static constexpr PythonExecutable kKnown = {.dev = 8, .inode = 77, .start_code = 0x1000};
+
+  absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t) override {
+    return absl::NotFoundError("no such process");
+  }
+  absl::StatusOr<std::unique_ptr<PythonProcess>> FromExec(
+      uint32_t pid, const PythonExecutable& executable) override {
+    if (executable.dev != kKnown.dev || executable.inode != kKnown.inode) {
+      return absl::NotFoundError("unknown executable");
+    }
+    PythonInterpreter interpreter;
+    interpreter.in_executable = true;
+    interpreter.runtime_address = 0x5000;
+    interpreter.code_type_address = 0x6000;
+    PythonProcess first_run(interpreter, std::make_unique<RemoteProcessMemory>(1),
+                            {{0x1000, 0x4000}}, "/srv");
+    first_run.set_eval_ranges({{0x2000, 0x2400}});
+    return first_run.RunBy(pid, executable.start_code - kKnown.start_code);
+  }
+};
+
+TEST(RecorderTest, ARunThatEndsBeforeItIsReadIsCPythonByItsExecRecord) {
+  FakeSymbolizer symbolizer;
+  ExecOnlyDiscovery discovery;
+  Recorder recorder(&symbolizer, &discovery, {}, NoProcComm);
+  // Loaded 0x7000 bytes above the first run; gone before its samples are read.
+  std::vector<uint8_t> exec = ProcessEvent(PYSTROBE_EVENT_EXEC, 41, "python3.11");
+  auto* event = reinterpret_cast<pystrobe_process_event*>(exec.data());
+  event->python_binary_dev = ExecOnlyDiscovery::kKnown.dev;
+  event->python_binary_inode = ExecOnlyDiscovery::kKnown.inode;
+  event->start_code = 0x8000;
+  recorder.HandleRecord(exec);
+  recorder.HandleRecord(SampleRecord(41, 41, "python3.11", {}, {0x9010}));
+  // An exec the kernel did not know as CPython's: nothing to go by.
+  recorder.HandleRecord(ProcessEvent(PYSTROBE_EVENT_EXEC, 42, "sh"));
+  recorder.HandleRecord(SampleRecord(42, 42, "sh", {}, {0x9010}));
+
+  EXPECT_EQ(recorder.processes().python_processes(), 1u);
+  const ProcessImage* known = nullptr;
+  const ProcessImage* unknown = nullptr;
+  for (const auto& [stack, weight] : recorder.stacks().weights()) {
+    const ProcessImage& image = recorder.processes().image(stack.image);
+    (image.pid == 41 ? known : unknown) = &image;
+  }
+  ASSERT_NE(known, nullptr);
+  ASSERT_NE(known->python, nullptr);
+  EXPECT_EQ(known->python->interpreter().pid, 41);
+  EXPECT_EQ(known->python->interpreter().runtime_address, 0xc000u);
+  EXPECT_EQ(known->python->interpreter().code_type_address, 0xd000u);
+  EXPECT_TRUE(known->python->InEvalLoop(0x9010));
+  EXPECT_FALSE(known->python->InEvalLoop(0x2010));
+  EXPECT_TRUE(known->python->InInterpreter(0xa000));
+  ASSERT_NE(unknown, nullptr);
+  EXPECT_EQ(unknown->python, nullptr);
+}
+
 TEST(RecorderTest, MalformedRecordsAreCountedNotTrusted) {
   FakeSymbolizer symbolizer;
   Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);

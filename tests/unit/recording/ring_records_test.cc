@@ -99,7 +99,11 @@ TEST(RingRecordsTest, AFullLengthCommIsKeptWithoutItsMissingTerminator) {
 
 TEST(RingRecordsTest, ProcessEventsFreesAndCodeCopiesDecodeToTheirOwnTypes) {
   for (uint32_t kind : {PYSTROBE_EVENT_EXEC, PYSTROBE_EVENT_EXIT}) {
-    pystrobe_process_event event = {.kind = kind, .pid = 42, .time_ns = 99, .comm = "python3"};
+    pystrobe_process_event event = {};
+    event.kind = kind;
+    event.pid = 42;
+    event.time_ns = 99;
+    std::strcpy(event.comm, "python3");
     absl::StatusOr<RingRecord> record = DecodeRingRecord(BytesOf(event));
     ASSERT_TRUE(record.ok()) << record.status();
     const auto* process = std::get_if<ProcessEventRecord>(&*record);
@@ -108,7 +112,21 @@ TEST(RingRecordsTest, ProcessEventsFreesAndCodeCopiesDecodeToTheirOwnTypes) {
     EXPECT_EQ(process->pid, 42u);
     EXPECT_EQ(process->time_ns, 99u);
     EXPECT_EQ(process->comm, "python3");
+    EXPECT_FALSE(process->python_executable.has_value());
   }
+
+  // An exec of an executable the kernel knew as CPython's says which file
+  // and where its text went.
+  pystrobe_process_event exec = {};
+  exec.kind = PYSTROBE_EVENT_EXEC;
+  exec.pid = 42;
+  exec.python_binary_dev = 0x800001;
+  exec.python_binary_inode = 1234;
+  exec.start_code = 0x55d0c0de0000;
+  absl::StatusOr<RingRecord> known = DecodeRingRecord(BytesOf(exec));
+  ASSERT_TRUE(known.ok()) << known.status();
+  EXPECT_EQ(std::get<ProcessEventRecord>(*known).python_executable,
+            (PythonExecutable{.dev = 0x800001, .inode = 1234, .start_code = 0x55d0c0de0000}));
 
   pystrobe_finalize_event finalize = {};
   finalize.kind = PYSTROBE_EVENT_FINALIZE;
