@@ -30,5 +30,7 @@ NOINLINE static void RunChains(double deadline) {
 int main(int argc, char** argv) {
   double deadline = MonotonicSeconds() + atof(FlagValue(argc, argv, "--seconds", "3"));
   RunChains(deadline);
+  // Its own CPU time: what the tests judge the samples against.
+  printf("{\"cpu_s\": %.3f}\n", ProcessCpuSeconds());
   return (int)(sink & 1) * 0;
 }
