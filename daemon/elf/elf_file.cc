@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -210,6 +211,35 @@ const ElfSection* ElfFile::FindSection(absl::string_view name) const {
     if (section.name == name) return &section;
   }
   return nullptr;
+}
+
+std::vector<uint64_t> ElfFile::FunctionStarts() const {
+  // .eh_frame_hdr: version 1, three pointer encodings, the (encoded) address
+  // of .eh_frame, the FDE count, then (initial location, FDE address) pairs
+  // sorted by location, each relative to the section's own address.
+  constexpr uint8_t kUdata4 = 0x03, kSdata4 = 0x0b, kPcRel = 0x10, kDataRel = 0x30;
+  const ElfSection* header = FindSection(".eh_frame_hdr");
+  if (header == nullptr) return {};
+  absl::Span<const uint8_t> bytes = Bytes(header->offset, header->size, 1);
+  if (bytes.size() < 12 || bytes[0] != 1 ||
+      (bytes[1] != (kPcRel | kSdata4) && bytes[1] != kSdata4) || bytes[2] != kUdata4 ||
+      bytes[3] != (kDataRel | kSdata4)) {
+    return {};
+  }
+  uint32_t count;
+  std::memcpy(&count, bytes.data() + 8, sizeof(count));
+  constexpr size_t kTable = 12, kPair = 8;
+  if (count > (bytes.size() - kTable) / kPair) return {};
+  std::vector<uint64_t> starts;
+  starts.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    int32_t location;
+    std::memcpy(&location, bytes.data() + kTable + i * kPair, sizeof(location));
+    starts.push_back(header->address + static_cast<int64_t>(location));
+  }
+  // Sorted by the linker; a table that is not is not trusted to be.
+  std::sort(starts.begin(), starts.end());
+  return starts;
 }
 
 absl::Span<const uint8_t> ElfFile::Section(absl::string_view name) const {

@@ -88,6 +88,13 @@ class ElfFile {
   // The separate debug file's name in .gnu_debuglink; "" when none.
   const std::string& debuglink() const { return debuglink_; }
 
+  // Where the functions with call frame information start (link-time,
+  // sorted), from .eh_frame_hdr's search table: every function, symbol or
+  // not, the parts GCC splits off (.cold) included. Empty when the section
+  // is absent or its table uses an encoding other than the usual datarel
+  // sdata4 pairs.
+  std::vector<uint64_t> FunctionStarts() const;
+
   // The header of section `name`, or null when absent.
   const ElfSection* FindSection(absl::string_view name) const;
   // The contents of section `name` (e.g. ".rodata") as they are in the

@@ -1,8 +1,10 @@
 #include "daemon/recording/python_process.h"
 
+#include <elf.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -114,6 +116,49 @@ const absl::btree_map<std::string, AsyncioTaskLabel>* PythonProcess::AsyncioTask
   return it == asyncio_roots_.end() ? nullptr : &it->second;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> ColdPartsOf(const ElfFile& binary, ElfSymbol hot) {
+  const ElfSection* text = binary.FindSection(".text");
+  if (text == nullptr || binary.machine() != EM_X86_64 || hot.value < text->address ||
+      hot.value + hot.size > text->address + text->size) {
+    return {};
+  }
+  std::vector<uint64_t> starts = binary.FunctionStarts();
+  absl::Span<const uint8_t> code =
+      binary.Section(".text").subspan(hot.value - text->address, hot.size);
+  std::vector<std::pair<uint64_t, uint64_t>> parts;
+  // Byte by byte, not instruction by instruction: a false match must also
+  // land exactly on a function start outside the hot part, and then must
+  // be a conditional jump's target, which a tail call to another function
+  // never is in GCC's code.
+  for (size_t i = 0; i + 6 <= code.size(); ++i) {
+    if (code[i] != 0x0f || code[i + 1] < 0x80 || code[i + 1] > 0x8f) continue;  // jcc rel32
+    int32_t displacement;
+    std::memcpy(&displacement, code.data() + i + 2, sizeof(displacement));
+    uint64_t target = hot.value + i + 6 + static_cast<int64_t>(displacement);
+    if (target >= hot.value && target < hot.value + hot.size) continue;
+    auto start = std::lower_bound(starts.begin(), starts.end(), target);
+    if (start == starts.end() || *start != target || start + 1 == starts.end()) continue;
+    std::pair<uint64_t, uint64_t> part = {target, *(start + 1)};
+    if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
+  }
+  return parts;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> EvalLoopRanges(const ElfFile& binary) {
+  static constexpr absl::string_view kEvalLoop[] = {"_PyEval_EvalFrameDefault",
+                                                    "_PyEval_EvalFrameDefault.cold"};
+  absl::flat_hash_map<std::string, ElfSymbol> symbols = binary.FindSymbols(kEvalLoop);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& [name, symbol] : symbols) {
+    if (symbol.size != 0) ranges.emplace_back(symbol.value, symbol.value + symbol.size);
+  }
+  auto hot = symbols.find(kEvalLoop[0]);
+  if (hot != symbols.end() && !symbols.contains(kEvalLoop[1])) {
+    for (const auto& part : ColdPartsOf(binary, hot->second)) ranges.push_back(part);
+  }
+  return ranges;
+}
+
 absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t pid) {
   absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(static_cast<pid_t>(pid));
   if (!interpreter.ok()) return interpreter.status();
@@ -132,12 +177,8 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t 
   absl::StatusOr<ElfFile> binary =
       ElfFile::Open(PathOfMappedFile(static_cast<int>(pid), interpreter->binary_path));
   if (binary.ok()) {
-    static constexpr absl::string_view kEvalLoop[] = {"_PyEval_EvalFrameDefault",
-                                                      "_PyEval_EvalFrameDefault.cold"};
-    for (const auto& [name, symbol] : binary->FindSymbols(kEvalLoop)) {
-      if (symbol.size == 0) continue;
-      uint64_t start = symbol.value + interpreter->load_bias;
-      eval_ranges.emplace_back(start, start + symbol.size);
+    for (auto [start, end] : EvalLoopRanges(*binary)) {
+      eval_ranges.emplace_back(start + interpreter->load_bias, end + interpreter->load_bias);
     }
   }
   std::string cwd = ReadLink(absl::StrCat("/proc/", pid, "/cwd"));

@@ -343,7 +343,8 @@ CALLBACK = textwrap.dedent("""
 
 
 def callback_pythons():
-    """Debian's python3.11 and pyenv's 3.8 to 3.13 that are installed."""
+    """Debian's python3.11, pyenv's 3.8 to 3.13 and Debian unstable's 3.14 and 3.15
+    that are installed."""
     found = [DEBIAN_PYTHON] if os.access(DEBIAN_PYTHON, os.X_OK) else []
     root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip() \
         if subprocess.run(["which", "pyenv"], capture_output=True).returncode == 0 else ""
@@ -360,12 +361,9 @@ def callback_pythons():
                 break
         if missing:
             print(f"skipped: no pyenv python3.{minor}")
-    # Debian's 3.14 and 3.15 run the tail-calling interpreter (clang's musttail: one
-    # C function per instruction, _PyEval_EvalFrameDefault a 1 KiB trampoline), whose
-    # frames pystrobe does not interleave with Python's yet.
-    for python in installed_pythons():
-        if python.in_chroot:
-            print(f"skipped: {python.label}: --native order on the tail-calling interpreter")
+    # Debian unstable's 3.14 and 3.15 (a chroot): stripped PGO builds whose eval
+    # loop runs mostly in a cold part without a symbol of its own.
+    found += [python.executable for python in installed_pythons() if python.in_chroot]
     return found
 
 

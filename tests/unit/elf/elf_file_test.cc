@@ -50,6 +50,31 @@ TEST(ElfFileTest, BuildIdAndExecutableSegmentsAgreeWithReadelf) {
   }
 }
 
+// The FDE starts `readelf --debug-dump=frames` lists, sorted.
+std::vector<uint64_t> ReadelfFdeStarts(const std::string& path) {
+  std::istringstream lines(CommandOutput("readelf --debug-dump=frames '" + path + "'"));
+  std::vector<uint64_t> starts;
+  for (std::string line; std::getline(lines, line);) {
+    size_t pc = line.find(" FDE cie=");
+    if (pc == std::string::npos || (pc = line.find("pc=", pc)) == std::string::npos) continue;
+    starts.push_back(std::stoull(line.substr(pc + 3), nullptr, 16));
+  }
+  std::sort(starts.begin(), starts.end());
+  return starts;
+}
+
+TEST(ElfFileTest, FunctionStartsAreTheFdesReadelfLists) {
+  for (const std::string& path :
+       {std::string("/usr/bin/python3.11"), RealPath("/lib/x86_64-linux-gnu/libc.so.6")}) {
+    if (access(path.c_str(), R_OK) != 0) continue;
+    absl::StatusOr<ElfFile> file = ElfFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    std::vector<uint64_t> starts = file->FunctionStarts();
+    EXPECT_GT(starts.size(), 1000u) << path;
+    EXPECT_EQ(starts, ReadelfFdeStarts(path)) << path;
+  }
+}
+
 TEST(ElfFileTest, DebuglinkAndSectionsOfAStrippedDebianBinary) {
   const std::string path = "/usr/bin/python3.11";
   absl::StatusOr<ElfFile> file = ElfFile::Open(path);
