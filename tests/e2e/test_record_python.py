@@ -467,14 +467,7 @@ class SubprocessesTest(PythonRecordTest):
                                    f"{truth[key]}:\n{summarize(recording.stacks)}")
                 self.assertGreater(seen, 150, f"{function}:\n{summarize(theirs)}")
                 self.assertWellShaped(theirs, function)
-        # Debian unstable's 3.14 and 3.15 run in a chroot here: their forked
-        # child is not followed yet (seen in the suite, not yet explained).
-        pythons = installed_pythons(with_old=True)
-        for python in pythons:
-            if python.in_chroot:
-                print(f"SKIPPED {python.label}: fork and exec under the chroot's launcher",
-                      file=sys.stderr)
-        self.for_each_python(check, [p for p in pythons if not p.in_chroot])
+        self.for_each_python(check, installed_pythons(with_old=True))
 
     def test_python_started_after_a_system_wide_recording_began(self):
         def check(python):

@@ -40,8 +40,11 @@ def main():
         child_of_exec(args.seconds)
         return
     portable.say("ready")
-    # Linux's default start method before 3.14 is fork (2.7 has no other).
-    forked = multiprocessing.Process(target=child_of_fork, args=(args.seconds,))
+    # A forked child: 3.14 starts children with forkserver by default on
+    # Linux (2.7 has fork only, and no get_context).
+    context = (multiprocessing.get_context("fork") if hasattr(multiprocessing, "get_context")
+               else multiprocessing)
+    forked = context.Process(target=child_of_fork, args=(args.seconds,))
     forked.start()
     execed = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child",
                                "--seconds", str(args.seconds)])
@@ -51,4 +54,5 @@ def main():
                              "exec_pid": execed.pid}))
 
 
-main()
+if __name__ == "__main__":
+    main()
