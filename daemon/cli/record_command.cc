@@ -245,6 +245,8 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
   Signals::Install();
   if (absl::Status s = (*session)->Start(); !s.ok()) return Fail("record", s);
   if (options.allocations) {
+    // Running processes are walked whole from their first sampled allocation.
+    for (uint32_t pid : options.pids) recorder.processes().Track(pid);
     if (absl::Status s = AttachAllocationRoute((*session)->sampler(), allocation_route, targets,
                                                options.all, options.alloc_sample_bytes);
         !s.ok()) {

@@ -143,6 +143,8 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     return Fail("stat", s);
   }
   if (options.allocations) {
+    // A running process is walked whole from its first sampled allocation.
+    if (!command) recorder.processes().Track(pid);
     if (absl::Status s = AttachAllocationRoute((*session)->sampler(), allocation_route, {pid},
                                                /*all=*/false, options.alloc_sample_bytes);
         !s.ok()) {
@@ -190,6 +192,11 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     if (absl::Status s = command->Release(); !s.ok()) {
       return s.code() == absl::StatusCode::kNotFound ? UsageError("stat", s) : Fail("stat", s);
     }
+  } else if (options.allocations) {
+    // After the cost of the uprobes was said: they are attached, the window
+    // starts now.
+    fprintf(stderr, "pystrobe: measuring pid %u for %.1f s; Ctrl-C to stop\n", pid,
+            absl::ToDoubleSeconds(*options.duration));
   }
 
   // 4. Until the command exits, the duration ends, the process ends, or a signal.

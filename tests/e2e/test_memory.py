@@ -421,6 +421,39 @@ class StatAllocationsTest(BpfTestCase):
         self.assertGreaterEqual(float(line.group(2)), 90, out)
 
 
+    def test_a_running_process_is_seen_through_uprobes_and_named_by_its_python_line(self):
+        """--pid: uprobes on the process's libc, and its first sampled
+        allocations already walked to their Python line (the process is
+        looked at before they come). It holds 32 MiB from grow() once stat
+        says it measures, then ends."""
+        script = os.path.join(self.tmp, "wait_then_grow.py")
+        with open(script, "w") as f:
+            f.write("import sys\nHELD = []\ndef grow():\n    for _ in range(32):\n"
+                    "        HELD.append(bytes(1 << 20))\nsys.stdin.readline()\ngrow()\n")
+        proc = subprocess.Popen([PYTHON, script], stdin=subprocess.PIPE, text=True)
+        try:
+            stat = subprocess.Popen(
+                [PYSTROBE_BIN, "stat", "--json", "--no-daemon", "--allocations",
+                 "--alloc-sample-bytes", "65536", "--pid", str(proc.pid), "-d", "60"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            read_lines_until(stat.stderr, "measuring pid", timeout=60)
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            proc.wait(timeout=60)
+            out, err = stat.communicate(timeout=60)
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdin.close()
+        self.assertEqual(stat.returncode, 0, err)
+        allocations = json.loads(out)["allocations"]
+        self.assertEqual(allocations["sampler"], "uprobes")
+        sites = {site["frame"].partition(" (")[0]: site for site in allocations["sites"]}
+        self.assertIn("grow", sites, allocations)
+        self.assertNear(sites["grow"]["allocated_bytes"], 32 * ((1 << 20) + 33), "grow")
+        self.assertGreaterEqual(sites["grow"]["in_use_share"], 0.9, allocations)
+
+
 class MemoryStatTest(BpfTestCase):
 
     def stat(self, *workload_args, options=()):
