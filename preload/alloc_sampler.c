@@ -112,10 +112,13 @@ static atomic_int resolved; /* 0: not yet, 1: under way, 2: done */
 static _Alignas(16) char bootstrap[64 * 1024];
 static atomic_size_t bootstrap_used;
 
+/* Makes free() of a start-up block take its slow path (below). */
+static void mark_in_filter(const void* block);
+
 static __thread int resolving __attribute__((tls_model("initial-exec")));
 
-static int in_bootstrap(const void* p) {
-  return (const char*)p >= bootstrap && (const char*)p < bootstrap + sizeof(bootstrap);
+static inline int in_bootstrap(const void* p) {
+  return (uintptr_t)p - (uintptr_t)bootstrap < sizeof(bootstrap); /* one compare */
 }
 
 /* 16 bytes in front of each bootstrap block hold its size (for realloc). */
@@ -128,6 +131,7 @@ static void* bootstrap_alloc(size_t size) {
     return NULL;
   }
   memcpy(bootstrap + at, &size, sizeof(size));
+  mark_in_filter(bootstrap + at + 16);
   return bootstrap + at + 16;
 }
 
@@ -148,10 +152,11 @@ static void resolve(void) {
     return;
   }
   resolving = 1;
-  next.malloc = dlsym(RTLD_NEXT, "malloc");
-  next.calloc = dlsym(RTLD_NEXT, "calloc");
-  next.realloc = dlsym(RTLD_NEXT, "realloc");
-  next.free = dlsym(RTLD_NEXT, "free");
+  /* Released one by one: the hot wrappers test their own (NEXT). */
+  __atomic_store_n(&next.malloc, dlsym(RTLD_NEXT, "malloc"), __ATOMIC_RELEASE);
+  __atomic_store_n(&next.calloc, dlsym(RTLD_NEXT, "calloc"), __ATOMIC_RELEASE);
+  __atomic_store_n(&next.realloc, dlsym(RTLD_NEXT, "realloc"), __ATOMIC_RELEASE);
+  __atomic_store_n(&next.free, dlsym(RTLD_NEXT, "free"), __ATOMIC_RELEASE);
   next.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
   next.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
   next.memalign = dlsym(RTLD_NEXT, "memalign");
@@ -162,6 +167,13 @@ static void resolve(void) {
   resolving = 0;
   atomic_store(&resolved, 2);
 }
+
+/*
+ * The next `fn` (malloc, calloc, realloc, free) where it is resolved, else
+ * NULL: the load the call needs anyway, instead of one of `resolved` and
+ * then the call's (a plain load on x86). NULL sends the wrapper to ready().
+ */
+#define NEXT(fn) __atomic_load_n(&next.fn, __ATOMIC_ACQUIRE)
 
 /* True when the next allocator can be called; false inside dlsym(). */
 static inline int ready(void) {
@@ -190,7 +202,8 @@ static _Atomic uintptr_t table[TABLE_SIZE];
 /*
  * How many sampled blocks hash to each of 4096 buckets (8 KiB, stays in
  * cache): a free whose bucket is empty, nearly every free, skips the table,
- * whose random slots would miss the cache.
+ * whose random slots would miss the cache. The start-up blocks count too
+ * (never removed): free() then needs no test of its own for them.
  */
 #define FILTER_BITS 12
 static _Atomic uint16_t filter[1u << FILTER_BITS];
@@ -236,14 +249,28 @@ static int table_remove(uintptr_t address) {
   return 0;
 }
 
-/* After fork() the child's sampled blocks are the parent's, not its own. */
+static void mark_in_filter(const void* block) {
+  atomic_fetch_add_explicit(bucket_of((uintptr_t)block), 1, memory_order_relaxed);
+}
+
+/* After fork() the child's sampled blocks are the parent's, not its own;
+ * the start-up blocks are still there. */
 static void forget_parent_blocks(void) {
+  size_t used = atomic_load(&bootstrap_used);
+
   for (uint32_t i = 0; i < TABLE_SIZE; i++) {
     if (atomic_load_explicit(&table[i], memory_order_relaxed) != SLOT_EMPTY)
       atomic_store_explicit(&table[i], SLOT_EMPTY, memory_order_relaxed);
   }
   for (uint32_t i = 0; i < (1u << FILTER_BITS); i++)
     atomic_store_explicit(&filter[i], 0, memory_order_relaxed);
+  for (size_t at = 0; at + 16 <= used && at + 16 <= sizeof(bootstrap);) {
+    size_t size;
+
+    memcpy(&size, bootstrap + at, sizeof(size));
+    mark_in_filter(bootstrap + at + 16);
+    at += (size + 16 + 15) & ~(size_t)15;
+  }
 }
 
 /* ---- Per-thread sampling ----------------------------------------------------- */
@@ -293,21 +320,28 @@ static int64_t draw_interval(struct thread_state* state) {
   return bytes < 1 ? 1 : (int64_t)bytes;
 }
 
-static __attribute__((noinline)) void sample(void* address, size_t size) {
+/*
+ * Takes the sample and returns `address`. The wrappers reach it by a tail
+ * call, so the stack the kernel walks from the probe (frame pointers: this
+ * function keeps one, the wrappers need none) goes from here straight to
+ * the wrapper's caller, the code that allocated.
+ */
+static __attribute__((noinline, optimize("no-omit-frame-pointer"))) void* sample(void* address,
+                                                                                 size_t size) {
   struct thread_state* state = &thread_state;
   double weight;
   int tracked;
 
-  if (state->busy) return; /* not expected: nothing below allocates */
+  if (state->busy) return address; /* not expected: nothing below allocates */
   if (mean_bytes == 0) {
     state->until_sample = INT64_MAX;
-    return;
+    return address;
   }
   if (state->rng == 0) {
     /* The thread's first allocation: its first threshold. */
     seed(state);
     state->until_sample += draw_interval(state);
-    if (state->until_sample > 0) return;
+    if (state->until_sample > 0) return address;
   }
   /* The next threshold lies past this block (memoryless: draw afresh). */
   state->until_sample = draw_interval(state);
@@ -317,50 +351,91 @@ static __attribute__((noinline)) void sample(void* address, size_t size) {
   tracked = table_insert((uintptr_t)address);
   pystrobe_alloc_sampled(address, size, (uint64_t)(weight + 0.5), !tracked);
   state->busy = 0;
+  return address;
 }
 
-static inline void count(void* address, size_t size) {
+/* Counts `size` bytes allocated at `address` (not NULL) and returns it: in
+ * tail position in every wrapper, so that sample() is a tail call. */
+static inline void* counted(void* address, size_t size) {
   struct thread_state* state = &thread_state;
 
   state->until_sample -= (int64_t)size;
-  if (UNLIKELY(state->until_sample <= 0)) sample(address, size);
+  if (UNLIKELY(state->until_sample <= 0)) return sample(address, size);
+  return address;
+}
+
+/* For posix_memalign, which returns 0 rather than the block. */
+static __attribute__((noinline, optimize("no-omit-frame-pointer"))) int sample_aligned(
+    void* address, size_t size) {
+  sample(address, size);
+  return 0;
+}
+
+/* A block whose filter bucket holds a sampled one: the table says whether
+ * it is one. Apart, so that the common free saves no registers. */
+static __attribute__((noinline)) void release_if_sampled(void* address) {
+  if (table_remove((uintptr_t)address)) pystrobe_alloc_freed(address);
 }
 
 static inline void release(void* address) {
-  if (atomic_load_explicit(bucket_of((uintptr_t)address), memory_order_relaxed) == 0) return;
-  if (table_remove((uintptr_t)address)) pystrobe_alloc_freed(address);
+  if (UNLIKELY(atomic_load_explicit(bucket_of((uintptr_t)address), memory_order_relaxed) != 0))
+    release_if_sampled(address);
 }
 
 /* ---- The wrappers ------------------------------------------------------------ */
 
 EXPORT void* malloc(size_t size) {
+  void* (*next_malloc)(size_t) = NEXT(malloc);
   void* p;
 
-  if (UNLIKELY(!ready())) return bootstrap_alloc(size);
-  p = next.malloc(size);
-  if (LIKELY(p != NULL)) count(p, size);
-  return p;
+  if (UNLIKELY(next_malloc == NULL)) {
+    if (!ready()) return bootstrap_alloc(size);
+    next_malloc = next.malloc;
+  }
+  p = next_malloc(size);
+  if (UNLIKELY(p == NULL)) return NULL;
+  return counted(p, size);
 }
 
 EXPORT void* calloc(size_t n, size_t size) {
-  size_t total;
+  void* (*next_calloc)(size_t, size_t) = NEXT(calloc);
+  size_t total = n * size; /* right unless it overflows, and then calloc fails */
   void* p;
 
-  if (__builtin_mul_overflow(n, size, &total)) {
-    errno = ENOMEM;
-    return NULL;
+  if (UNLIKELY(next_calloc == NULL)) {
+    if (__builtin_mul_overflow(n, size, &total)) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (!ready()) return bootstrap_alloc(total); /* static: already zero */
+    next_calloc = next.calloc;
   }
-  if (UNLIKELY(!ready())) return bootstrap_alloc(total); /* static: already zero */
-  p = next.calloc(n, size);
-  if (LIKELY(p != NULL)) count(p, total);
-  return p;
+  p = next_calloc(n, size);
+  if (UNLIKELY(p == NULL)) return NULL;
+  return counted(p, total);
 }
 
-EXPORT void free(void* p) {
-  if (UNLIKELY(p == NULL || in_bootstrap(p))) return;
-  if (UNLIKELY(!ready())) return; /* cannot happen: a block to free came from somewhere */
-  release(p);
+/* A free whose filter bucket is not empty (a sampled block, a start-up one
+ * or one beside them), or before the next allocator is known. */
+static __attribute__((noinline)) void free_slow(void* p) {
+  if (p == NULL || in_bootstrap(p)) return;
+  if (!ready()) return; /* cannot happen: a block to free came from somewhere */
+  release_if_sampled(p);
   next.free(p);
+}
+
+/* The fast path is the filter's load and the call: NULL and the start-up
+ * blocks take the slow one through their buckets (NULL's, bucket 0, may be
+ * empty: then the next free() is called with NULL, which does nothing). */
+EXPORT void free(void* p) {
+  void (*next_free)(void*) = NEXT(free);
+
+  if (UNLIKELY(next_free == NULL ||
+               atomic_load_explicit(bucket_of((uintptr_t)p), memory_order_relaxed) != 0)) {
+    free_slow(p);
+    return;
+  }
+  next_free(p);
 }
 
 EXPORT void* realloc(void* old, size_t size) {
@@ -377,17 +452,20 @@ EXPORT void* realloc(void* old, size_t size) {
    * realloc keeps it, but is rare enough to report as a free anyway. */
   if (old != NULL) release(old);
   p = next.realloc(old, size);
-  if (LIKELY(p != NULL)) count(p, size);
-  return p;
+  if (UNLIKELY(p == NULL)) return NULL;
+  return counted(p, size);
 }
 
 EXPORT int posix_memalign(void** out, size_t alignment, size_t size) {
+  struct thread_state* state = &thread_state;
   int error;
 
   if (UNLIKELY(!ready() || next.posix_memalign == NULL)) return ENOMEM;
   error = next.posix_memalign(out, alignment, size);
-  if (error == 0 && *out != NULL) count(*out, size);
-  return error;
+  if (error != 0 || *out == NULL) return error;
+  state->until_sample -= (int64_t)size;
+  if (UNLIKELY(state->until_sample <= 0)) return sample_aligned(*out, size);
+  return 0;
 }
 
 EXPORT void* aligned_alloc(size_t alignment, size_t size) {
@@ -398,8 +476,8 @@ EXPORT void* aligned_alloc(size_t alignment, size_t size) {
     return NULL;
   }
   p = next.aligned_alloc(alignment, size);
-  if (LIKELY(p != NULL)) count(p, size);
-  return p;
+  if (UNLIKELY(p == NULL)) return NULL;
+  return counted(p, size);
 }
 
 EXPORT void* memalign(size_t alignment, size_t size) {
@@ -410,8 +488,8 @@ EXPORT void* memalign(size_t alignment, size_t size) {
     return NULL;
   }
   p = next.memalign(alignment, size);
-  if (LIKELY(p != NULL)) count(p, size);
-  return p;
+  if (UNLIKELY(p == NULL)) return NULL;
+  return counted(p, size);
 }
 
 EXPORT void* valloc(size_t size) {
@@ -422,8 +500,8 @@ EXPORT void* valloc(size_t size) {
     return NULL;
   }
   p = next.valloc(size);
-  if (LIKELY(p != NULL)) count(p, size);
-  return p;
+  if (UNLIKELY(p == NULL)) return NULL;
+  return counted(p, size);
 }
 
 EXPORT void* pvalloc(size_t size) {
@@ -434,8 +512,8 @@ EXPORT void* pvalloc(size_t size) {
     return NULL;
   }
   p = next.pvalloc(size);
-  if (LIKELY(p != NULL)) count(p, size);
-  return p;
+  if (UNLIKELY(p == NULL)) return NULL;
+  return counted(p, size);
 }
 
 /* Anonymous mappings are allocations too: CPython's object allocator takes
@@ -446,8 +524,8 @@ EXPORT void* mmap(void* address, size_t length, int prot, int flags, int fd, off
   if (UNLIKELY(!ready()) || next.mmap == NULL)
     return (void*)syscall(SYS_mmap, address, length, prot, flags, fd, offset);
   p = next.mmap(address, length, prot, flags, fd, offset);
-  if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && !(flags & MAP_FIXED)) count(p, length);
-  return p;
+  if (p == MAP_FAILED || !(flags & MAP_ANONYMOUS) || (flags & MAP_FIXED)) return p;
+  return counted(p, length);
 }
 
 EXPORT void* mmap64(void* address, size_t length, int prot, int flags, int fd, off_t offset) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -40,6 +42,45 @@ bool OfProcess(const ProfileStack& stack, const std::string& process_suffix) {
     }
   }
   return false;
+}
+
+// The stacks of process `pid` in `profile`, and their counts' sum.
+struct ProcessStacks {
+  std::vector<const ProfileStack*> stacks;
+  uint64_t total = 0;
+};
+
+ProcessStacks StacksOf(const Profile& profile, uint32_t pid) {
+  std::string process_suffix = absl::StrCat(" (", pid, ")");
+  ProcessStacks mine;
+  for (const ProfileStack& stack : profile.stacks()) {
+    if (!OfProcess(stack, process_suffix)) continue;
+    mine.stacks.push_back(&stack);
+    mine.total += stack.count;
+  }
+  return mine;
+}
+
+// Native code that allocates on behalf of its caller: the C library and
+// pystrobe's sampler. An allocation's site is below them.
+bool InAllocator(const Frame& frame) {
+  if (frame.module == nullptr) return false;
+  absl::string_view path = frame.module->path;
+  absl::string_view file = path.substr(path.rfind('/') + 1);
+  return absl::StartsWith(file, "libc.so") || absl::StartsWith(file, "libpystrobe-alloc");
+}
+
+// Where the allocations of `stack` came from: its leaf-most Python frame,
+// else its leaf-most native frame outside the allocator.
+std::string AllocationSiteOf(const ProfileStack& stack) {
+  const Frame* native = nullptr;
+  for (auto frame = stack.frames.rbegin(); frame != stack.frames.rend(); ++frame) {
+    if (frame->kind == FrameKind::kPython) return frame->name;
+    if (frame->kind == FrameKind::kNative && native == nullptr && !InAllocator(*frame)) {
+      native = &*frame;
+    }
+  }
+  return native != nullptr ? native->name : "[unknown]";
 }
 
 bool EndsInGpuWait(const ProfileStack& stack) {
@@ -165,14 +206,7 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
 }
 
 void PickMemoryGrowthStacks(const Profile& growth, StatReport& report) {
-  std::string process_suffix = absl::StrCat(" (", report.pid, ")");
-  std::vector<const ProfileStack*> mine;
-  uint64_t total = 0;
-  for (const ProfileStack& stack : growth.stacks()) {
-    if (!OfProcess(stack, process_suffix)) continue;
-    mine.push_back(&stack);
-    total += stack.count;
-  }
+  auto [mine, total] = StacksOf(growth, report.pid);
   std::sort(mine.begin(), mine.end(),
             [](const ProfileStack* a, const ProfileStack* b) { return a->count > b->count; });
   if (mine.size() > kMemoryGrowthStacks) mine.resize(kMemoryGrowthStacks);
@@ -194,6 +228,48 @@ void PickMemoryGrowthStacks(const Profile& growth, StatReport& report) {
                                     "in %s",
                                     total / 1048576.0, 100 * top.share,
                                     top.frames.empty() ? "[unknown]" : top.frames.back()));
+  }
+}
+
+void PickAllocationSites(const Profile& allocated, const Profile& in_use, uint32_t pid,
+                         AllocationFigures& figures) {
+  absl::flat_hash_map<std::string, AllocationSite> sites;
+  ProcessStacks all = StacksOf(allocated, pid);
+  ProcessStacks held = StacksOf(in_use, pid);
+  for (auto [stacks, bytes] : {std::pair{&all.stacks, &AllocationSite::allocated_bytes},
+                               std::pair{&held.stacks, &AllocationSite::in_use_bytes}}) {
+    for (const ProfileStack* stack : *stacks) {
+      std::string frame = AllocationSiteOf(*stack);
+      AllocationSite& site = sites[frame];
+      site.frame = frame;
+      site.*bytes += stack->count;
+    }
+  }
+  figures.allocated_bytes = all.total;
+  figures.in_use_bytes = held.total;
+  std::vector<AllocationSite> ranked;
+  for (auto& [frame, site] : sites) {
+    site.allocated_share = all.total ? static_cast<double>(site.allocated_bytes) / all.total : 0;
+    site.in_use_share = held.total ? static_cast<double>(site.in_use_bytes) / held.total : 0;
+    ranked.push_back(std::move(site));
+  }
+  // The most held first, to mark those that must stay; then the most allocated.
+  auto heavier = [](uint64_t AllocationSite::*bytes) {
+    return [bytes](const AllocationSite& a, const AllocationSite& b) {
+      return a.*bytes != b.*bytes ? a.*bytes > b.*bytes : a.frame < b.frame;
+    };
+  };
+  std::sort(ranked.begin(), ranked.end(), heavier(&AllocationSite::in_use_bytes));
+  absl::flat_hash_set<std::string> most_held;
+  for (size_t i = 0; i < ranked.size() && i < kAllocationSites; ++i) {
+    if (ranked[i].in_use_bytes > 0) most_held.insert(ranked[i].frame);
+  }
+  std::sort(ranked.begin(), ranked.end(), heavier(&AllocationSite::allocated_bytes));
+  figures.sites.clear();
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    if (i < kAllocationSites || most_held.contains(ranked[i].frame)) {
+      figures.sites.push_back(std::move(ranked[i]));
+    }
   }
 }
 

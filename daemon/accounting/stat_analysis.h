@@ -42,6 +42,15 @@ void PickStatStacks(const Profile& oncpu, const Profile& offcpu, const std::stri
 inline constexpr size_t kMemoryGrowthStacks = 10;
 void PickMemoryGrowthStacks(const Profile& growth, StatReport& report);
 
+// The allocation sites of process `pid` (AllocationSite: a Python line, or
+// a native function) in `allocated` (every sampled allocation) and `in_use`
+// (those held at the end), counts in bytes: fills figures.allocated_bytes,
+// in_use_bytes and sites, the kAllocationSites that allocated most and any
+// of the kAllocationSites holding most beside them, most allocated first.
+inline constexpr size_t kAllocationSites = 10;
+void PickAllocationSites(const Profile& allocated, const Profile& in_use, uint32_t pid,
+                         AllocationFigures& figures);
+
 }  // namespace pystrobe
 
 #endif  // PYSTROBE_DAEMON_ACCOUNTING_STAT_ANALYSIS_H_

@@ -125,6 +125,54 @@ void AppendMemoryText(const StatReport& r, std::string& out) {
   }
 }
 
+// "allocations", only with --allocations (as "syscalls").
+void AppendAllocationsJson(const StatReport& r, std::vector<std::string>& fields) {
+  if (!r.allocations) return;
+  const AllocationFigures& a = *r.allocations;
+  std::vector<std::string> sites;
+  for (const AllocationSite& site : a.sites) {
+    sites.push_back(absl::StrFormat(
+        "{\"frame\":%s,\"allocated_bytes\":%d,\"allocated_share\":%.4f,\"in_use_bytes\":%d,"
+        "\"in_use_share\":%.4f}",
+        JsonString(site.frame), site.allocated_bytes, site.allocated_share, site.in_use_bytes,
+        site.in_use_share));
+  }
+  fields.push_back(absl::StrFormat(
+      "\"allocations\":{\"sampler\":%s,\"sample_bytes\":%d,\"samples\":%d,\"frees\":%d,"
+      "\"untracked\":%d,\"records_lost\":%d,\"allocated_bytes\":%d,\"in_use_bytes\":%d,"
+      "\"in_use_moment\":%s,\"sites\":[%s]}",
+      a.in_process ? "\"in-process\"" : "\"uprobes\"", a.sample_bytes, a.samples, a.frees,
+      a.untracked, a.records_lost, a.allocated_bytes, a.in_use_bytes, JsonString(a.in_use_moment),
+      absl::StrJoin(sites, ",")));
+}
+
+// The allocation lines of the text report: the estimates, then the sites.
+void AppendAllocationsText(const StatReport& r, std::string& out) {
+  if (!r.allocations) return;
+  const AllocationFigures& a = *r.allocations;
+  absl::StrAppend(&out, absl::StrFormat("\nallocations: sampled every %s on average, %s\n",
+                                        Bytes(a.sample_bytes),
+                                        a.in_process ? "in the process (libpystrobe-alloc.so)"
+                                                     : "through uprobes on the allocator"));
+  absl::StrAppend(&out, absl::StrFormat("  %-22s %10s  (%d samples, %d freed", "allocated",
+                                        Bytes(a.allocated_bytes), a.samples, a.frees));
+  if (a.untracked > 0) absl::StrAppend(&out, absl::StrFormat(", %d untracked", a.untracked));
+  if (a.records_lost > 0) {
+    absl::StrAppend(&out, absl::StrFormat(", %d records lost", a.records_lost));
+  }
+  absl::StrAppend(&out, ")\n");
+  absl::StrAppend(&out, absl::StrFormat("  %-22s %10s  (held %s)\n", "still in use",
+                                        Bytes(a.in_use_bytes), a.in_use_moment));
+  if (a.sites.empty()) return;
+  absl::StrAppend(&out, "  where (allocated, and still in use):\n");
+  for (const AllocationSite& site : a.sites) {
+    absl::StrAppend(
+        &out, absl::StrFormat("  %5.1f%% %10s  %5.1f%% %10s  %s\n", 100 * site.allocated_share,
+                              Bytes(site.allocated_bytes), 100 * site.in_use_share,
+                              Bytes(site.in_use_bytes), site.frame));
+  }
+}
+
 }  // namespace
 
 std::string StatReportJson(const StatReport& r) {
@@ -183,6 +231,7 @@ std::string StatReportJson(const StatReport& r) {
   }
   if (r.gpu_measured) AppendGpuJson(r, fields);
   AppendMemoryJson(r, fields);
+  AppendAllocationsJson(r, fields);
   std::vector<std::string> stacks;
   for (const ReportStack& stack : r.stacks) {
     std::vector<std::string> frames;
@@ -267,6 +316,7 @@ std::string StatReportText(const StatReport& r) {
     }
   }
   AppendMemoryText(r, out);
+  AppendAllocationsText(r, out);
   absl::StrAppend(&out, "\nverdict: ", r.verdict.name, "\n  ", r.verdict.evidence, "\n\n");
   if (r.stacks.empty()) {
     absl::StrAppend(&out, "stacks: ", r.stacks_note.empty() ? "none sampled" : r.stacks_note, "\n");

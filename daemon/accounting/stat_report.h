@@ -29,6 +29,36 @@ struct MemoryGrowthStack {
   double share = 0;  // of the growth sampled up to the peak
 };
 
+// Where sampled allocations came from: the leaf-most Python frame of their
+// stacks ("function (file:line)"), or the leaf-most native function where
+// no Python frame is.
+struct AllocationSite {
+  std::string frame;
+  uint64_t allocated_bytes = 0;
+  double allocated_share = 0;  // of the bytes allocated
+  uint64_t in_use_bytes = 0;
+  double in_use_share = 0;  // of the bytes in use at the end
+};
+
+// stat --allocations: estimates from the sampled allocations (each weighs
+// the bytes it stands for), and what the sampling lost.
+struct AllocationFigures {
+  bool in_process = false;  // the preloaded sampler; else uprobes on the allocator
+  uint32_t sample_bytes = 0;
+  uint64_t samples = 0;       // sampled allocations the kernel sent
+  uint64_t frees = 0;         // frees of sampled blocks
+  uint64_t untracked = 0;     // sampled blocks whose free went unseen (counted as held)
+  uint64_t records_lost = 0;  // records of any kind the ring buffer had no room for
+  uint64_t allocated_bytes = 0;
+  uint64_t in_use_bytes = 0;
+  // When the in-use view was taken ("when Python finalization began", "at
+  // exit", "when the recording ended").
+  std::string in_use_moment;
+  // At most kAllocationSites, most allocated first; a site among the most
+  // held is there too.
+  std::vector<AllocationSite> sites;
+};
+
 struct StatReport {
   uint32_t pid = 0;
   std::string comm;
@@ -74,6 +104,8 @@ struct StatReport {
   bool memory_growth_to_peak = true;
   uint64_t memory_growth_bytes = 0;
   std::vector<MemoryGrowthStack> memory_growth_stacks;
+  // --allocations: sampled allocations (absent: not asked for).
+  std::optional<AllocationFigures> allocations;
 };
 
 // One JSON object, one line.

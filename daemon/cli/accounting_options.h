@@ -25,6 +25,10 @@ struct StatOptions {
   // Follow threads off CPU for the stacks of io/sleep/GIL/run-queue
   // verdicts: a stack walk at each of the target's context switches.
   bool offcpu_stacks = true;
+  // Sample allocations (--allocations): in the command's own process for
+  // -- CMD (the preloaded sampler), through uprobes for --pid.
+  bool allocations = false;
+  uint32_t alloc_sample_bytes = 512 * 1024;  // mean bytes between samples
   bool verbose = false;
   bool help = false;
 };

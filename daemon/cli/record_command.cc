@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "daemon/accounting/process_counters.h"
-#include "daemon/cli/alloc_preload.h"
+#include "daemon/cli/allocation_route.h"
 #include "daemon/cli/command_lifecycle.h"
 #include "daemon/cli/control_client.h"
 #include "daemon/cli/exit_status.h"
@@ -158,77 +158,6 @@ int WriteImportTree(const RecordOptions& options, const Recorder& recorder,
   return kExitOk;
 }
 
-// The C library process `pid` maps, as a path from here (through its root,
-// for a process in a container); "" when it maps none (yet).
-std::string LibcPath(const std::string& pid) {
-  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
-  std::string line;
-  while (std::getline(maps, line)) {
-    size_t slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    std::string path = line.substr(slash);
-    if (!std::filesystem::path(path).filename().string().starts_with("libc.so")) continue;
-    // Through the process's root only when it is not ours (a container).
-    std::error_code error;
-    bool same_root = std::filesystem::equivalent(absl::StrCat("/proc/", pid, "/root"), "/", error);
-    return pid == "self" || same_root ? path : absl::StrCat("/proc/", pid, "/root", path);
-  }
-  return "";
-}
-
-// How the targets' allocations are seen: a command we start samples in its
-// own process through the preloaded library; anything else (a running
-// process, a command the library cannot be loaded into) through uprobes on
-// its allocator.
-struct AllocationRoute {
-  std::string library;  // preloaded into the command; empty: uprobes
-  // The command's own file, for a statically linked one: its allocator is
-  // in it, not in a libc.
-  std::string static_program;
-};
-
-// Decides before the command starts, and says why when it falls back.
-AllocationRoute ChooseAllocationRoute(const RecordOptions& options) {
-  AllocationRoute route;
-  if (options.command.empty()) return route;
-  const char* path = getenv("PATH");
-  absl::StatusOr<std::string> program = ResolveCommand(options.command.front(), path ? path : "");
-  if (!program.ok()) return route;  // the launch says it
-  absl::StatusOr<std::string> library = FindAllocationLibrary();
-  absl::Status preloadable = library.ok() ? CheckPreloadable(*program) : library.status();
-  if (preloadable.ok()) {
-    route.library = *library;
-    return route;
-  }
-  fprintf(stderr, "pystrobe: --allocations cannot sample inside the process: %s; uprobes instead\n",
-          std::string(preloadable.message()).c_str());
-  if (IsStaticExecutable(*program)) route.static_program = *program;
-  return route;
-}
-
-// Uprobes on the allocator of each target (a command we start runs our C
-// library: it is probed before its exec, unless `static_program` is its own
-// allocator), or of every process with --all.
-absl::Status AttachAllocationProbes(BpfSampler& sampler, const std::vector<uint32_t>& targets,
-                                    bool all, const std::string& static_program) {
-  std::vector<std::pair<std::string, int>> probes;
-  if (all) probes.push_back({LibcPath("self"), -1});
-  for (uint32_t pid : targets) {
-    std::string libc = LibcPath(absl::StrCat(pid));
-    if (!static_program.empty()) libc = static_program;
-    probes.push_back({libc.empty() ? LibcPath("self") : libc, static_cast<int>(pid)});
-  }
-  for (const auto& [libc, pid] : probes) {
-    if (libc.empty()) return absl::NotFoundError("--allocations: no libc.so to probe");
-    fprintf(stderr,
-            "pystrobe: --allocations traps every malloc, calloc, realloc and free of %s in %s: "
-            "it runs slower while it records\n",
-            libc.c_str(), pid < 0 ? "every process" : absl::StrCat("process ", pid).c_str());
-    if (absl::Status s = sampler.AttachAllocationProbes(libc, pid); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
 // One line per target the kernel's OOM killer chose during the recording.
 void PrintOomKills(BpfSampler& sampler) {
   AccountingReader reader(sampler.accounting_maps());
@@ -285,18 +214,13 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
 
   LibbpfLog::Capture(options.verbose);
   AllocationRoute allocation_route;
-  std::vector<std::string> command_environment;
   if (options.allocations) {
-    allocation_route = ChooseAllocationRoute(options);
-    if (!allocation_route.library.empty()) {
-      command_environment = AllocationPreloadEnvironment(
-          allocation_route.library, options.alloc_sample_bytes, getenv("LD_PRELOAD"));
-    }
+    allocation_route = ChooseAllocationRoute(options.command, options.alloc_sample_bytes);
   }
   std::optional<LaunchedCommand> command;
   if (!options.command.empty()) {
     absl::StatusOr<LaunchedCommand> launched =
-        LaunchedCommand::Start(options.command, command_environment);
+        LaunchedCommand::Start(options.command, allocation_route.environment);
     if (!launched.ok()) return Fail("record", launched.status());
     command.emplace(std::move(*launched));
   }
@@ -320,18 +244,11 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
 
   Signals::Install();
   if (absl::Status s = (*session)->Start(); !s.ok()) return Fail("record", s);
-  if (options.allocations && !allocation_route.library.empty()) {
-    if (absl::Status s = (*session)->sampler().AttachAllocationLibrary(allocation_route.library);
-        !s.ok()) {
-      return Fail("record", s);
-    }
-    fprintf(stderr,
-            "pystrobe: --allocations samples inside the command (%s preloaded, every %u bytes on "
-            "average): only sampled allocations and their frees trap into the kernel\n",
-            allocation_route.library.c_str(), options.alloc_sample_bytes);
-  } else if (options.allocations) {
-    if (absl::Status s = AttachAllocationProbes((*session)->sampler(), targets, options.all,
-                                                allocation_route.static_program);
+  if (options.allocations) {
+    // Running processes are walked whole from their first sampled allocation.
+    for (uint32_t pid : options.pids) recorder.processes().Track(pid);
+    if (absl::Status s = AttachAllocationRoute((*session)->sampler(), allocation_route, targets,
+                                               options.all, options.alloc_sample_bytes);
         !s.ok()) {
       return Fail("record", s);
     }

@@ -88,6 +88,12 @@ std::optional<int> MaybeStatThroughDaemon(const StatOptions& options,
             "pystrobe stat: the daemon does not trace syscalls: measuring --syscalls locally\n");
     return std::nullopt;
   }
+  if (options.allocations) {
+    fprintf(stderr,
+            "pystrobe stat: the daemon does not sample allocations: measuring --allocations "
+            "locally\n");
+    return std::nullopt;
+  }
   absl::StatusOr<int> fd = ConnectToDaemon(flags.socket);
   if (!fd.ok()) return std::nullopt;
   fprintf(stderr, "pystrobe: using the running daemon (%s)\n", flags.socket.c_str());

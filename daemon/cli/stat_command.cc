@@ -25,8 +25,10 @@
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/verdict.h"
 #include "daemon/cli/accounting_options.h"
+#include "daemon/cli/allocation_route.h"
 #include "daemon/cli/command_lifecycle.h"
 #include "daemon/cli/exit_status.h"
+#include "daemon/cli/record_summary.h"
 #include "daemon/cli/remote_accounting.h"
 #include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
@@ -86,9 +88,16 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   LibbpfLog::Capture(options.verbose);
 
   // 1. The target: a command held at the door, or a running process.
+  // With --allocations, a command is started with the allocation sampler
+  // preloaded where it can be (as record's).
+  AllocationRoute allocation_route;
+  if (options.allocations) {
+    allocation_route = ChooseAllocationRoute(options.command, options.alloc_sample_bytes);
+  }
   std::optional<LaunchedCommand> command;
   if (!options.command.empty()) {
-    absl::StatusOr<LaunchedCommand> launched = LaunchedCommand::Start(options.command);
+    absl::StatusOr<LaunchedCommand> launched =
+        LaunchedCommand::Start(options.command, allocation_route.environment);
     if (!launched.ok()) return Fail("stat", launched.status());
     command.emplace(std::move(*launched));
   }
@@ -110,7 +119,9 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
                   // ... walked with unwind tables: the driver and libcudart
                   // keep no frame pointers.
                   .native_unwind_bytes = gpus != nullptr ? kDefaultNativeUnwindBytes : 0,
-                  .memory_growth = true},
+                  .memory_growth = true,
+                  .allocations = options.allocations,
+                  .alloc_sample_bytes = options.alloc_sample_bytes},
       .target_pids = {pid},
       .rate_hz = options.rate_hz,
       .recorder = {.mean_period_ns = MeanPeriodNs(options.rate_hz)},
@@ -130,6 +141,15 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
           (*session)->Start([&tally](std::span<const uint8_t> record) { tally.Observe(record); });
       !s.ok()) {
     return Fail("stat", s);
+  }
+  if (options.allocations) {
+    // A running process is walked whole from its first sampled allocation.
+    if (!command) recorder.processes().Track(pid);
+    if (absl::Status s = AttachAllocationRoute((*session)->sampler(), allocation_route, {pid},
+                                               /*all=*/false, options.alloc_sample_bytes);
+        !s.ok()) {
+      return Fail("stat", s);
+    }
   }
   // A kernel thread has no executable, and a process may have exited or be
   // out of reach: then there is no GC to measure, and the rest goes on.
@@ -172,6 +192,11 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
     if (absl::Status s = command->Release(); !s.ok()) {
       return s.code() == absl::StatusCode::kNotFound ? UsageError("stat", s) : Fail("stat", s);
     }
+  } else if (options.allocations) {
+    // After the cost of the uprobes was said: they are attached, the window
+    // starts now.
+    fprintf(stderr, "pystrobe: measuring pid %u for %.1f s; Ctrl-C to stop\n", pid,
+            absl::ToDoubleSeconds(*options.duration));
   }
 
   // 4. Until the command exits, the duration ends, the process ends, or a signal.
@@ -193,6 +218,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   if (absl::Status s = (*session)->Finish(); !s.ok()) {
     fprintf(stderr, "pystrobe stat: %s\n", std::string(s.message()).c_str());
   }
+  SamplerCounters counters = (*session)->sampler().ReadCounters();
   if (command) StopCommand(*command);
 
   // 5. The process's figures: the entry of the targeted process (a reused
@@ -244,6 +270,25 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   builder.AddBytesTo(growth_to_peak, growth);
   report.memory_growth_sampled = true;
   PickMemoryGrowthStacks(growth, report);
+  if (options.allocations) {
+    // Sampled allocations: every one, and those held when the process's
+    // in-use view was taken (a Python one's when its finalization began).
+    AllocationFigures allocations = {
+        .in_process = allocation_route.in_process(),
+        .sample_bytes = options.alloc_sample_bytes,
+        .samples = counters.allocations_sent,
+        .frees = counters.frees_sent,
+        .untracked = counters.allocations_untracked,
+        .records_lost = counters.dropped[PYSTROBE_DROP_RINGBUF_FULL],
+        .in_use_moment = InUseMomentWords(recorder.InUseByMoment()),
+        .sites = {},
+    };
+    Profile allocated, in_use;
+    builder.AddBytesTo(recorder.allocation_stacks(), allocated);
+    builder.AddBytesTo(recorder.InUseStacks(), in_use);
+    PickAllocationSites(allocated, in_use, pid, allocations);
+    report.allocations = std::move(allocations);
+  }
 
   std::string text = options.json ? StatReportJson(report) : StatReportText(report);
   fputs(text.c_str(), stdout);

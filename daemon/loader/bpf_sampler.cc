@@ -364,8 +364,10 @@ void BpfSampler::Detach() {
     detached_redraws_.failed += sampling_clock_->failed_redraws();
   }
   sampling_clock_.reset();  // before the events it sets
-  for (bpf_link* link : links_) bpf_link__destroy(link);
-  links_.clear();
+  for (std::vector<bpf_link*>* links : {&links_, &finalize_links_}) {
+    for (bpf_link* link : *links) bpf_link__destroy(link);
+    links->clear();
+  }
   events_.reset();
 }
 
@@ -504,7 +506,7 @@ absl::Status BpfSampler::AttachPythonFinalizeProbe(const std::string& binary) {
     bpf_link* link = bpf_program__attach_uprobe_opts(skeleton_->progs.alloc_python_finalize, -1,
                                                      binary.c_str(), 0, &opts);
     if (link != nullptr) {
-      links_.push_back(link);
+      finalize_links_.push_back(link);
       return probe->second = absl::OkStatus();
     }
     int err = -errno;

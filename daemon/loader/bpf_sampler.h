@@ -239,6 +239,11 @@ class BpfSampler {
     uint64_t failed = 0;
   } detached_redraws_;
   std::vector<bpf_link*> links_;
+  // The finalization probes, detached after every other link: a program
+  // that finalizes while the probes come off is then seen entering
+  // finalization whenever its teardown's frees are seen (else the in-use
+  // view would lose what it held and not know the moment).
+  std::vector<bpf_link*> finalize_links_;
   // AttachPythonGcProbes' result per file (device, inode).
   std::map<std::pair<uint64_t, uint64_t>, absl::Status> gc_probes_;
   // AttachPythonFinalizeProbe's result per file (device, inode).

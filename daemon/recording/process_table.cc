@@ -69,6 +69,10 @@ std::optional<ImageId> ProcessTable::OnSample(uint32_t pid, uint32_t tid,
   return id;
 }
 
+std::optional<ImageId> ProcessTable::Track(uint32_t pid) {
+  return OnSample(pid, pid, read_comm_(pid));
+}
+
 void ProcessTable::OnExec(uint32_t pid, absl::string_view comm,
                           std::optional<PythonExecutable> python) {
   if (auto it = live_image_by_pid_.find(pid); it != live_image_by_pid_.end()) {

@@ -101,6 +101,11 @@ class ProcessTable {
   // images_refused()).
   std::optional<ImageId> OnSample(uint32_t pid, uint32_t tid, absl::string_view thread_comm,
                                   uint64_t cgroup_id = 0);
+  // A running process (a --pid target) looked at before its first sample:
+  // its image, symbols and CPython now, so that the kernel walks its Python
+  // frames from its first sample on (a burst of allocations right after the
+  // probes attach would go without them). Nullopt as for OnSample.
+  std::optional<ImageId> Track(uint32_t pid);
   // The process replaced its image: later samples belong to a new one.
   // `python`: the kernel knew the new executable as CPython's.
   void OnExec(uint32_t pid, absl::string_view comm,

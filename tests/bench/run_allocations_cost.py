@@ -3,7 +3,7 @@
 
 The workload (Debian's python3.11) runs two loops and times them itself
 (perf_counter around them, so start-up is not counted):
-  malloc  2,000,000 bytes objects of 1 KiB made and dropped: each a malloc and
+  malloc  2,000,000 bytes objects of 1 KiB made and dropped: each a calloc and
           a free (objects over 512 bytes bypass pymalloc)
   mixed   2,000,000 iterations of small lists, dicts and strings (pymalloc,
           which calls malloc only for new 256 KiB arenas) and one 1 KiB bytes
@@ -12,6 +12,8 @@ under each of, alternating, ROUNDS times:
   in-process   `pystrobe record --allocations -f folded -- CMD`: the command runs with
                libpystrobe-alloc.so preloaded, which samples every 512 KiB on average
                in the process; only sampled allocations and their frees trap
+  library      the same library preloaded with no pystrobe attached (its probes stay
+               nops): what the wrappers alone cost
   uprobes      `pystrobe record --allocations --pid PID` on the workload already
                running (waiting on stdin until pystrobe records): uprobes on libc's
                malloc, calloc, realloc, free, each call a trap
@@ -20,7 +22,9 @@ under each of, alternating, ROUNDS times:
                own allocator shim, sampled), when installed
 and memray when installed (named when not; it is not packaged for Debian 12).
 Medians of wall and of the process's CPU seconds (user and system: a uprobe's trap
-counts), and the slowdown against none.
+counts), and the slowdown against none; in brackets the lowest and highest of the
+rounds' own slowdowns (each round's run against that round's none, run just before
+it): on a shared host the spread says what a figure is worth.
 
 usage: sudo python3 tests/bench/run_allocations_cost.py [--bin build/pystrobe] [--rounds 3]
 """
@@ -82,13 +86,22 @@ def run_uprobes(args, script, truth, tmp):
         return json.load(f)
 
 
+def library_beside(binary):
+    """The libpystrobe-alloc.so that `binary` preloads (beside it, as in a build tree)."""
+    return os.path.join(os.path.dirname(os.path.realpath(binary)), "libpystrobe-alloc.so")
+
+
 def run(design, args, tmp):
     script = os.path.join(tmp, "workload.py")
     truth = os.path.join(tmp, "times.json")
     if design == "uprobes":
         return run_uprobes(args, script, truth, tmp)
+    env = None
+    if design == "library":
+        env = dict(os.environ, LD_PRELOAD=library_beside(args.bin))
     cmd = {
         "none": [PYTHON, script, truth],
+        "library": [PYTHON, script, truth],
         "in-process": [args.bin, "record", "--allocations", "--no-daemon", "-f", "folded", "-o",
                        os.path.join(tmp, "alloc.folded"), "--", PYTHON, script, truth],
         "tracemalloc": [PYTHON, "-X", "tracemalloc=1", script, truth],
@@ -97,7 +110,7 @@ def run(design, args, tmp):
         "memray": [PYTHON, "-m", "memray", "run", "-q", "-f", "-o",
                    os.path.join(tmp, "memray.bin"), script, truth],
     }[design]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     with open(truth) as f:
         return json.load(f)
 
@@ -109,7 +122,8 @@ def main():
     parser.add_argument("--no-uprobes", action="store_true",
                         help="leave out the uprobes design (minutes a round)")
     args = parser.parse_args()
-    designs = ["none", "in-process"] + ([] if args.no_uprobes else ["uprobes"]) + ["tracemalloc"]
+    designs = (["none", "library", "in-process"] + ([] if args.no_uprobes else ["uprobes"]) +
+               ["tracemalloc"])
     for peer in ("scalene", "memray"):
         if subprocess.run([PYTHON, "-c", f"import {peer}"], capture_output=True).returncode:
             print(f"{peer} is not installed for {PYTHON}: not measured", file=sys.stderr)
@@ -127,14 +141,15 @@ def main():
     keys = ("malloc", "mixed", "malloc_cpu", "mixed_cpu")
     base = {k: statistics.median(r[k] for r in results["none"]) for k in keys}
     print(f"medians of {args.rounds} runs, seconds (slowdown against none)")
-    print(f"{'design':12} {'malloc loop':>20} {'mixed loop':>20} {'malloc loop, CPU':>20} "
-          f"{'mixed loop, CPU':>20}")
+    print(f"{'design':12} {'malloc loop':>30} {'mixed loop':>30} {'malloc loop, CPU':>30} "
+          f"{'mixed loop, CPU':>30}")
     for design in designs:
         cells = []
         for k in keys:
             t = statistics.median(r[k] for r in results[design])
-            cells.append(f"{t:8.3f} ({t / base[k]:5.2f}x)")
-        print(f"{design:12} " + " ".join(f"{c:>20}" for c in cells))
+            own = [r[k] / n[k] for r, n in zip(results[design], results["none"])]
+            cells.append(f"{t:8.3f} ({t / base[k]:5.2f}x) [{min(own):.2f}-{max(own):.2f}]")
+        print(f"{design:12} " + " ".join(f"{c:>30}" for c in cells))
 
 
 if __name__ == "__main__":

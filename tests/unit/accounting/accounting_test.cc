@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/accounting/stat_analysis.h"
@@ -549,6 +550,103 @@ TEST(PickMemoryGrowthStacks, TheProcesssStacksHeaviestFirstAndAMemoryVerdictName
   EXPECT_EQ(report.memory_growth_stacks[1].bytes, 1u << 20);
   EXPECT_THAT(report.verdict.evidence,
               HasSubstr("resident memory grew 4.0 MiB up to its peak, 75% of it in grow_big"));
+}
+
+TEST(PickAllocationSites, PythonLinesOrTheNativeCallerOfTheAllocatorWithTheirShares) {
+  auto module = [](const char* path) {
+    auto module = std::make_shared<NativeModule>();
+    module->path = path;
+    return module;
+  };
+  auto libc = module("/lib/x86_64/libc.so.6");
+  auto sampler = module("/opt/pystrobe/libpystrobe-alloc.so");
+  auto python = [](const char* process, const char* leaf) {
+    return std::vector<Frame>{{process, FrameKind::kProcess},
+                              {"main (app.py:1)", FrameKind::kPython},
+                              {leaf, FrameKind::kPython}};
+  };
+  std::vector<Frame> native = {{"leaky (9)", FrameKind::kProcess},
+                               {"leak_into", FrameKind::kNative},
+                               {"strdup", FrameKind::kNative, libc},
+                               {"malloc", FrameKind::kNative, sampler},
+                               {"pystrobe_alloc_sampled", FrameKind::kNative, sampler}};
+  Profile allocated, in_use;
+  allocated.Add(python("python3 (7)", "churn (app.py:9)"), 6 << 20);
+  allocated.Add(python("python3 (7)", "hold (app.py:5)"), 2 << 20);
+  allocated.Add(python("other (8)", "hold (app.py:5)"), 9 << 20);
+  in_use.Add(python("python3 (7)", "hold (app.py:5)"), 2 << 20);
+  AllocationFigures figures;
+  PickAllocationSites(allocated, in_use, 7, figures);
+  EXPECT_EQ(figures.allocated_bytes, 8u << 20);
+  EXPECT_EQ(figures.in_use_bytes, 2u << 20);
+  ASSERT_EQ(figures.sites.size(), 2u);
+  EXPECT_EQ(figures.sites[0].frame, "churn (app.py:9)");
+  EXPECT_DOUBLE_EQ(figures.sites[0].allocated_share, 0.75);
+  EXPECT_EQ(figures.sites[0].in_use_bytes, 0u);
+  EXPECT_EQ(figures.sites[1].frame, "hold (app.py:5)");
+  EXPECT_DOUBLE_EQ(figures.sites[1].in_use_share, 1.0);
+
+  Profile c_program;
+  c_program.Add(native, 1 << 20);
+  AllocationFigures c_figures;
+  PickAllocationSites(c_program, Profile(), 9, c_figures);
+  ASSERT_EQ(c_figures.sites.size(), 1u);
+  EXPECT_EQ(c_figures.sites[0].frame, "leak_into");
+}
+
+TEST(PickAllocationSites, ASiteAmongTheMostHeldStaysBesideTheMostAllocated) {
+  Profile allocated, in_use;
+  for (int i = 0; i < 20; ++i) {
+    std::string leaf = absl::StrCat("churn", i, " (app.py:", i, ")");
+    allocated.Add({{"python3 (7)", FrameKind::kProcess}, {leaf, FrameKind::kPython}}, (100 + i)
+                                                                                          << 20);
+  }
+  std::vector<Frame> leak = {{"python3 (7)", FrameKind::kProcess},
+                             {"leak (app.py:99)", FrameKind::kPython}};
+  allocated.Add(leak, 1 << 20);
+  in_use.Add(leak, 1 << 20);
+  AllocationFigures figures;
+  PickAllocationSites(allocated, in_use, 7, figures);
+  ASSERT_EQ(figures.sites.size(), kAllocationSites + 1);
+  EXPECT_EQ(figures.sites.front().frame, "churn19 (app.py:19)");
+  EXPECT_EQ(figures.sites.back().frame, "leak (app.py:99)");
+  EXPECT_DOUBLE_EQ(figures.sites.back().in_use_share, 1.0);
+}
+
+TEST(StatReport, AllocationsOnlyWhenAskedForInTextAndJson) {
+  StatReport report;
+  EXPECT_THAT(StatReportJson(report), Not(HasSubstr("\"allocations\"")));
+  EXPECT_THAT(StatReportText(report), Not(HasSubstr("allocations:")));
+  AllocationFigures figures;
+  figures.in_process = true;
+  figures.sample_bytes = 512 * 1024;
+  figures.samples = 400;
+  figures.frees = 10;
+  figures.allocated_bytes = 200 << 20;
+  figures.in_use_bytes = 100 << 20;
+  figures.in_use_moment = "when Python finalization began";
+  figures.sites = {{.frame = "hold (app.py:5)",
+                    .allocated_bytes = 100 << 20,
+                    .allocated_share = 0.5,
+                    .in_use_bytes = 100 << 20,
+                    .in_use_share = 1}};
+  report.allocations = figures;
+  std::string json = StatReportJson(report);
+  for (const char* field :
+       {"\"allocations\":{\"sampler\":\"in-process\",\"sample_bytes\":524288,\"samples\":400,"
+        "\"frees\":10,\"untracked\":0,\"records_lost\":0,\"allocated_bytes\":209715200,"
+        "\"in_use_bytes\":104857600,\"in_use_moment\":\"when Python finalization began\",",
+        "\"sites\":[{\"frame\":\"hold (app.py:5)\",\"allocated_bytes\":104857600,"
+        "\"allocated_share\":0.5000,\"in_use_bytes\":104857600,\"in_use_share\":1.0000}]"}) {
+    EXPECT_THAT(json, HasSubstr(field));
+  }
+  // Text: the estimates, when the in-use view was taken, and each site's
+  // share of what was allocated and of what is still held.
+  for (const char* line : {"allocations: sampled every 512.00 KiB on average, in the process",
+                           "still in use", "held when Python finalization began",
+                           "50.0% 100.00 MiB  100.0% 100.00 MiB  hold (app.py:5)"}) {
+    EXPECT_THAT(StatReportText(report), HasSubstr(line));
+  }
 }
 
 TEST(VmRssBytes, ReadsTheStatusLineInKib) {

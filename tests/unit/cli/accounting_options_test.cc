@@ -26,6 +26,20 @@ TEST(ParseStatOptions, NeedsACommandOrAPidWithADuration) {
   EXPECT_EQ(cmd->command.size(), 3u);
 }
 
+TEST(ParseStatOptions, AllocationsAreOffByDefaultAndTakeASampleMean) {
+  EXPECT_FALSE(ParseStatOptions({"--", "true"})->allocations);
+  absl::StatusOr<StatOptions> on =
+      ParseStatOptions({"--allocations", "--alloc-sample-bytes", "65536", "--", "true"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->allocations);
+  EXPECT_EQ(on->alloc_sample_bytes, 65536u);
+  EXPECT_EQ(ParseStatOptions({"--allocations", "--", "true"})->alloc_sample_bytes, 512u * 1024);
+  // A mean without sampling is a mistake, as is a mean of nothing.
+  EXPECT_THAT(ParseStatOptions({"--alloc-sample-bytes", "4096", "--", "true"}).status().message(),
+              HasSubstr("--allocations"));
+  EXPECT_FALSE(ParseStatOptions({"--allocations", "--alloc-sample-bytes", "0", "--", "true"}).ok());
+}
+
 TEST(ParseTopOptions, AcceptsTheFourSortKeysOnly) {
   EXPECT_EQ(ParseTopOptions({"--sort", "faults"})->sort, TopSort::kFaults);
   EXPECT_EQ(ParseTopOptions({"-s", "offcpu"})->sort, TopSort::kOffCpu);

@@ -152,6 +152,30 @@ TEST(RecorderTest, ReusedPidAfterExitNeverInheritsOldSymbols) {
               UnorderedElementsAre(Pair("old (8);fn_1_in_8#1", 1), Pair("new (8);fn_1_in_8#2", 1)));
 }
 
+// Counts the lookups; finds no CPython.
+class CountingDiscovery : public PythonDiscovery {
+ public:
+  absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t) override {
+    ++calls;
+    return absl::NotFoundError("no CPython");
+  }
+  int calls = 0;
+};
+
+TEST(ProcessTableTest, ATrackedProcessIsLookedAtBeforeItsFirstSampleAndKeepsItsImage) {
+  FakeSymbolizer symbolizer;
+  CountingDiscovery discovery;
+  ProcessTable table(&symbolizer, &discovery, [](uint32_t) { return std::string("python3"); });
+  std::optional<ImageId> tracked = table.Track(5);
+  ASSERT_TRUE(tracked.has_value());
+  EXPECT_EQ(discovery.calls, 1);
+  EXPECT_EQ(symbolizer.snapshots_, 1);
+  EXPECT_EQ(table.image(*tracked).comm, "python3");
+  EXPECT_EQ(table.OnSample(5, 6, "worker"), tracked);
+  EXPECT_EQ(table.image_count(), 1u);
+  EXPECT_EQ(symbolizer.snapshots_, 1);
+}
+
 TEST(RecorderTest, ExitedProcessKeepsItsNamesAfterItsSymbolsAreReleased) {
   FakeSymbolizer symbolizer;
   Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
