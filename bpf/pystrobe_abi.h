@@ -14,7 +14,7 @@
 #include <linux/types.h>
 #endif
 
-#define PYSTROBE_ABI_VERSION 17
+#define PYSTROBE_ABI_VERSION 18
 
 #ifdef __cplusplus
 #define PYSTROBE_ABI_ASSERT(cond, msg) static_assert(cond, msg)
@@ -162,10 +162,13 @@ struct pystrobe_sample {
 	 * MEMORY or ALLOC record, bytes (not nanoseconds). */
 	__u64 weight_ns;
 	__u64 address; /* ALLOC: the block's address; else 0 */
+	/* The PyInterpreterState.id of the interpreter the thread's state
+	 * belongs to (3.12+): 0 for the main one, and where it is not known. */
+	__u64 interpreter_id;
 	__u64 data[PYSTROBE_SAMPLE_DATA_WORDS];
 };
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_frame) == 16, "pystrobe_python_frame layout");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 80 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_sample) == 88 + 8 * PYSTROBE_SAMPLE_DATA_WORDS,
 		    "pystrobe_sample layout changed: bump PYSTROBE_ABI_VERSION");
 
 /* A sampled block freed (PYSTROBE_EVENT_FREE). */
@@ -483,6 +486,10 @@ struct pystrobe_python_offsets {
 	 * is set while the thread state is its thread's current one: a thread
 	 * that runs code in sub-interpreters has one per interpreter. */
 	__u32 tstate_status;
+	/* PyInterpreterState.id (int64, 3.12+), to say which interpreter a
+	 * thread's frames ran in; else NONE. */
+	__u32 interp_id;
+	__u32 _pad2;
 };
 
 /* _status.active: the bit after initialized, bound, unbound, bound_gilstate
@@ -499,8 +506,8 @@ struct pystrobe_python_process {
 	struct pystrobe_python_offsets offsets;
 };
 
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 160, "ABI: pystrobe_python_offsets");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 176, "ABI: pystrobe_python_process");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_offsets) == 168, "ABI: pystrobe_python_offsets");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_process) == 184, "ABI: pystrobe_python_process");
 
 /*
  * An executable file with CPython linked in, as the kernel names it: the
@@ -525,7 +532,7 @@ struct pystrobe_python_binary {
 };
 
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary_key) == 16, "ABI: python_binary_key");
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary) == 176, "ABI: pystrobe_python_binary");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_python_binary) == 184, "ABI: pystrobe_python_binary");
 
 /*
  * The stamp the walker records per code object. Interned names are shared

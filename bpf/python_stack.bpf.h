@@ -230,18 +230,15 @@ static __always_inline void find_thread_state(struct python_walk *walk, struct t
 	}
 }
 
-/* True when the thread state `tstate` holds the GIL right now. */
-static __always_inline bool holds_gil(struct python_walk *walk)
+/* True when the thread state `tstate` holds the GIL right now. `interp`:
+ * the thread state's interpreter (3.12+, where a subinterpreter may have a
+ * GIL of its own), else 0. */
+static __always_inline bool holds_gil(struct python_walk *walk, __u64 interp)
 {
 	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
-	__u64 interp = 0, gil, last_holder = 0;
+	__u64 gil, last_holder = 0;
 	__s32 locked = 0;
 
-	/* 3.12+: the GIL of the thread's own interpreter (a subinterpreter may
-	 * have its own). */
-	if (off->tstate_interp != PYSTROBE_PY_OFFSET_NONE &&
-	    !read_target_u64(walk->tstate, off->tstate_interp, &interp))
-		return false;
 	gil = python_gil_address(&walk->proc, interp);
 
 	if (gil == 0)
@@ -477,7 +474,7 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 	struct python_walk *walk;
 	const struct pystrobe_python_offsets *off;
 	struct python_walk_ctx walk_ctx;
-	__u64 frame;
+	__u64 frame, interp;
 
 	if (!sample || !proc)
 		return 0;
@@ -525,7 +522,15 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 	}
 	if (off->free_threaded)
 		sample->flags |= PYSTROBE_SAMPLE_FREE_THREADED;
-	if (holds_gil(walk))
+	/* 3.12+: the thread state's own interpreter, its GIL and its id. */
+	interp = 0;
+	if (off->tstate_interp != PYSTROBE_PY_OFFSET_NONE) {
+		if (!read_target_u64(walk->tstate, off->tstate_interp, &interp))
+			interp = 0;
+		else if (interp && off->interp_id != PYSTROBE_PY_OFFSET_NONE)
+			read_target_u64(interp, off->interp_id, &sample->interpreter_id);
+	}
+	if ((off->tstate_interp == PYSTROBE_PY_OFFSET_NONE || interp) && holds_gil(walk, interp))
 		sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
 
 	walk->status = PYSTROBE_PY_WALKED;

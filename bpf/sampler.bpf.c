@@ -147,6 +147,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	sample->offcpu_reason = 0;
 	sample->weight_ns = 0;
 	sample->address = 0;
+	sample->interpreter_id = 0;
 	bpf_get_current_comm(sample->comm, sizeof(sample->comm));
 	sample->flags = kernel_mode ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
 

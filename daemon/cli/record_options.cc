@@ -62,7 +62,9 @@ Options:
                        (an OTLP ExportProfilesServiceRequest, .otlp.pb, to post
                        to a collector's /v1development/profiles)
   -o, --output FILE    where to write (default pystrobe-<target>-<time>.<format>)
-      --threads        add a frame per thread ("<name> tid=<tid>") under the process
+      --threads        add a frame per thread ("<name> tid=<tid>", with
+                       "[interpreter <id>]" after the name in a sub-interpreter)
+                       under the process
       --subprocesses   also profile the children of the targets (fork, exec,
                        multiprocessing), decided in the kernel as they are born
       --summary-json FILE

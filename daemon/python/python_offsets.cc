@@ -107,6 +107,8 @@ PythonLayout LayoutFromRow(const LayoutRow& row) {
   o.tstate_interp = row.major == 3 && row.minor >= 12 ? 16 : kNone;
   // _status follows interp (3.12) or eval_breaker (3.13+).
   o.tstate_status = row.major == 3 && row.minor >= 12 ? (row.minor == 12 ? 24 : 32) : kNone;
+  // PyInterpreterState's id follows next (3.12+, as the headers say).
+  o.interp_id = row.major == 3 && row.minor >= 12 ? row.interp_next + 8 : kNone;
   o.frame_tlbc_index = kNone;
   o.code_tlbc = kNone;
   o.gil_enabled = kNone;
@@ -456,6 +458,7 @@ absl::StatusOr<PythonLayout> LayoutFromDebugOffsets(const D& d, const PythonVers
       {&o.runtime_interpreters_head, d.runtime_state.interpreters_head, d.runtime_state.size,
        "interpreters_head"},
       {&o.interp_next, interp.next, interp_size, "interpreter_state.next"},
+      {&o.interp_id, interp.id, interp_size, "interpreter_state.id"},
       {&o.interp_tstate_head, interp.threads_head, interp_size, "threads_head"},
       {&o.interp_gil_ptr, interp.ceval_gil, interp_size, "ceval_gil"},
       {&o.gil_last_holder, interp.gil_runtime_state_holder - interp.gil_runtime_state, 0,
@@ -573,6 +576,7 @@ std::vector<std::pair<std::string_view, uint64_t>> PythonLayoutFields(const Pyth
       {"interp_tstate_head", o.interp_tstate_head},
       {"tstate_next", o.tstate_next},
       {"tstate_interp", o.tstate_interp},
+      {"interp_id", o.interp_id},
       {"tstate_status", o.tstate_status},
       {"tstate_active_mask", o.tstate_status == kNone ? 0u : PYSTROBE_PY_TSTATE_ACTIVE},
       {"tstate_thread_id", o.tstate_thread_id},

@@ -60,9 +60,11 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
     frames.push_back({absl::StrCat(image.comm, " (", image.pid, ")"), FrameKind::kProcess});
     if (options_.threads) {
       auto name = image.thread_names.find(stack.tid);
-      frames.push_back(
-          {absl::StrCat(name != image.thread_names.end() ? name->second : "?", " tid=", stack.tid),
-           FrameKind::kThread});
+      std::string thread = name != image.thread_names.end() ? name->second : "?";
+      // A sub-interpreter's thread says which (3.12+: each has its own GIL).
+      if (stack.interpreter_id != 0)
+        absl::StrAppend(&thread, " [interpreter ", stack.interpreter_id, "]");
+      frames.push_back({absl::StrCat(thread, " tid=", stack.tid), FrameKind::kThread});
     }
     if (!stack.python_frames.empty() && image.python != nullptr) {
       AddPythonStack(image, stack, frames);

@@ -89,6 +89,7 @@ void Recorder::HandleSample(SampleRecord sample) {
     }
   }
   stack.tid = options_.threads ? sample.tid : 0;
+  stack.interpreter_id = options_.threads ? sample.interpreter_id : 0;
   stack.kernel_ips = std::move(sample.kernel_ips);
   stack.user_ips = std::move(sample.user_ips);
 

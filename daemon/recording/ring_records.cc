@@ -51,6 +51,7 @@ absl::StatusOr<RingRecord> DecodeSample(std::span<const uint8_t> record, uint32_
   sample.offcpu_reason = header.offcpu_reason;
   sample.weight_ns = header.weight_ns;
   sample.address = header.address;
+  sample.interpreter_id = header.interpreter_id;
   const uint8_t* data = record.data() + kHeaderSize;
   sample.kernel_ips.resize(header.kernel_frames);
   sample.user_ips.resize(header.user_frames);

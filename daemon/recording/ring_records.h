@@ -37,12 +37,13 @@ struct SampleRecord {
   uint32_t cpu = 0;
   uint64_t time_ns = 0;
   uint64_t cgroup_id = 0;
-  std::string comm;            // up to its first NUL
-  uint32_t flags = 0;          // enum pystrobe_sample_flags
-  uint16_t python_status = 0;  // enum pystrobe_python_status
-  uint32_t offcpu_reason = 0;  // enum pystrobe_offcpu_reason
-  uint64_t weight_ns = 0;      // nanoseconds, or bytes for MEMORY and ALLOC
-  uint64_t address = 0;        // ALLOC: the block's address
+  std::string comm;             // up to its first NUL
+  uint32_t flags = 0;           // enum pystrobe_sample_flags
+  uint16_t python_status = 0;   // enum pystrobe_python_status
+  uint32_t offcpu_reason = 0;   // enum pystrobe_offcpu_reason
+  uint64_t weight_ns = 0;       // nanoseconds, or bytes for MEMORY and ALLOC
+  uint64_t address = 0;         // ALLOC: the block's address
+  uint64_t interpreter_id = 0;  // PyInterpreterState.id; 0: the main one, or unknown
   std::vector<uint64_t> kernel_ips;
   std::vector<uint64_t> user_ips;
   std::vector<PythonFrameRecord> python_frames;  // innermost first

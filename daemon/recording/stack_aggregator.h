@@ -39,6 +39,9 @@ struct RawPythonFrame {
 struct RawStack {
   ImageId image = 0;
   uint32_t tid = 0;  // 0 when threads are not told apart
+  // The interpreter the thread's frames ran in, where threads are told
+  // apart (PyInterpreterState.id; 0: the main one).
+  uint64_t interpreter_id = 0;
   std::vector<uint64_t> kernel_ips;
   std::vector<uint64_t> user_ips;
   std::vector<RawPythonFrame> python_frames;
@@ -52,9 +55,9 @@ struct RawStack {
   friend bool operator==(const RawStack&, const RawStack&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const RawStack& stack) {
-    return H::combine(std::move(h), stack.image, stack.tid, stack.kernel_ips, stack.user_ips,
-                      stack.python_frames, stack.python_truncated, stack.offcpu_reason,
-                      stack.asyncio_task);
+    return H::combine(std::move(h), stack.image, stack.tid, stack.interpreter_id, stack.kernel_ips,
+                      stack.user_ips, stack.python_frames, stack.python_truncated,
+                      stack.offcpu_reason, stack.asyncio_task);
   }
 };
 

@@ -30,7 +30,9 @@ CHROMIUM_RENDER = os.path.join(HERE, "chromium_render.py")
 
 EXIT_USAGE = 2
 PROCESS_FRAME = re.compile(r"^(?P<comm>.*) \((?P<pid>\d+)\)$")
-THREAD_FRAME = re.compile(r"^(?P<name>.*) tid=(?P<tid>\d+)$")
+# "<name> tid=<tid>", or "<name> [interpreter <id>] tid=<tid>" in a sub-interpreter.
+THREAD_FRAME = re.compile(
+    r"^(?P<name>.*?)(?: \[interpreter (?P<interpreter>\d+)\])? tid=(?P<tid>\d+)$")
 KERNEL_SUFFIX = "_[k]"
 
 

@@ -213,7 +213,8 @@ class SubinterpretersTest(PythonRecordTest):
 
     def test_work_in_four_subinterpreters_has_the_shares_of_its_own_cpu_time(self):
         """3.14+: InterpreterPoolExecutor runs each function in a sub-interpreter
-        with its own GIL; their frames are walked like the main interpreter's."""
+        with its own GIL; their frames are walked like the main interpreter's,
+        and their thread says which interpreter it runs."""
         functions = ("work_a", "work_b", "work_c", "work_d")
 
         def check(python):
@@ -230,9 +231,13 @@ class SubinterpretersTest(PythonRecordTest):
             for function in functions:
                 share = truth["workers"][function]["cpu_s"] / cpu
                 self.assertShare(counts[function] / four, share, 0.05, function, mine)
-                tids = {THREAD_FRAME.match(s[1]).group("tid")
-                        for s in mine if has_function(s, function)}
-                self.assertEqual(tids, {str(truth["workers"][function]["tid"])}, function)
+                worker = truth["workers"][function]
+                self.assertNotEqual(worker["interpreter"], 0, worker)
+                threads = {THREAD_FRAME.match(s[1]).group("tid", "interpreter")
+                           for s in mine if has_function(s, function)}
+                # Its own thread, which says the interpreter it runs.
+                self.assertEqual(threads, {(str(worker["tid"]), str(worker["interpreter"]))},
+                                 function)
         self.for_each_python(check, [p for p in installed_pythons() if p.minor >= 14])
 
 

@@ -279,6 +279,24 @@ TEST(RecorderTest, ThreadsGetTheirOwnFramesWhenAsked) {
   EXPECT_EQ(folded.at("main (3);main tid=3;fn_1_in_3#1"), 1u);
 }
 
+TEST(RecorderTest, AThreadInASubinterpreterSaysWhichWhenThreadsAreShown) {
+  FakeSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, RecorderOptions{.threads = true}, NoProcComm);
+  std::vector<uint8_t> record = SampleRecord(3, 5, "worker", {}, {0x1});
+  reinterpret_cast<pystrobe_sample*>(record.data())->interpreter_id = 2;
+  recorder.HandleRecord(SampleRecord(3, 3, "main", {}, {0x1}));
+  recorder.HandleRecord(record);
+  EXPECT_THAT(Folded(recorder, nullptr, /*threads=*/true),
+              UnorderedElementsAre(Pair("main (3);worker [interpreter 2] tid=5;fn_1_in_3#1", 1),
+                                   Pair("main (3);main tid=3;fn_1_in_3#1", 1)));
+
+  // Without threads, a sub-interpreter's samples add up with the others'.
+  Recorder together(&symbolizer, nullptr, {}, NoProcComm);
+  together.HandleRecord(record);
+  together.HandleRecord(SampleRecord(3, 3, "main", {}, {0x1}));
+  EXPECT_EQ(together.stacks().size(), 1u);
+}
+
 // Places addresses below 0x10000 in one library, at file offset = address
 // + 0x1000; others in no mapping.
 class LocatingSymbolizer : public NativeSymbolizer {

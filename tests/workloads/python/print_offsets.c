@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   P("tstate_next", offsetof(PyThreadState, next));
 #if PY_VERSION_HEX >= 0x030C0000
   P("tstate_interp", offsetof(PyThreadState, interp));
+  P("interp_id", offsetof(PyInterpreterState, id));
   P("tstate_status", offsetof(PyThreadState, _status));
   {
     /* The bit of _status that says "the thread's current thread state". */
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   }
 #else
   P("tstate_interp", NONE);
+  P("interp_id", NONE);
   P("tstate_status", NONE);
   P("tstate_active_mask", 0);
 #endif

@@ -16,10 +16,11 @@ def spin(seconds):
 
 
 def measured(function, seconds):
+    from concurrent import interpreters
     start = time.thread_time()
     spin(seconds)
     return {"function": function, "cpu_s": time.thread_time() - start,
-            "tid": threading.get_native_id()}
+            "tid": threading.get_native_id(), "interpreter": interpreters.get_current().id}
 
 
 def work_a(seconds):
