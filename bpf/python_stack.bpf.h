@@ -522,16 +522,16 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 	}
 	if (off->free_threaded)
 		sample->flags |= PYSTROBE_SAMPLE_FREE_THREADED;
-	/* 3.12+: the thread state's own interpreter, its GIL and its id. */
+	/* 3.12+: the thread state's own interpreter (0 before: the GIL is the
+	 * process's), its GIL and its id. */
 	interp = 0;
-	if (off->tstate_interp != PYSTROBE_PY_OFFSET_NONE) {
-		if (!read_target_u64(walk->tstate, off->tstate_interp, &interp))
-			interp = 0;
-		else if (interp && off->interp_id != PYSTROBE_PY_OFFSET_NONE)
+	if (off->tstate_interp == PYSTROBE_PY_OFFSET_NONE ||
+	    read_target_u64(walk->tstate, off->tstate_interp, &interp)) {
+		if (interp && off->interp_id != PYSTROBE_PY_OFFSET_NONE)
 			read_target_u64(interp, off->interp_id, &sample->interpreter_id);
+		if (holds_gil(walk, interp))
+			sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
 	}
-	if ((off->tstate_interp == PYSTROBE_PY_OFFSET_NONE || interp) && holds_gil(walk, interp))
-		sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
 
 	walk->status = PYSTROBE_PY_WALKED;
 	walk->frames = 0;

@@ -374,6 +374,19 @@ TEST_F(PythonWalkTest, GilFlagIsSetOnlyWhileLockedWithTheSampledThreadAsHolder) 
   }
 }
 
+TEST_F(PythonWalkTest, ASampleSaysWhichInterpreterItsThreadStateBelongsTo) {
+  FakeCPython& python = Interpreter(3, 12);
+  const pystrobe_python_offsets& offsets = python.offsets();
+  EXPECT_EQ(SampleOnce().interpreter_id, 0u);  // no interpreter pointer: the main one
+  // The thread state of a sub-interpreter whose PyInterpreterState.id is 3.
+  uint64_t subinterpreter = memory_.Allocate(offsets.interp_id + 8);
+  memory_.WriteU64(subinterpreter + offsets.interp_id, 3);
+  memory_.WriteU64(tstate_ + offsets.tstate_interp, subinterpreter);
+  SampleRecord sample = SampleOnce();
+  EXPECT_EQ(sample.python_status, PYSTROBE_PY_WALKED);
+  EXPECT_EQ(sample.interpreter_id, 3u);
+}
+
 // co_name as the kernel's copy of a code object holds it.
 uint64_t CopiedName(const PythonCodeCopy& copy, const pystrobe_python_offsets& offsets) {
   uint64_t name = 0;
