@@ -98,12 +98,12 @@ void Recorder::HandleSample(SampleRecord sample) {
   native_names_.NameAll(image, stack.user_ips);
   PythonProcess* python = image.python.get();
   if (python != nullptr && !sample.python_frames.empty()) {
+    python_codes_.InternFrames(stack.image, sample.tid, sample.pid, *python, sample.python_frames,
+                               python_code_copies_, code_ids_);
     stack.python_frames.reserve(sample.python_frames.size());
-    for (const PythonFrameRecord& frame : sample.python_frames) {
-      stack.python_frames.push_back(
-          {python_codes_.Intern(stack.image, sample.pid, *python, frame.code, frame.stamp,
-                                python_code_copies_),
-           frame.instr_offset, frame.eval_entry});
+    for (size_t i = 0; i < sample.python_frames.size(); ++i) {
+      const PythonFrameRecord& frame = sample.python_frames[i];
+      stack.python_frames.push_back({code_ids_[i], frame.instr_offset, frame.eval_entry});
     }
     stack.python_truncated = (sample.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
     if (options_.asyncio && python->RefreshAsyncioTasks(absl::Now()) && options_.asyncio_await) {

@@ -151,6 +151,7 @@ class Recorder {
   // recording nobody takes them from keeps the first victims' only.
   absl::flat_hash_map<uint32_t, std::vector<KilledThread>> killed_threads_;
   PythonCodeTable python_codes_;
+  std::vector<PythonCodeId> code_ids_;  // scratch: a sample's, reused
   PythonCodeCopies python_code_copies_;
   NativeNameCache native_names_;
   RecorderOptions options_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bpf/pystrobe_abi.h"
@@ -37,7 +38,7 @@ int Usage() {
       "usage: record_replay_bench capture --out FILE [--seconds N] [--rate HZ] [--off-cpu]\n"
       "                                   [--native] [--pid PID]...   (as root; no --pid: all)\n"
       "       record_replay_bench replay FILE [--rounds N] [--min-python-frames N]\n"
-      "                                   [--pprof OUT]\n",
+      "                                   [--pprof OUT] [--folded OUT]\n",
       stderr);
   return 2;
 }
@@ -168,7 +169,7 @@ struct RoundTimes {
 // One recording's worth: every record into a fresh Recorder, its stacks
 // named into a profile, the profile written as pprof.
 RoundTimes ReplayOnce(const Corpus& corpus, const KernelSymbolizer* kernel,
-                      const ProfileWriter& writer, std::string* pprof) {
+                      const ProfileWriter& writer, std::string* pprof, std::string* folded) {
   // The thread's CPU time, not the wall's: on a shared machine the wall
   // clock also counts the time other programs ran instead of this one.
   auto now = [] {
@@ -197,6 +198,18 @@ RoundTimes ReplayOnce(const Corpus& corpus, const KernelSymbolizer* kernel,
   writer.Write(profile, out).IgnoreError();
   double written = now();
   if (pprof != nullptr) *pprof = out.str();
+  if (folded != nullptr) {
+    // The stacks in a stable order, to compare replays of builds.
+    std::vector<std::string> lines;
+    for (const ProfileStack& stack : profile.stacks()) {
+      std::string line;
+      for (const Frame& frame : stack.frames) absl::StrAppend(&line, frame.name, ";");
+      absl::StrAppend(&line, " ", stack.count, " ", stack.nanoseconds, "\n");
+      lines.push_back(std::move(line));
+    }
+    std::sort(lines.begin(), lines.end());
+    for (const std::string& line : lines) folded->append(line);
+  }
   t.record_us = recorded - start;
   t.build_us = built - recorded;
   t.write_us = written - built;
@@ -213,7 +226,7 @@ int Replay(const std::vector<std::string>& args) {
   if (args.empty()) return Usage();
   std::string path = args[0];
   uint32_t rounds = 20, min_python_frames = 0;
-  std::string pprof_out;
+  std::string pprof_out, folded_out;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     bool has_value = i + 1 < args.size();
@@ -224,6 +237,8 @@ int Replay(const std::vector<std::string>& args) {
       ++i;
     } else if (a == "--pprof" && has_value) {
       pprof_out = args[++i];
+    } else if (a == "--folded" && has_value) {
+      folded_out = args[++i];
     } else {
       return Usage();
     }
@@ -249,12 +264,12 @@ int Replay(const std::vector<std::string>& args) {
       f.other, double(f.python_frames) / f.samples(), double(f.user_frames) / f.samples(),
       double(f.kernel_frames) / f.samples());
 
-  std::string pprof;
+  std::string pprof, folded;
   size_t distinct_stacks = 0;
   std::vector<double> record_us, build_us, write_us, total_us;
   for (uint32_t round = 0; round < std::max<uint32_t>(rounds, 1); ++round) {
     RoundTimes t = ReplayOnce(*corpus, kernel.ok() ? &*kernel : nullptr, **writer,
-                              round == 0 ? &pprof : nullptr);
+                              round == 0 ? &pprof : nullptr, round == 0 ? &folded : nullptr);
     distinct_stacks = t.distinct_stacks;
     record_us.push_back(t.record_us);
     build_us.push_back(t.build_us);
@@ -269,10 +284,11 @@ int Replay(const std::vector<std::string>& args) {
       rounds, Median(total_us) / n, Median(record_us) / n, Median(build_us) / n,
       Median(write_us) / n, *std::min_element(total_us.begin(), total_us.end()) / n,
       distinct_stacks, pprof.size());
-  if (!pprof_out.empty()) {
-    FILE* file = fopen(pprof_out.c_str(), "wb");
-    if (file == nullptr || fwrite(pprof.data(), 1, pprof.size(), file) != pprof.size()) {
-      fprintf(stderr, "replay: cannot write %s\n", pprof_out.c_str());
+  for (const auto& [out, bytes] : {std::pair{pprof_out, &pprof}, {folded_out, &folded}}) {
+    if (out.empty()) continue;
+    FILE* file = fopen(out.c_str(), "wb");
+    if (file == nullptr || fwrite(bytes->data(), 1, bytes->size(), file) != bytes->size()) {
+      fprintf(stderr, "replay: cannot write %s\n", out.c_str());
       if (file != nullptr) fclose(file);
       return 1;
     }
