@@ -100,10 +100,14 @@ void Recorder::HandleSample(SampleRecord sample) {
   if (python != nullptr && !sample.python_frames.empty()) {
     python_codes_.InternFrames(stack.image, sample.tid, sample.pid, *python, sample.python_frames,
                                python_code_copies_, code_ids_);
-    stack.python_frames.reserve(sample.python_frames.size());
+    // Field by field in place: a frame built aside and copied in stalls
+    // on every frame (its halves stored apart, loaded as one).
+    stack.python_frames.resize(sample.python_frames.size());
     for (size_t i = 0; i < sample.python_frames.size(); ++i) {
-      const PythonFrameRecord& frame = sample.python_frames[i];
-      stack.python_frames.push_back({code_ids_[i], frame.instr_offset, frame.eval_entry});
+      RawPythonFrame& raw = stack.python_frames[i];
+      raw.code = code_ids_[i];
+      raw.instr_offset = sample.python_frames[i].instr_offset;
+      raw.eval_entry = sample.python_frames[i].eval_entry;
     }
     stack.python_truncated = (sample.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
     if (options_.asyncio && python->RefreshAsyncioTasks(absl::Now()) && options_.asyncio_await) {

@@ -58,14 +58,16 @@ absl::StatusOr<RingRecord> DecodeSample(std::span<const uint8_t> record, uint32_
   std::memcpy(sample.user_ips.data(), data + header.kernel_frames * sizeof(uint64_t),
               header.user_frames * sizeof(uint64_t));
   const uint8_t* frames = data + native_words * sizeof(uint64_t);
-  sample.python_frames.reserve(header.python_frames);
+  // Filled in place, field by field (see Recorder::HandleSample).
+  sample.python_frames.resize(header.python_frames);
   for (size_t i = 0; i < header.python_frames; ++i) {
     pystrobe_python_frame frame;
     std::memcpy(&frame, frames + i * sizeof(frame), sizeof(frame));
-    sample.python_frames.push_back({.code = frame.code & ~PYSTROBE_PY_FRAME_ENTRY,
-                                    .stamp = frame.stamp,
-                                    .instr_offset = frame.instr_offset,
-                                    .eval_entry = (frame.code & PYSTROBE_PY_FRAME_ENTRY) != 0});
+    PythonFrameRecord& decoded = sample.python_frames[i];
+    decoded.code = frame.code & ~PYSTROBE_PY_FRAME_ENTRY;
+    decoded.stamp = frame.stamp;
+    decoded.instr_offset = frame.instr_offset;
+    decoded.eval_entry = (frame.code & PYSTROBE_PY_FRAME_ENTRY) != 0;
   }
   return sample;
 }
