@@ -88,8 +88,14 @@ struct StackWeight {
 
 class StackAggregator {
  public:
-  void Add(RawStack stack, StackWeight weight) {
-    weights_[std::move(stack)] += weight;
+  // A stack already held is found, not copied or moved: `stack` is then
+  // left as it was, so a caller may reuse its buffers for the next sample.
+  void Add(RawStack&& stack, StackWeight weight) {
+    weights_.try_emplace(std::move(stack)).first->second += weight;
+    total_ += weight;
+  }
+  void Add(const RawStack& stack, StackWeight weight) {
+    weights_.try_emplace(stack).first->second += weight;
     total_ += weight;
   }
 
