@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -55,7 +56,18 @@ struct RawStack {
   // For kOffCpuAwait: the suspended task (PythonProcess::AsyncioLabel).
   uint32_t asyncio_task = 0;
 
-  friend bool operator==(const RawStack&, const RawStack&) = default;
+  friend bool operator==(const RawStack& a, const RawStack& b) {
+    // The Python frames as bytes, as they are hashed: frame by frame, the
+    // comparison of a sample with the stack already held was a tenth of a
+    // live recording's CPU.
+    return a.image == b.image && a.tid == b.tid && a.python_truncated == b.python_truncated &&
+           a.offcpu_reason == b.offcpu_reason && a.asyncio_task == b.asyncio_task &&
+           a.kernel_ips == b.kernel_ips && a.user_ips == b.user_ips &&
+           a.python_frames.size() == b.python_frames.size() &&
+           (a.python_frames.empty() ||
+            std::memcmp(a.python_frames.data(), b.python_frames.data(),
+                        a.python_frames.size() * sizeof(RawPythonFrame)) == 0);
+  }
   template <typename H>
   friend H AbslHashValue(H h, const RawStack& stack) {
     // Deep stacks are hashed per sample: the Python frames as one block of
