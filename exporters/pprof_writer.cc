@@ -349,7 +349,7 @@ absl::StatusOr<std::string> Gzip(std::string_view data) {
   // windowBits 15 + 16: a gzip header and trailer instead of zlib's.
   constexpr int kGzipWindowBits = 15 + 16;
   constexpr int kMemLevel = 8;
-  if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindowBits, kMemLevel,
+  if (deflateInit2(&stream, Z_BEST_SPEED, Z_DEFLATED, kGzipWindowBits, kMemLevel,
                    Z_DEFAULT_STRATEGY) != Z_OK) {
     return absl::InternalError("gzip: deflateInit2 failed");
   }

@@ -3,30 +3,36 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/cli/signals.h"
-#include "daemon/recording/process_table.h"
+#include "daemon/cli/target_exits.h"
 
 namespace pystrobe {
 
 absl::Status PollUntilEnd(SamplingSession& session, const RecordingEnd& end, absl::Time start,
                           const std::function<void()>& after_poll) {
+  // The targets' ends are polled beside the ring buffer: asking /proc
+  // whether each still runs after every poll cost more than the samples.
+  std::optional<TargetExits> targets;
+  if (end.command == nullptr && !end.pids.empty()) targets.emplace(end.pids);
   while (!Signals::StopRequested()) {
-    if (absl::Status s = session.Poll(); !s.ok()) return s;
+    if (targets) {
+      targets->Wait(session.sampler().ring_buffer_fd(), SamplingSession::kPollInterval);
+      if (absl::Status s = session.Poll(absl::ZeroDuration()); !s.ok()) return s;
+    } else if (absl::Status s = session.Poll(); !s.ok()) {
+      return s;
+    }
     if (after_poll) after_poll();
     if (end.duration && absl::Now() - start >= *end.duration) break;
     if (end.command != nullptr && end.command->TryReap()) break;
-    if (end.command == nullptr && !end.pids.empty() &&
-        std::none_of(end.pids.begin(), end.pids.end(), ProcessIsAlive)) {
-      break;
-    }
+    if (targets && targets->AllEnded()) break;
   }
   return absl::OkStatus();
 }

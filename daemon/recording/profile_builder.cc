@@ -250,8 +250,19 @@ Frame ProfileBuilder::NativeFrame(const ProcessImage& image, uint64_t address) {
   return {name.name, FrameKind::kNative, name.module, name.file_offset};
 }
 
-std::string ProfileBuilder::PythonName(const ProcessImage& image,
-                                       const RawPythonFrame& frame) const {
+const std::string& ProfileBuilder::PythonName(const ProcessImage& image,
+                                              const RawPythonFrame& frame) {
+  // Distinct stacks share most of their frames: each is named once. A code
+  // id belongs to one image, so the id and offset say the name.
+  const int32_t offset =
+      options_.python_lines == PythonLineMode::kCurrentLine ? frame.instr_offset : 0;
+  auto [it, inserted] = python_names_.try_emplace({frame.code, offset});
+  if (inserted) it->second = NamePythonFrame(image, frame);
+  return it->second;
+}
+
+std::string ProfileBuilder::NamePythonFrame(const ProcessImage& image,
+                                            const RawPythonFrame& frame) const {
   const PythonCodeObject* code = python_codes_->Get(frame.code);
   if (code == nullptr) return "[unknown python frame]";
   std::string filename = options_.full_filenames

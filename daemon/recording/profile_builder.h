@@ -101,7 +101,8 @@ class ProfileBuilder {
   // A native frame of the stack, leaf first, above any interpreter frame, is
   // one of CUDA's synchronisations or blocking copies (daemon/gpu/gpu_wait.h).
   bool WaitsOnGpu(const ProcessImage& image, const RawStack& stack);
-  std::string PythonName(const ProcessImage& image, const RawPythonFrame& frame) const;
+  const std::string& PythonName(const ProcessImage& image, const RawPythonFrame& frame);
+  std::string NamePythonFrame(const ProcessImage& image, const RawPythonFrame& frame) const;
   std::string PythonSymbolName(const ProcessImage& image, const PythonFrameSymbol& frame) const;
   // With --asyncio: the index of the outermost Python frame that is the own
   // coroutine of a task seen, or none; `label` gets the task's frames above it.
@@ -125,6 +126,9 @@ class ProfileBuilder {
   std::shared_ptr<const NativeModule> kernel_module_;
   // Kernel names are resolved once per distinct address.
   absl::flat_hash_map<uint64_t, std::string> kernel_names_;
+  // Python frame names, by code id and instruction offset (0 unless lines
+  // are the current ones).
+  absl::flat_hash_map<std::pair<PythonCodeId, int32_t>, std::string> python_names_;
 };
 
 }  // namespace pystrobe

@@ -65,6 +65,12 @@ class PythonProcess {
   void set_eval_ranges(std::vector<std::pair<uint64_t, uint64_t>> ranges) {
     eval_ranges_ = std::move(ranges);
   }
+  // What InInterpreter and InEvalLoop test, [start, end) (for snapshots of a
+  // process, tests/bench/replay_corpus.h).
+  const std::vector<std::pair<uint64_t, uint64_t>>& interpreter_ranges() const {
+    return interpreter_ranges_;
+  }
+  const std::vector<std::pair<uint64_t, uint64_t>>& eval_ranges() const { return eval_ranges_; }
 
   // The code object the kernel walker saw at `address` with `stamp`.
   absl::StatusOr<std::shared_ptr<const PythonCodeObject>> ReadCode(uint64_t address,

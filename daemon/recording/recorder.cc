@@ -32,14 +32,15 @@ uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns) {
 }
 
 void Recorder::HandleRecord(std::span<const uint8_t> record) {
-  absl::StatusOr<RingRecord> decoded = DecodeRingRecord(record);
-  if (!decoded.ok()) {
+  // Decoded into the last record's buffers: no allocation per sample.
+  if (!DecodeRingRecordInto(record, decoded_).ok()) {
     ++malformed_records_;
     return;
   }
-  if (auto* sample = std::get_if<SampleRecord>(&*decoded)) {
-    HandleSample(std::move(*sample));
-  } else if (auto* event = std::get_if<ProcessEventRecord>(&*decoded)) {
+  RingRecord* decoded = &decoded_;
+  if (auto* sample = std::get_if<SampleRecord>(decoded)) {
+    HandleSample(*sample);
+  } else if (auto* event = std::get_if<ProcessEventRecord>(decoded)) {
     if (event->kind == PYSTROBE_EVENT_EXEC) {
       processes_.OnExec(event->pid, event->comm, event->python_executable);
     } else {
@@ -50,24 +51,30 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
       }
     }
     python_code_copies_.ForgetProcess(event->pid);
-  } else if (auto* free = std::get_if<FreeRecord>(&*decoded)) {
+  } else if (auto* free = std::get_if<FreeRecord>(decoded)) {
     live_blocks_.erase({free->pid, free->address});
-  } else if (auto* finalize = std::get_if<FinalizeRecord>(&*decoded)) {
+  } else if (auto* finalize = std::get_if<FinalizeRecord>(decoded)) {
     OnFinalize(finalize->pid);
-  } else if (auto* copy = std::get_if<PythonCodeCopy>(&*decoded)) {
+  } else if (auto* copy = std::get_if<PythonCodeCopy>(decoded)) {
     python_code_copy_bytes_ += record.size();
     python_code_copies_.Add(std::move(*copy));
   }
 }
 
-void Recorder::HandleSample(SampleRecord sample) {
+void Recorder::HandleSample(SampleRecord& sample) {
   const SampleKind kind = sample.kind == PYSTROBE_EVENT_OFFCPU       ? SampleKind::kOffCpu
                           : sample.kind == PYSTROBE_EVENT_MEMORY     ? SampleKind::kMemory
                           : sample.kind == PYSTROBE_EVENT_ALLOC      ? SampleKind::kAllocation
                           : sample.kind == PYSTROBE_EVENT_OOM_KILLED ? SampleKind::kOomKilled
                                                                      : SampleKind::kOnCpu;
   const bool offcpu = kind == SampleKind::kOffCpu;
-  RawStack stack;
+  // The last sample's stack, every field set again: a stack the aggregator
+  // already held leaves its buffers here for the next one.
+  RawStack& stack = stack_;
+  stack.python_frames.clear();
+  stack.python_truncated = false;
+  stack.offcpu_reason = -1;
+  stack.asyncio_task = 0;
   // Every sample counts toward discovery, even one --gil then leaves out:
   // only a discovered process has its GIL holder known.
   std::optional<ImageId> image_id =
@@ -90,8 +97,8 @@ void Recorder::HandleSample(SampleRecord sample) {
   }
   stack.tid = options_.threads ? sample.tid : 0;
   stack.interpreter_id = options_.threads ? sample.interpreter_id : 0;
-  stack.kernel_ips = std::move(sample.kernel_ips);
-  stack.user_ips = std::move(sample.user_ips);
+  stack.kernel_ips.assign(sample.kernel_ips.begin(), sample.kernel_ips.end());
+  stack.user_ips.assign(sample.user_ips.begin(), sample.user_ips.end());
 
   // Frames are named now, while the process (its mappings and code objects)
   // lives: its symbols are released when it exits.
@@ -99,12 +106,16 @@ void Recorder::HandleSample(SampleRecord sample) {
   native_names_.NameAll(image, stack.user_ips);
   PythonProcess* python = image.python.get();
   if (python != nullptr && !sample.python_frames.empty()) {
-    stack.python_frames.reserve(sample.python_frames.size());
-    for (const PythonFrameRecord& frame : sample.python_frames) {
-      stack.python_frames.push_back(
-          {python_codes_.Intern(stack.image, sample.pid, *python, frame.code, frame.stamp,
-                                python_code_copies_),
-           frame.instr_offset, frame.eval_entry});
+    python_codes_.InternFrames(stack.image, sample.tid, sample.pid, *python, sample.python_frames,
+                               python_code_copies_, code_ids_);
+    // Field by field in place: a frame built aside and copied in stalls
+    // on every frame (its halves stored apart, loaded as one).
+    stack.python_frames.resize(sample.python_frames.size());
+    for (size_t i = 0; i < sample.python_frames.size(); ++i) {
+      RawPythonFrame& raw = stack.python_frames[i];
+      raw.code = code_ids_[i];
+      raw.instr_offset = sample.python_frames[i].instr_offset;
+      raw.eval_entry = sample.python_frames[i].eval_entry;
     }
     stack.python_truncated = (sample.flags & PYSTROBE_SAMPLE_PY_TRUNCATED) != 0;
     if (options_.asyncio && python->RefreshAsyncioTasks(absl::Now()) && options_.asyncio_await) {

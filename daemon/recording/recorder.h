@@ -131,7 +131,7 @@ class Recorder {
   // A cpu-clock sample, an interval off CPU with its stack, resident
   // growth, an allocation or a killed thread's stack.
   enum class SampleKind { kOnCpu, kOffCpu, kMemory, kAllocation, kOomKilled };
-  void HandleSample(SampleRecord sample);
+  void HandleSample(SampleRecord& sample);
 
   ProcessTable processes_;
   StackAggregator stacks_;
@@ -151,6 +151,11 @@ class Recorder {
   // recording nobody takes them from keeps the first victims' only.
   absl::flat_hash_map<uint32_t, std::vector<KilledThread>> killed_threads_;
   PythonCodeTable python_codes_;
+  // Scratch, reused from sample to sample: the record decoded, its stack,
+  // its frames' code ids.
+  RingRecord decoded_;
+  RawStack stack_;
+  std::vector<PythonCodeId> code_ids_;
   PythonCodeCopies python_code_copies_;
   NativeNameCache native_names_;
   RecorderOptions options_;

@@ -15,7 +15,7 @@ std::string CommOf(const char (&comm)[PYSTROBE_COMM_LEN]) {
   return std::string(comm, strnlen(comm, PYSTROBE_COMM_LEN));
 }
 
-absl::StatusOr<RingRecord> DecodeSample(std::span<const uint8_t> record, uint32_t kind) {
+absl::Status DecodeSample(std::span<const uint8_t> record, uint32_t kind, RingRecord& out) {
   constexpr size_t kHeaderSize = offsetof(pystrobe_sample, data);
   if (record.size() < kHeaderSize) {
     return absl::InvalidArgumentError(
@@ -38,14 +38,15 @@ absl::StatusOr<RingRecord> DecodeSample(std::span<const uint8_t> record, uint32_
                                                    " bytes, too short for its ", words,
                                                    " words of frames"));
   }
-  SampleRecord sample;
+  SampleRecord* reused = std::get_if<SampleRecord>(&out);
+  SampleRecord& sample = reused != nullptr ? *reused : out.emplace<SampleRecord>();
   sample.kind = kind;
   sample.pid = header.pid;
   sample.tid = header.tid;
   sample.cpu = header.cpu;
   sample.time_ns = header.time_ns;
   sample.cgroup_id = header.cgroup_id;
-  sample.comm = CommOf(header.comm);
+  sample.comm.assign(header.comm, strnlen(header.comm, PYSTROBE_COMM_LEN));
   sample.flags = header.flags;
   sample.python_status = header.python_status;
   sample.offcpu_reason = header.offcpu_reason;
@@ -59,21 +60,29 @@ absl::StatusOr<RingRecord> DecodeSample(std::span<const uint8_t> record, uint32_
   std::memcpy(sample.user_ips.data(), data + header.kernel_frames * sizeof(uint64_t),
               header.user_frames * sizeof(uint64_t));
   const uint8_t* frames = data + native_words * sizeof(uint64_t);
-  sample.python_frames.reserve(header.python_frames);
+  // Filled in place, field by field (see Recorder::HandleSample).
+  sample.python_frames.resize(header.python_frames);
   for (size_t i = 0; i < header.python_frames; ++i) {
     pystrobe_python_frame frame;
     std::memcpy(&frame, frames + i * sizeof(frame), sizeof(frame));
-    sample.python_frames.push_back({.code = frame.code & ~PYSTROBE_PY_FRAME_ENTRY,
-                                    .stamp = frame.stamp,
-                                    .instr_offset = frame.instr_offset,
-                                    .eval_entry = (frame.code & PYSTROBE_PY_FRAME_ENTRY) != 0});
+    PythonFrameRecord& decoded = sample.python_frames[i];
+    decoded.code = frame.code & ~PYSTROBE_PY_FRAME_ENTRY;
+    decoded.stamp = frame.stamp;
+    decoded.instr_offset = frame.instr_offset;
+    decoded.eval_entry = (frame.code & PYSTROBE_PY_FRAME_ENTRY) != 0;
   }
-  return sample;
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<RingRecord> DecodeRingRecord(std::span<const uint8_t> record) {
+  RingRecord decoded;
+  if (absl::Status status = DecodeRingRecordInto(record, decoded); !status.ok()) return status;
+  return decoded;
+}
+
+absl::Status DecodeRingRecordInto(std::span<const uint8_t> record, RingRecord& out) {
   uint32_t kind = 0;
   if (record.size() < sizeof(kind)) {
     return absl::InvalidArgumentError(
@@ -86,18 +95,20 @@ absl::StatusOr<RingRecord> DecodeRingRecord(std::span<const uint8_t> record) {
     case PYSTROBE_EVENT_MEMORY:
     case PYSTROBE_EVENT_ALLOC:
     case PYSTROBE_EVENT_OOM_KILLED:
-      return DecodeSample(record, kind);
+      return DecodeSample(record, kind, out);
     case PYSTROBE_EVENT_FREE: {
       pystrobe_free_event event;
       if (record.size() < sizeof(event)) break;
       std::memcpy(&event, record.data(), sizeof(event));
-      return FreeRecord{.pid = event.pid, .address = event.address};
+      out = FreeRecord{.pid = event.pid, .address = event.address};
+      return absl::OkStatus();
     }
     case PYSTROBE_EVENT_FINALIZE: {
       pystrobe_finalize_event event;
       if (record.size() < sizeof(event)) break;
       std::memcpy(&event, record.data(), sizeof(event));
-      return FinalizeRecord{.pid = event.pid};
+      out = FinalizeRecord{.pid = event.pid};
+      return absl::OkStatus();
     }
     case PYSTROBE_EVENT_EXEC:
     case PYSTROBE_EVENT_EXIT: {
@@ -110,16 +121,18 @@ absl::StatusOr<RingRecord> DecodeRingRecord(std::span<const uint8_t> record) {
                                   .inode = event.python_binary_inode,
                                   .start_code = event.start_code};
       }
-      return ProcessEventRecord{.kind = kind,
-                                .pid = event.pid,
-                                .time_ns = event.time_ns,
-                                .comm = CommOf(event.comm),
-                                .python_executable = python};
+      out = ProcessEventRecord{.kind = kind,
+                               .pid = event.pid,
+                               .time_ns = event.time_ns,
+                               .comm = CommOf(event.comm),
+                               .python_executable = python};
+      return absl::OkStatus();
     }
     case PYSTROBE_EVENT_PYTHON_CODE: {
       absl::StatusOr<PythonCodeCopy> copy = ParsePythonCodeCopy(record);
       if (!copy.ok()) return copy.status();
-      return std::move(*copy);
+      out = std::move(*copy);
+      return absl::OkStatus();
     }
     default:
       return absl::InvalidArgumentError(absl::StrCat("a record of unknown kind ", kind));

@@ -89,6 +89,10 @@ using RingRecord =
 // too short for its kind or its counts, counts beyond what the kernel
 // writes, and kinds this build does not know.
 absl::StatusOr<RingRecord> DecodeRingRecord(std::span<const uint8_t> record);
+// The same into `out`: a sample decoded into a SampleRecord that `out`
+// already holds reuses its buffers (no allocation per sample in a loop that
+// decodes into one RingRecord). On error `out` holds whatever was there.
+absl::Status DecodeRingRecordInto(std::span<const uint8_t> record, RingRecord& out);
 
 }  // namespace pystrobe
 

@@ -198,5 +198,43 @@ TEST(RingRecordsTest, MalformedRecordsAreRefusedSayingWhy) {
   EXPECT_FALSE(DecodeRingRecord(BytesOf(code_kind)).ok());
 }
 
+TEST(RingRecordsTest, ASampleDecodedIntoAReusedRecordKeepsNothingOfTheLastOne) {
+  RingRecord reused;
+  ASSERT_TRUE(DecodeRingRecordInto(FullSample(PYSTROBE_EVENT_SAMPLE), reused).ok());
+  // A shorter sample of another thread: one user frame, no kernel or Python ones.
+  pystrobe_sample shorter = {};
+  shorter.kind = PYSTROBE_EVENT_OFFCPU;
+  shorter.pid = 7;
+  shorter.tid = 8;
+  std::memcpy(shorter.comm, "sh", 2);
+  shorter.user_frames = 1;
+  shorter.data[0] = 0x500000;
+  ASSERT_TRUE(
+      DecodeRingRecordInto(BytesOf(shorter, offsetof(pystrobe_sample, data) + 8), reused).ok());
+  const auto* sample = std::get_if<SampleRecord>(&reused);
+  ASSERT_NE(sample, nullptr);
+  EXPECT_EQ(sample->kind, PYSTROBE_EVENT_OFFCPU);
+  EXPECT_EQ(sample->pid, 7u);
+  EXPECT_EQ(sample->comm, "sh");
+  EXPECT_EQ(sample->flags, 0u);
+  EXPECT_TRUE(sample->kernel_ips.empty());
+  EXPECT_THAT(sample->user_ips, ElementsAre(0x500000u));
+  EXPECT_TRUE(sample->python_frames.empty());
+
+  // Another kind in between, then a sample again.
+  pystrobe_finalize_event finalize = {.kind = PYSTROBE_EVENT_FINALIZE, .pid = 9, .time_ns = 1};
+  ASSERT_TRUE(DecodeRingRecordInto(BytesOf(finalize), reused).ok());
+  EXPECT_TRUE(std::holds_alternative<FinalizeRecord>(reused));
+  ASSERT_TRUE(DecodeRingRecordInto(FullSample(PYSTROBE_EVENT_SAMPLE), reused).ok());
+  absl::StatusOr<RingRecord> fresh = DecodeRingRecord(FullSample(PYSTROBE_EVENT_SAMPLE));
+  ASSERT_TRUE(fresh.ok());
+  const auto& a = std::get<SampleRecord>(reused);
+  const auto& b = std::get<SampleRecord>(*fresh);
+  EXPECT_EQ(a.comm, b.comm);
+  EXPECT_EQ(a.kernel_ips, b.kernel_ips);
+  EXPECT_EQ(a.user_ips, b.user_ips);
+  EXPECT_EQ(a.python_frames, b.python_frames);
+}
+
 }  // namespace
 }  // namespace pystrobe
