@@ -151,15 +151,16 @@ std::string RenderTopScreen(TopScreen screen) {
     const TaskFigures& f = row.figures;
     absl::StrAppend(
         &out, absl::StrFormat(
-                  "%8d %-16s %6.1f %6.1f %8s %8s %8s %8s %6.1f %6.1f %6.1f %5.1f %5.1f %7s%s%s%s\n",
+                  "%8d %-16s %6.1f %6.1f %8s %8s %8s %8s %6.1f %6.1f %6.1f %5s %5.1f %7s%s%s%s\n",
                   threads ? row.tid : row.pid, row.comm.substr(0, 16),
                   100 * f.cpu_user_seconds / dt, 100 * f.cpu_system_seconds / dt,
                   Rate(f.read_bytes / dt), Rate(f.write_bytes / dt), Rate(f.block_io_bytes / dt),
                   Rate((f.minor_faults + f.major_faults) / dt), 100 * f.runqueue_seconds / dt,
                   100 * f.offcpu_io_seconds / dt, 100 * f.offcpu_sleep_seconds / dt,
-                  100 * f.gil_wait_seconds / dt, 100 * f.gc_seconds / dt,
-                  Rate(f.context_switches() / dt), threads ? "" : MemoryColumns(row),
-                  GpuColumns(screen, row), row.exited ? " (exited)" : ""));
+                  row.free_threaded ? "-" : absl::StrFormat("%.1f", 100 * f.gil_wait_seconds / dt),
+                  100 * f.gc_seconds / dt, Rate(f.context_switches() / dt),
+                  threads ? "" : MemoryColumns(row), GpuColumns(screen, row),
+                  row.exited ? " (exited)" : ""));
   }
   absl::StrAppend(&out, "\n", kBold, "Hottest Python functions", kReset,
                   absl::StrFormat(" (%d samples this interval)\n", screen.function_samples));

@@ -41,6 +41,8 @@ struct TopRow {
   std::string comm;
   TaskFigures figures;  // over the interval (block IO and GC included)
   bool exited = false;
+  // A free-threaded CPython: no GIL to wait for (its GIL column says so).
+  bool free_threaded = false;
   // Resident memory at the end of the interval and how fast it grew over it
   // (process rows; rss_known: the kernel has read it; rss_growth_known: it
   // had at the last screen too).

@@ -126,6 +126,12 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
       const GpuProcessFigures* figures = gpu_window->Of(pid);
       return figures ? std::optional<GpuProcessFigures>(*figures) : std::nullopt;
     };
+    // A free-threaded CPython's GIL column says it has none.
+    auto free_threaded = [&recorder](uint32_t pid) {
+      const ProcessImage* image = recorder.processes().LiveImage(pid);
+      return image != nullptr && image->python != nullptr &&
+             image->python->interpreter().layout.abi.free_threaded != 0;
+    };
     std::vector<std::pair<uint32_t, uint64_t>> exited;
     if (options.pid) {
       PerThreadView view = ReadPerThreadView(reader, *options.pid);
@@ -148,6 +154,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
         row.pid = thread.pid;
         row.tid = thread.tid;
         row.comm = thread.comm;
+        row.free_threaded = free_threaded(thread.pid);
         row.figures = FiguresFrom(CountersSince(thread.raw, seen));
         seen = thread.raw;
         screen.rows.push_back(std::move(row));
@@ -160,6 +167,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
         row.pid = process.pid;
         row.comm = process.comm;
         row.exited = process.exited;
+        row.free_threaded = free_threaded(process.pid);
         row.figures = FiguresFrom(CountersSince(process.raw, seen));
         row.gpu = gpu_of(process.pid);
         row.rss_known = process.memory.known();

@@ -114,6 +114,11 @@ class ProcessTable {
   void OnExit(uint32_t pid);
 
   const ProcessImage& image(ImageId id) const { return *images_.at(id); }
+  // The image `pid` runs now, if it has been sampled; null otherwise.
+  const ProcessImage* LiveImage(uint32_t pid) const {
+    auto it = live_image_by_pid_.find(pid);
+    return it == live_image_by_pid_.end() ? nullptr : images_.at(it->second).get();
+  }
   // Images held: live ones, and exited ones not yet evicted.
   size_t image_count() const { return images_.size(); }
   size_t live_image_count() const { return live_image_by_pid_.size(); }

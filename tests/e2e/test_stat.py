@@ -290,6 +290,31 @@ class TopTest(BpfTestCase):
             proc.wait()
             proc.stdout.close()
 
+    def test_a_free_threaded_cpython_shows_no_gil_wait_figure(self):
+        python = next((p for p in installed_pythons(with_free_threaded=True) if p.free_threaded),
+                      None)
+        if python is None:
+            self.skipTest("no free-threaded CPython (scripts/test-pythons.sh builds one)")
+        proc = subprocess.Popen([python.executable, "-c",
+                                 "print('ready', flush=True)\nwhile True: pass"],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            read_lines_until(proc.stdout, "^ready$")
+            rc, out, err, _ = run_pystrobe(["top", "--once", "--pid", str(proc.pid)], timeout=60)
+            self.assertEqual(rc, 0, err)
+            lines = out.splitlines()
+            # (The header starts with a terminal escape: a word of its own.)
+            header = next([w for w in line.split() if not w.startswith("\x1b")]
+                          for line in lines if "GIL%" in line)
+            rows = [line.split() for line in lines if line.split()[:1] == [str(proc.pid)]]
+            self.assertTrue(rows, out)
+            # No GIL to wait for: a dash, not 0.0.
+            self.assertEqual(rows[0][header.index("GIL%")], "-", out)
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+
     def test_bad_sort_key_is_a_usage_error(self):
         rc, _, err, _ = run_pystrobe(["top", "--sort", "bogus"], timeout=30)
         self.assertEqual(rc, 2, err)

@@ -409,6 +409,23 @@ TEST(RenderTopScreen, ShowsBlockIoGilWaitAndGcPerRow) {
   EXPECT_THAT(text, HasSubstr("GIL wait 50.0%, GC 12.5%"));
 }
 
+TEST(RenderTopScreen, AFreeThreadedCPythonsGilColumnIsADash) {
+  TopScreen screen;
+  TopRow free_threaded, with_gil;
+  free_threaded.pid = 7;
+  free_threaded.comm = "python3.13t";
+  free_threaded.free_threaded = true;
+  free_threaded.figures.gc_seconds = 0.125;
+  with_gil.pid = 8;
+  with_gil.comm = "python3.11";
+  with_gil.figures.gc_seconds = 0.125;
+  screen.rows = {free_threaded, with_gil};
+  std::string text = RenderTopScreen(screen);
+  EXPECT_THAT(text, HasSubstr("python3.13t"));
+  EXPECT_THAT(text, HasSubstr("     -  12.5 "));
+  EXPECT_THAT(text, HasSubstr("   0.0  12.5 "));
+}
+
 TEST(RenderTopScreen, GpuColumnsOnlyWhereNvmlIsAndADashForProcessesItDidNotList) {
   TopScreen screen;
   TopRow trainer;
