@@ -21,3 +21,17 @@ def bpf_stats():
         yield
     finally:
         subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={was}"], check=True)
+
+# A Python program spinning D frames deep (argv[1]), <module> the first.
+DEEP_PY = r'''
+import sys
+sys.setrecursionlimit(10000)
+D = int(sys.argv[1])
+def recurse(d):
+    if d > 1:
+        return recurse(d - 1)
+    x = 0
+    while True:
+        x = (x * 3 + 1) & 0xffff
+recurse(D - 1)   # <module> is the first frame
+'''

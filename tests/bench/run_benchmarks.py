@@ -37,7 +37,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from bench_common import bpf_stats  # noqa: E402
+from bench_common import DEEP_PY, bpf_stats  # noqa: E402
 from run_foundation_bench import default_binary  # noqa: E402
 
 PY = "/usr/bin/python3.11"          # the workload interpreter (Debian's)
@@ -249,18 +249,6 @@ with open(OUT, "w") as f:
     json.dump({"iters": sum(counts), "wall": wall, "cpu": cpu}, f)
 '''
 
-DEEP_PY = r'''
-import sys
-sys.setrecursionlimit(10000)
-D = int(sys.argv[1])
-def recurse(d):
-    if d > 1:
-        return recurse(d - 1)
-    x = 0
-    while True:
-        x = (x * 3 + 1) & 0xffff
-recurse(D - 1)   # <module> is the first frame
-'''
 
 NATIVE_C = r'''
 #include <stdint.h>

@@ -28,20 +28,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import DEEP_PY  # noqa: E402
+
 PY = "/usr/bin/python3.11"
 
-DEEP_PY = r'''
-import sys
-sys.setrecursionlimit(10000)
-D = int(sys.argv[1])
-def recurse(d):
-    if d > 1:
-        return recurse(d - 1)
-    x = 0
-    while True:
-        x = (x * 3 + 1) & 0xffff
-recurse(D - 1)   # <module> is the first frame
-'''
 
 SLEEPER_PY = r'''
 import sys, time
