@@ -419,10 +419,12 @@ class AttachPidTest(PythonRecordTest):
 
     def test_pid_of_a_running_program(self):
         def check(python):
-            # Running (asleep) before the recording; it splits 2 s of its CPU
+            # Running (asleep) before the recording; it splits 3 s of its CPU
             # once the recording samples, then is stopped, and the recording
             # ends with its only target: every split it measured was sampled,
-            # however long loading took and however loaded the machine.
+            # however long loading took and however loaded the machine. (3 s
+            # at 499 Hz: a 5-point tolerance is 4 standard errors of a share;
+            # with 2 s one run of 13 was seen 5.08 points off.)
             workload = PythonWorkload([python.executable, python_workload("cpu_split3.py"),
                                        "--seconds", "0", "--go-on-sigusr1"])
             cpu_at_go = []
@@ -430,8 +432,8 @@ class AttachPidTest(PythonRecordTest):
             def split_while_sampled(_):
                 cpu_at_go.append(process_cpu_seconds(workload.pid))
                 os.kill(workload.pid, signal.SIGUSR1)
-                wait_for("2 s of the workload's CPU", lambda: (
-                    process_cpu_seconds(workload.pid) - cpu_at_go[0] >= 2.0,
+                wait_for("3 s of the workload's CPU", lambda: (
+                    process_cpu_seconds(workload.pid) - cpu_at_go[0] >= 3.0,
                     process_cpu_seconds(workload.pid) - cpu_at_go[0]), timeout=120)
                 workload.proc.terminate()
             try:
