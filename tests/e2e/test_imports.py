@@ -13,6 +13,7 @@ heavier packages always.
 """
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -186,14 +187,22 @@ class ImportTreeTest(BpfTestCase):
         if heaviest_package:
             self.assertEqual(top_ours[1], heaviest_package, text)
         # Its heaviest submodule is one of the three -X importtime finds heaviest,
-        # C extensions left out (their loading has no Python frame naming them).
+        # C extensions left out (their loading has no Python frame naming them);
+        # or, where our heaviest is not told apart from others by its sample
+        # count (within 3 standard errors: 80 ms is 40 samples at 499 Hz), one
+        # of those is.
         ours_under = children(rows, rows.index(top_ours))
         self.assertTrue(ours_under, text)
-        heaviest = max(ours_under, key=lambda row: row[3])[1]
+        samples = {row[1]: row[3] * float(RATE) / 1000 for row in ours_under}
+        top = max(samples.values())
+        heaviest = {name for name, n in samples.items()
+                    if top - n <= 3 * math.sqrt(top + n)}
         truth_children = [row[1] for row in importtime_children(truth, top_truth[1])]
         extensions = extension_modules(truth_children)
         truth_under = [name for name in truth_children if name not in extensions][:3]
-        self.assertIn(heaviest, truth_under, f"ours:\n{text}")
+        self.assertTrue(heaviest & set(truth_under),
+                        f"ours, heaviest {sorted(heaviest)}:\n{text}\n-X importtime's three "
+                        f"heaviest: {truth_under}")
         # Cumulative time is self time plus the children's.
         for index, row in enumerate(rows):
             under = children(rows, index)
