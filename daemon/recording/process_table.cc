@@ -138,9 +138,10 @@ void ProcessTable::MaybeDiscoverPython(ProcessImage& image) {
   // record when /proc has nothing (it ended before this first sample was
   // read, as a short script or an OOM victim on a loaded host does).
   if (image.exec_python) {
-    python = python_discovery_->FromExec(image.pid, *image.exec_python);
-    if (python.ok()) {
-      image.python = std::move(*python);
+    absl::StatusOr<std::unique_ptr<PythonProcess>> from_exec =
+        python_discovery_->FromExec(image.pid, *image.exec_python);
+    if (from_exec.ok()) {
+      image.python = std::move(*from_exec);
       image.python_error = absl::OkStatus();
       ++python_processes_;
       return;
