@@ -146,6 +146,21 @@ class PythonRecordTest(BpfTestCase):
         self.assertEqual(errors, [], f"stacks with {function} out of shape:\n" +
                          "\n".join(errors[:5]))
 
+    def assertWorkersShareTheirCpu(self, recording, mine, workers, filename, tolerance):
+        """Threads running one function each (`workers`: function -> its thread's
+        own "cpu_s"): as many samples in them as their CPU time stands for, and
+        each function's share of those samples within `tolerance` of its share
+        of their CPU time."""
+        counts = {f: count_with(mine, f, filename) for f in workers}
+        sampled = sum(counts.values())
+        cpu = sum(worker["cpu_s"] for worker in workers.values())
+        self.assertGreaterEqual(sampled, sample_floor(cpu, int(RATE)),
+                                f"too few samples for {cpu:.2f} s of CPU:\n"
+                                f"{summarize(recording.stacks)}")
+        for function, worker in workers.items():
+            self.assertShare(counts[function] / sampled, worker["cpu_s"] / cpu, tolerance,
+                             function, mine)
+
     def assertShare(self, measured, truth, tolerance, what, stacks):
         self.assertLessEqual(abs(measured - truth), tolerance,
                              f"{what}: recorded {measured:.1%}, truth {truth:.1%} (tolerance "
@@ -190,17 +205,11 @@ class FourThreadsTest(PythonRecordTest):
                                            flags=["--threads"])
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
-            counts = {f: count_with(mine, f, "four_threads.py") for f in functions}
-            four = sum(counts.values())
-            cpu = sum(thread["cpu_s"] for thread in truth["threads"].values())
-            self.assertGreaterEqual(four, sample_floor(cpu, int(RATE)),
-                                    f"too few samples for {cpu:.2f} s of CPU:\n"
-                                    f"{summarize(recording.stacks)}")
+            # About a quarter each, but the GIL is not fair (2.7's least): the
+            # truth is each thread's own CPU clock.
+            self.assertWorkersShareTheirCpu(recording, mine, truth["threads"],
+                                            "four_threads.py", 0.10)
             for function in functions:
-                # About a quarter each, but the GIL is not fair (2.7's least):
-                # the truth is each thread's own CPU clock.
-                share = truth["threads"][function]["cpu_s"] / cpu
-                self.assertShare(counts[function] / four, share, 0.10, function, mine)
                 self.assertWellShaped(mine, function, threads=True)
                 # Each function's samples sit under its own thread's frame.
                 tids = {THREAD_FRAME.match(s[1]).group("tid")
@@ -222,15 +231,9 @@ class SubinterpretersTest(PythonRecordTest):
                                            flags=["--threads"])
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
-            counts = {f: count_with(mine, f, "subinterp_work.py") for f in functions}
-            four = sum(counts.values())
-            cpu = sum(worker["cpu_s"] for worker in truth["workers"].values())
-            self.assertGreaterEqual(four, sample_floor(cpu, int(RATE)),
-                                    f"too few samples for {cpu:.2f} s of CPU:\n"
-                                    f"{summarize(recording.stacks)}")
+            self.assertWorkersShareTheirCpu(recording, mine, truth["workers"],
+                                            "subinterp_work.py", 0.05)
             for function in functions:
-                share = truth["workers"][function]["cpu_s"] / cpu
-                self.assertShare(counts[function] / four, share, 0.05, function, mine)
                 worker = truth["workers"][function]
                 self.assertNotEqual(worker["interpreter"], 0, worker)
                 threads = {THREAD_FRAME.match(s[1]).group("tid", "interpreter")
