@@ -80,10 +80,24 @@ for a in "\$PWD" "\$@"; do
     /?*) tops="\$tops /\$(echo "\$a" | cut -d/ -f2)" ;;
   esac
 done
+# Recursively, with the mounts below each folder (a CI clone may sit on a mount of
+# its own under /check), and as a slave, so that nothing done inside reaches out.
+bind() {
+  mkdir -p "\$sid\$1"
+  mount --rbind "\$1" "\$sid\$1" && mount --make-rslave "\$sid\$1"
+}
 for d in $shared_dirs \$tops; do
   [ -d "\$d" ] || continue
-  mkdir -p "\$sid\$d"
-  mountpoint -q "\$sid\$d" || mount --bind "\$d" "\$sid\$d"
+  mountpoint -q "\$sid\$d" || bind "\$d"
+done
+# A folder bound before a mount appeared under it lacks that mount: bind it again.
+for a in "\$PWD" "\$@"; do
+  case "\$a" in /?*) ;; *) continue ;; esac
+  if [ -e "\$a" ] && [ ! -e "\$sid\$a" ]; then
+    d=/\$(echo "\$a" | cut -d/ -f2)
+    umount -l "\$sid\$d" 2>/dev/null || true
+    bind "\$d"
+  fi
 done
 mountpoint -q "\$sid/proc" || mount -t proc proc "\$sid/proc"
 exec chroot "\$sid" /bin/sh -c 'cd "\$0" 2>/dev/null || cd /; exec /usr/bin/python$version "\$@"' "\$PWD" "\$@"
@@ -92,10 +106,13 @@ LAUNCHER
 }
 
 # --- free-threaded CPython from Debian's source packages --------------------------
-# The newest orig tarball of `package` that the mirror serves, from the source
-# indexes of sid, forky and trixie in turn (a mirror may lag behind an index).
+# The newest orig tarball of `package` that the mirror serves. The source indexes of
+# sid, forky and trixie name the newest upload, but a mirror may not serve that file
+# yet (or any more), while it still keeps older uploads' tarballs: so after the
+# indexed files, walk down from the newest indexed release (3.14.10, 3.14.9, ...,
+# 3.14.0, then 3.14.0~rc3 to ~rc1) and take the first that downloads.
 fetch_source() {
-  local package=$1 dest=$2 suite index dir file
+  local package=$1 dest=$2 suite index dir= file files= newest= version
   for suite in sid forky trixie; do
     index=$root/Sources-$suite
     find "$index" -mtime +0 -delete 2>/dev/null || true  # a day old: read it again
@@ -103,18 +120,32 @@ fetch_source() {
       curl -fsSL "$mirror/dists/$suite/main/source/Sources.xz" | xz -d >"$index.tmp" &&
         mv "$index.tmp" "$index" || continue
     fi
-    dir=$(awk -v p="Package: $package" '$0 == p {on = 1} on && /^Directory:/ {print $2; exit}' "$index")
-    file=$(awk -v p="Package: $package" '$0 == p {on = 1} on && /^$/ {exit}
-      on && /orig\.tar\.xz$/ {print $3; exit}' "$index")
-    [ -n "$dir" ] && [ -n "$file" ] || continue
-    mkdir -p "$dest"
-    if curl -fsSL "$mirror/$dir/$file" | tar -xJ -C "$dest" --strip-components=1 2>/dev/null; then
-      log "$package: $file ($suite)"
+    dir=${dir:-$(awk -v p="Package: $package" '$0 == p {on = 1} on && /^Directory:/ {print $2; exit}' "$index")}
+    files="$files $(awk -v p="Package: $package" '$0 == p {on = 1} /^$/ {on = 0}
+      on && /orig\.tar\.xz$/ {print $3}' "$index")"
+  done
+  [ -n "$dir" ] || return 1
+  for file in $files; do
+    version=${file#"${package}_"}
+    version=${version%.orig.tar.xz}
+    newest=$(printf '%s\n' "$newest" "$version" | sort -V | tail -n 1)
+  done
+  local minor=${newest%.*} patch=${newest##*.} rc
+  patch=${patch%%~*}
+  if [ -n "$newest" ]; then
+    for ((; patch >= 0; patch--)); do files="$files ${package}_$minor.$patch.orig.tar.xz"; done
+    for rc in 3 2 1; do files="$files ${package}_$minor.0~rc$rc.orig.tar.xz"; done
+  fi
+  mkdir -p "$dest"
+  for file in $(printf '%s\n' $files | awk '!seen[$0]++'); do
+    if curl -fsSL "$mirror/$dir/$file" 2>/dev/null | tar -xJ -C "$dest" --strip-components=1 2>/dev/null; then
+      log "$package: $file"
       return 0
     fi
-    log "$package: $mirror/$dir/$file ($suite) cannot be downloaded"
-    rm -rf "$dest"
+    rm -rf "$dest" && mkdir -p "$dest"
   done
+  log "$package: no orig tarball of $dir downloads from $mirror (tried$files)"
+  rm -rf "$dest"
   return 1
 }
 
