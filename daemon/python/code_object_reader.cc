@@ -136,7 +136,9 @@ absl::StatusOr<std::vector<uint8_t>> CodeObjectReader::ReadBytes(uint64_t addres
                                                                  std::string_view what) const {
   const pystrobe_python_offsets& o = interpreter_.layout.abi;
   if (address == 0) return absl::DataLossError(absl::StrCat(std::string(what), " is NULL"));
-  uint8_t header[32];
+  // A free-threaded build's header is 16 bytes longer: ob_size at 32.
+  uint8_t header[64];
+  if (o.var_object_size + 8 > sizeof(header)) return absl::InternalError("bytes layout too large");
   if (absl::Status status = memory_.Read(address, header, o.var_object_size + 8); !status.ok()) {
     return status;
   }

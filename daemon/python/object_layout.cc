@@ -120,27 +120,51 @@ PythonObjectLayout Layout(int minor) {
   return l;
 }
 
+// A free-threaded build (Include/object.h under Py_GIL_DISABLED) heads every
+// object with ob_tid, flags, a mutex, GC bits and two reference counts before
+// ob_type: each field after the header is 16 bytes further on. Dict keys and
+// values and interpreter frames have no object header and stay put. Checked
+// like the GIL builds' against 3.13.15t, 3.14.7t and 3.15.0rc2t.
+PythonObjectLayout FreeThreaded(PythonObjectLayout l) {
+  constexpr uint32_t kLongerHeader = 16;
+  for (uint32_t* field :
+       {&l.type_name,        &l.type_basicsize,       &l.type_flags,      &l.type_base,
+        &l.type_dictoffset,  &l.heaptype_cached_keys, &l.module_dict,     &l.dict_used,
+        &l.dict_keys,        &l.dict_values,          &l.set_used,        &l.set_mask,
+        &l.set_table,        &l.weakref_object,       &l.list_items,      &l.tuple_items,
+        &l.cell_ref,         &l.function_closure,     &l.method_self,     &l.cfunction_self,
+        &l.gen_iframe,       &l.gen_frame_state,      &l.future_loop,     &l.future_callback0,
+        &l.future_callbacks, &l.future_state,         &l.task_fut_waiter, &l.task_coro,
+        &l.task_name}) {
+    if (*field != kNoObjectField) *field += kLongerHeader;
+  }
+  l.free_threaded = true;
+  l.managed_dict = -8;  // no GC header before the object
+  // The interpreter state holds per-thread and per-object locks in between.
+  if (l.minor == 13) l.interp_modules = 7664;
+  if (l.minor == 14) l.interp_modules = 7712;
+  return l;
+}
+
 }  // namespace
 
-absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVersion& version) {
-  // asyncio's objects are read on 3.8+ only.
-  if (!IsSupportedPythonVersion(version) || version.major != 3 || version.minor < 8) {
-    return absl::UnimplementedError(
-        absl::StrCat("no object layout for CPython ", version.ToString()));
+absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVersion& version,
+                                                                bool free_threaded) {
+  // asyncio's objects are read on 3.8+ only; free-threaded builds began with 3.13.
+  if (!IsSupportedPythonVersion(version) || version.major != 3 || version.minor < 8 ||
+      (free_threaded && version.minor < 13)) {
+    return absl::UnimplementedError(absl::StrCat("no object layout for CPython ",
+                                                 version.ToString(),
+                                                 free_threaded ? " free-threaded" : ""));
   }
-  return Layout(version.minor);
+  PythonObjectLayout layout = Layout(version.minor);
+  return free_threaded ? FreeThreaded(layout) : layout;
 }
 
 absl::StatusOr<PythonObjectLayout> PythonObjectLayoutFor(const PythonVersion& version,
                                                          const PythonLayout& layout) {
-  if (layout.abi.free_threaded) {
-    // Every object's header is 16 bytes longer there, and its dicts and
-    // sets are laid out anew: none of the tables below hold.
-    return absl::UnimplementedError(absl::StrCat("CPython ", version.ToString(),
-                                                 " free-threaded: its objects (sys.modules, "
-                                                 "asyncio tasks) are not read yet"));
-  }
-  absl::StatusOr<PythonObjectLayout> objects = PythonObjectLayoutForVersion(version);
+  absl::StatusOr<PythonObjectLayout> objects =
+      PythonObjectLayoutForVersion(version, layout.abi.free_threaded);
   if (objects.ok() && layout.interp_modules != PYSTROBE_PY_OFFSET_NONE) {
     objects->interp_modules = layout.interp_modules;
   }

@@ -19,6 +19,7 @@ inline constexpr uint32_t kNoObjectField = 0xffffffffu;
 
 struct PythonObjectLayout {
   int minor = 0;
+  bool free_threaded = false;  // --disable-gil (3.13t+): every object header 16 bytes longer
   // PyInterpreterState.modules (3.12+: imports.modules): sys.modules.
   uint32_t interp_modules = kNoObjectField;
   // PyTypeObject.
@@ -38,6 +39,9 @@ struct PythonObjectLayout {
   uint32_t weakref_object = 16;  // PyWeakReference.wr_object
   uint32_t list_items = 24, tuple_items = 24;
   uint32_t cell_ref = 16;
+  // Where a managed __dict__ (3.11+) sits before its object: behind the GC
+  // header in a GIL build, right before the object in a free-threaded one.
+  int32_t managed_dict = -24;
   uint32_t function_closure = 0;
   uint32_t method_self = 24;     // PyMethodObject.im_self
   uint32_t cfunction_self = 24;  // PyCFunctionObject.m_self
@@ -58,8 +62,10 @@ struct PythonObjectLayout {
   uint32_t task_fut_waiter = 0, task_coro = 0, task_name = 0;
 };
 
-// The table for 3.<minor>, 8 to 15; Unimplemented for the others.
-absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVersion& version);
+// The table for 3.<minor>, 8 to 15 (free-threaded: 13 to 15); Unimplemented
+// for the others.
+absl::StatusOr<PythonObjectLayout> PythonObjectLayoutForVersion(const PythonVersion& version,
+                                                                bool free_threaded = false);
 
 // The table for `layout`'s version, with what the interpreter's own
 // _Py_DebugOffsets say (3.13+: where sys.modules is) in place of the table's.

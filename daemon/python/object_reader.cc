@@ -19,6 +19,10 @@ constexpr uint64_t kTpFlagsHeapType = 1u << 9;
 constexpr uint8_t kDictKeysSplit = 2;
 constexpr uint8_t kDictKeysUnicode = 1;
 
+// The most of an object's head that is read at once (a free-threaded set's
+// table pointer ends at 64).
+constexpr size_t kMaxHeader = 96;
+
 template <typename T>
 T Load(const uint8_t* p) {
   T value;
@@ -100,7 +104,8 @@ absl::StatusOr<std::string> PythonObjectReader::Str(uint64_t object) const {
 absl::StatusOr<std::vector<std::pair<uint64_t, uint64_t>>> PythonObjectReader::KeysItems(
     uint64_t keys, uint64_t values) {
   const PythonObjectLayout& l = layout_;
-  uint8_t header[64];
+  uint8_t header[kMaxHeader];
+  if (l.dictkeys_indices > sizeof(header)) return absl::InternalError("dict keys layout too large");
   if (absl::Status status = memory_.Read(keys, header, l.dictkeys_indices); !status.ok()) {
     return status;
   }
@@ -159,7 +164,8 @@ absl::StatusOr<std::vector<std::pair<uint64_t, uint64_t>>> PythonObjectReader::K
 absl::StatusOr<std::vector<std::pair<uint64_t, uint64_t>>> PythonObjectReader::DictItems(
     uint64_t dict) {
   if (absl::Status status = ExpectType(dict, {"dict"}, "dict"); !status.ok()) return status;
-  uint8_t header[48];
+  uint8_t header[kMaxHeader];
+  if (layout_.dict_values + 8 > sizeof(header)) return absl::InternalError("dict layout too large");
   if (absl::Status status = memory_.Read(dict, header, layout_.dict_values + 8); !status.ok()) {
     return status;
   }
@@ -182,7 +188,8 @@ absl::StatusOr<uint64_t> PythonObjectReader::DictGetStr(uint64_t dict, std::stri
 
 absl::StatusOr<std::vector<uint64_t>> PythonObjectReader::SetItems(uint64_t set) {
   if (absl::Status status = ExpectType(set, {"set"}, "set"); !status.ok()) return status;
-  uint8_t header[48];
+  uint8_t header[kMaxHeader];
+  if (layout_.set_table + 8 > sizeof(header)) return absl::InternalError("set layout too large");
   if (absl::Status status = memory_.Read(set, header, layout_.set_table + 8); !status.ok()) {
     return status;
   }
@@ -263,7 +270,7 @@ absl::StatusOr<uint64_t> PythonObjectReader::Attribute(uint64_t object, std::str
   uint64_t dict = 0;
   uint64_t values = 0;  // the values of a split dict whose keys the type caches
   if (layout_.minor >= 11 && (*flags & kTpFlagsManagedDict)) {
-    absl::StatusOr<uint64_t> managed = Pointer(object - 24);
+    absl::StatusOr<uint64_t> managed = Pointer(object + layout_.managed_dict);
     if (!managed.ok()) return managed.status();
     if (layout_.minor == 12 && (*managed & 1)) {
       values = *managed + 1;  // _PyDictOrValues: the values pointer minus 1

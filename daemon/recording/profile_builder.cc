@@ -69,7 +69,7 @@ void ProfileBuilder::AddTo(const StackAggregator& stacks, const Weighting& weigh
     if (!stack.python_frames.empty() && image.python != nullptr) {
       AddPythonStack(image, stack, frames);
     } else {
-      for (size_t i = stack.user_ips.size(); i-- > 0;) {
+      for (size_t i = NativeDepth(image, stack.user_ips); i-- > 0;) {
         frames.push_back(NativeFrame(image, FrameLookupAddress(stack.user_ips, i)));
       }
     }
@@ -243,6 +243,18 @@ const std::string& ProfileBuilder::KernelBuildId() {
   // One kernel per boot: read once per pystrobe process.
   static const std::string* const build_id = new std::string(ReadKernelBuildId());
   return *build_id;
+}
+
+size_t ProfileBuilder::NativeDepth(const ProcessImage& image,
+                                   const std::vector<uint64_t>& user_ips) {
+  // A frame-pointer walk through code built without frame pointers reads on
+  // into garbage once it leaves them. The first address that no mapping holds
+  // (nor a JIT names) is where the truth ended: it stays as one [unknown] root.
+  for (size_t i = 0; i < user_ips.size(); ++i) {
+    const NativeFrameName& name = native_names_->Name(image, FrameLookupAddress(user_ips, i));
+    if (name.module == nullptr && name.name == "[unknown]") return i + 1;
+  }
+  return user_ips.size();
 }
 
 Frame ProfileBuilder::NativeFrame(const ProcessImage& image, uint64_t address) {

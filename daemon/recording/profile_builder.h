@@ -97,6 +97,8 @@ class ProfileBuilder {
   // The running kernel's build id (/sys/kernel/notes), "" when unknown.
   static const std::string& KernelBuildId();
   const std::string& KernelName(uint64_t address);
+  // How many of a native-only stack's frames (leaf first) are the thread's.
+  size_t NativeDepth(const ProcessImage& image, const std::vector<uint64_t>& user_ips);
   Frame NativeFrame(const ProcessImage& image, uint64_t address);
   // A native frame of the stack, leaf first, above any interpreter frame, is
   // one of CUDA's synchronisations or blocking copies (daemon/gpu/gpu_wait.h).

@@ -83,7 +83,8 @@ class ReadyChild {
 };
 
 TEST(ObjectLayoutTest, TableMatchesTheHeadersOfEveryInstalledVersion) {
-  const std::vector<InstalledPython> pythons = InstalledPythons();
+  const std::vector<InstalledPython> pythons =
+      InstalledPythons(testing::PythonSet::kModern, /*with_free_threaded=*/true);
   ASSERT_FALSE(pythons.empty());
   const std::string binary = ::testing::TempDir() + "/pystrobe_print_object_offsets";
   for (const InstalledPython& python : pythons) {
@@ -97,7 +98,8 @@ TEST(ObjectLayoutTest, TableMatchesTheHeadersOfEveryInstalledVersion) {
     ASSERT_EQ(status, 0) << command << "\n" << compile_output;
     const std::map<std::string, uint64_t> expected = ParseLines(RunCommand(binary, &status));
     ASSERT_EQ(status, 0);
-    absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion({3, python.minor, 0});
+    absl::StatusOr<PythonObjectLayout> layout =
+        PythonObjectLayoutForVersion({3, python.minor, 0}, python.free_threaded);
     ASSERT_TRUE(layout.ok()) << layout.status();
     size_t checked = 0;
     for (const auto& [name, value] : PythonObjectLayoutHeaderFields(*layout)) {
@@ -111,7 +113,8 @@ TEST(ObjectLayoutTest, TableMatchesTheHeadersOfEveryInstalledVersion) {
 }
 
 TEST(ObjectLayoutTest, TaskFieldsMatchLiveAsyncioTasksOfEveryInstalledVersion) {
-  for (const InstalledPython& python : InstalledPythons()) {
+  for (const InstalledPython& python :
+       InstalledPythons(testing::PythonSet::kModern, /*with_free_threaded=*/true)) {
     SCOPED_TRACE(python.label);
     int status = 0;
     const std::map<std::string, uint64_t> found = ParseLines(RunCommand(
@@ -119,7 +122,8 @@ TEST(ObjectLayoutTest, TaskFieldsMatchLiveAsyncioTasksOfEveryInstalledVersion) {
         &status));
     ASSERT_EQ(status, 0);
     ASSERT_EQ(found.at("version_minor"), static_cast<uint64_t>(python.minor));
-    absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion({3, python.minor, 0});
+    absl::StatusOr<PythonObjectLayout> layout =
+        PythonObjectLayoutForVersion({3, python.minor, 0}, python.free_threaded);
     ASSERT_TRUE(layout.ok());
     for (const auto& [name, value] : PythonObjectLayoutTaskFields(*layout)) {
       auto it = found.find(std::string(name));
@@ -130,7 +134,8 @@ TEST(ObjectLayoutTest, TaskFieldsMatchLiveAsyncioTasksOfEveryInstalledVersion) {
 }
 
 TEST(ObjectReaderTest, ReadsContainersWeakrefsAndAttributesOfALiveProcess) {
-  for (const InstalledPython& python : InstalledPythons()) {
+  for (const InstalledPython& python :
+       InstalledPythons(testing::PythonSet::kModern, /*with_free_threaded=*/true)) {
     SCOPED_TRACE(python.label);
     ReadyChild child(
         {python.executable, PYSTROBE_SOURCE_DIR "/tests/workloads/python/object_fixtures.py"});
@@ -144,8 +149,9 @@ TEST(ObjectReaderTest, ReadsContainersWeakrefsAndAttributesOfALiveProcess) {
     ASSERT_TRUE(layout.ok());
     if (python.minor >= 13) {
       EXPECT_EQ(interpreter->layout.interp_modules, layout->interp_modules);
-      EXPECT_EQ(layout->interp_modules,
-                PythonObjectLayoutForVersion(interpreter->version)->interp_modules);
+      EXPECT_EQ(
+          layout->interp_modules,
+          PythonObjectLayoutForVersion(interpreter->version, python.free_threaded)->interp_modules);
     }
     RemoteProcessMemory memory(child.pid());
     PythonObjectReader reader(memory, *interpreter, *layout);
@@ -193,14 +199,17 @@ TEST(ObjectReaderTest, ReadsContainersWeakrefsAndAttributesOfALiveProcess) {
 }
 
 TEST(ObjectReaderTest, GarbageIsAnErrorNotACrash) {
-  for (const InstalledPython& python : InstalledPythons()) {
+  for (const InstalledPython& python :
+       InstalledPythons(testing::PythonSet::kModern, /*with_free_threaded=*/true)) {
     SCOPED_TRACE(python.label);
     ReadyChild child(
         {python.executable, PYSTROBE_SOURCE_DIR "/tests/workloads/python/object_fixtures.py"});
     const std::map<std::string, uint64_t> ids = ParseLines(child.output());
     absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
     ASSERT_TRUE(interpreter.ok()) << interpreter.status();
-    absl::StatusOr<PythonObjectLayout> layout = PythonObjectLayoutForVersion(interpreter->version);
+    absl::StatusOr<PythonObjectLayout> layout =
+        PythonObjectLayoutForVersion(interpreter->version, python.free_threaded);
+    ASSERT_TRUE(layout.ok()) << layout.status();
     RemoteProcessMemory memory(child.pid());
     PythonObjectReader reader(memory, *interpreter, *layout);
     // Pointers into the middle of objects, to NULL, to unmapped memory.

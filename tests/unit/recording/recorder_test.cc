@@ -375,6 +375,17 @@ TEST(RecorderTest, NativeFramesCarryTheirModuleSharedByEveryProcess) {
   EXPECT_EQ(module->path, "/usr/lib/libfake.so.1");
 }
 
+// A frame-pointer walk through code without frame pointers: two true frames,
+// then an address no mapping holds, then garbage that happens to land in one.
+TEST(RecorderTest, NativeStackEndsInOneUnknownRootWhereItLeftEveryMapping) {
+  LocatingSymbolizer symbolizer;
+  Recorder recorder(&symbolizer, nullptr, {}, NoProcComm);
+  recorder.HandleRecord(
+      SampleRecord(1, 1, "a", {}, {0x10, 0x21, 0x20000, 0x31, 0x30000, 0x41, 0x51}));
+  EXPECT_THAT(Folded(recorder, nullptr),
+              UnorderedElementsAre(Pair("a (1);[unknown];fn_20;fn_10", 1)));
+}
+
 // One file per address, as a host whose processes come and go with new
 // libraries: records nobody holds any more leave the module table.
 TEST(NativeNameCacheTest, ModuleTableForgetsRecordsNothingHolds) {
