@@ -110,8 +110,14 @@ absl::StatusOr<AsyncioTaskReader::CoroutineFrame> AsyncioTaskReader::ReadCorouti
     }
     default: {
       const uint64_t instr = Load<uint64_t>(raw + o.frame_instr);
-      out.instr_offset = static_cast<int32_t>(
-          static_cast<int64_t>(instr - (out.code_address + o.code_code_adaptive)));
+      // A coroutine last stepped by another thread of a free-threaded build
+      // points into that thread's copy of the bytecode.
+      const int32_t copy = o.frame_tlbc_index == PYSTROBE_PY_OFFSET_NONE
+                               ? 0
+                               : Load<int32_t>(raw + o.frame_tlbc_index);
+      absl::StatusOr<uint64_t> bytecode = FrameBytecodeStart(memory, o, out.code_address, copy);
+      if (!bytecode.ok()) return bytecode.status();
+      out.instr_offset = static_cast<int32_t>(static_cast<int64_t>(instr - *bytecode));
       out.started = state != states.created;
       if (l.minor >= 13) {
         awaiting = state >= states.yield_from_first && state <= states.yield_from_last;

@@ -132,6 +132,22 @@ absl::StatusOr<std::string> CodeObjectReader::ReadString(uint64_t address,
   return ReadPythonStr(memory_, interpreter_, address, what, kMaxNameBytes);
 }
 
+absl::StatusOr<uint64_t> FrameBytecodeStart(const ProcessMemory& memory,
+                                            const pystrobe_python_offsets& o, uint64_t code,
+                                            int32_t tlbc_index) {
+  if (tlbc_index <= 0 || o.code_tlbc == PYSTROBE_PY_OFFSET_NONE) return code + o.code_code_adaptive;
+  // co_tlbc is a _PyCodeArray: {size, entries[]}.
+  absl::StatusOr<uint64_t> copies = memory.ReadValue<uint64_t>(code + o.code_tlbc);
+  if (!copies.ok()) return copies.status();
+  absl::StatusOr<int64_t> size = memory.ReadValue<int64_t>(*copies);
+  if (!size.ok()) return size.status();
+  if (tlbc_index >= *size) {
+    return absl::DataLossError(absl::StrFormat(
+        "bytecode copy %d of code 0x%x is past its %d copies", tlbc_index, code, *size));
+  }
+  return memory.ReadValue<uint64_t>(*copies + 8 + 8 * static_cast<uint64_t>(tlbc_index));
+}
+
 absl::StatusOr<std::vector<uint8_t>> CodeObjectReader::ReadBytes(uint64_t address, size_t max_size,
                                                                  std::string_view what) const {
   const pystrobe_python_offsets& o = interpreter_.layout.abi;

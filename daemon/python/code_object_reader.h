@@ -41,6 +41,14 @@ absl::StatusOr<std::string> ReadPythonStr(const ProcessMemory& memory,
                                           const PythonInterpreter& interpreter, uint64_t address,
                                           std::string_view what, size_t max_chars);
 
+// Where the bytecode that a 3.11+ frame's instruction pointer points into
+// begins: the code object's own co_code_adaptive or, on a free-threaded
+// 3.14+ build, the copy its thread runs (`tlbc_index` > 0; see step 4 in
+// bpf/pystrobe_abi.h).
+absl::StatusOr<uint64_t> FrameBytecodeStart(const ProcessMemory& memory,
+                                            const pystrobe_python_offsets& o, uint64_t code,
+                                            int32_t tlbc_index);
+
 class CodeObjectReader {
  public:
   static constexpr size_t kMaxNameBytes = 4096;  // per str, in characters

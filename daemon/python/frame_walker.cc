@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "daemon/python/code_object_reader.h"
 
 namespace pystrobe {
 
@@ -68,11 +69,8 @@ absl::Status PythonFrameWalker::WalkFrames(uint64_t thread_state, PythonThread& 
                       pystrobe_python_is_shim_frame(field(o.frame_owner, uint8_t{}), &o);
     if (!shim && code != 0) {
       uint8_t code_head[256];
-      uint32_t code_head_size =
+      const uint32_t code_head_size =
           std::max({o.code_filename, o.code_name, o.code_firstlineno, o.object_type}) + 8;
-      if (o.code_tlbc != PYSTROBE_PY_OFFSET_NONE) {
-        code_head_size = std::max(code_head_size, o.code_tlbc + 8);
-      }
       if (absl::Status status = memory_.Read(code, code_head, code_head_size); !status.ok()) {
         return status;
       }
@@ -96,21 +94,13 @@ absl::Status PythonFrameWalker::WalkFrames(uint64_t thread_state, PythonThread& 
             out.instr_offset = field(o.frame_instr, int32_t{}) * 2;
             break;
           default: {
-            uint64_t bytecode = code + o.code_code_adaptive;
-            // A free-threaded thread may run its own copy of the bytecode
-            // (see step 4 in bpf/pystrobe_abi.h).
             const int32_t copy = o.frame_tlbc_index == PYSTROBE_PY_OFFSET_NONE
                                      ? 0
                                      : field(o.frame_tlbc_index, int32_t{});
-            if (copy > 0) {
-              uint64_t code_array;
-              std::memcpy(&code_array, code_head + o.code_tlbc, 8);
-              absl::StatusOr<uint64_t> entry = ReadPointer(code_array + 8 + 8 * uint64_t(copy));
-              if (!entry.ok()) return entry.status();
-              bytecode = *entry;
-            }
+            absl::StatusOr<uint64_t> bytecode = FrameBytecodeStart(memory_, o, code, copy);
+            if (!bytecode.ok()) return bytecode.status();
             out.instr_offset = static_cast<int32_t>(
-                static_cast<int64_t>(field(o.frame_instr, uint64_t{}) - bytecode));
+                static_cast<int64_t>(field(o.frame_instr, uint64_t{}) - *bytecode));
             break;
           }
         }

@@ -90,7 +90,7 @@ class DumpAsyncioTest(unittest.TestCase):
             workload.kill()
 
     def test_lists_every_task_with_its_chain_and_awaiters_c_tasks(self):
-        for python in installed_pythons():
+        for python in installed_pythons(with_free_threaded=True):
             with self.subTest(python=python.label):
                 self.check_service(python, pure_python=False)
 
@@ -125,7 +125,7 @@ class DumpAsyncioTest(unittest.TestCase):
         # 3.14+ keeps C tasks on per-thread lists and an ended thread's on
         # its interpreter's; older versions in asyncio.tasks' sets.
         workload_path = python_workload("asyncio_threads.py")
-        for python in installed_pythons():
+        for python in installed_pythons(with_free_threaded=True):
             for pure_python in (False, True):
                 label = python.label + (" pure-Python tasks" if pure_python else "")
                 with self.subTest(python=label):
@@ -362,7 +362,7 @@ class RecordAsyncioTest(BpfTestCase):
         self.assertLess(awaited.get("cpu-0", 0), 0.5 * awaited["io-0"], awaited)
 
     def test_await_time_is_charged_to_suspended_chains_c_tasks(self):
-        for python in installed_pythons():
+        for python in installed_pythons(with_free_threaded=True):
             with self.subTest(python=python.label):
                 self.check_await(python, pure_python=False)
 
@@ -425,7 +425,7 @@ class RecordAsyncioTest(BpfTestCase):
                     self.assertEqual(torn, {}, label)
 
     def test_crunch_is_under_its_task_c_tasks(self):
-        for python in installed_pythons():
+        for python in installed_pythons(with_free_threaded=True):
             with self.subTest(python=python.label):
                 self.check_record(python, pure_python=False)
 

@@ -137,9 +137,11 @@ class YoungCodeIsNamedTest(BpfTestCase):
                                    f"{summarize(mine)}")
 
     def test_code_made_and_dropped_in_a_loop_is_named(self):
-        # Debian's 3.11 three times; 3.14 and 3.15 (sid's chroot) once each.
+        # Debian's 3.11 three times; 3.14 and 3.15 (sid's chroot) and the
+        # free-threaded builds once each.
         runs = [(PYTHON, 11, run) for run in range(RUNS)]
-        runs += [(p.executable, p.minor, 0) for p in installed_pythons() if p.in_chroot]
+        runs += [(p.executable, p.minor, 0) for p in installed_pythons(with_free_threaded=True)
+                 if p.in_chroot or p.free_threaded]
         for python, minor, run in runs:
             with self.subTest(python=python, run=run):
                 recording = record(["-r", RATE, "--", python,
@@ -210,7 +212,8 @@ class ImportTreeTest(BpfTestCase):
                                    delta=0.06 * (len(under) + 1), msg=text)
 
     def test_tree_of_a_running_process_goes_to_stderr(self):
-        for python in [PYTHON] + [p.executable for p in installed_pythons() if p.in_chroot]:
+        for python in [PYTHON] + [p.executable for p in installed_pythons(with_free_threaded=True)
+                                  if p.in_chroot or p.free_threaded]:
             with self.subTest(python=python):
                 self.check_tree_of_a_running_process(python)
 

@@ -363,7 +363,9 @@ def callback_pythons():
             print(f"skipped: no pyenv python3.{minor}")
     # Debian unstable's 3.14 and 3.15 (a chroot): stripped PGO builds whose eval
     # loop runs mostly in a cold part without a symbol of its own.
-    found += [python.executable for python in installed_pythons() if python.in_chroot]
+    # And the free-threaded builds: no GIL, threads truly in parallel.
+    found += [python.executable for python in installed_pythons(with_free_threaded=True)
+              if python.in_chroot or python.free_threaded]
     return found
 
 
