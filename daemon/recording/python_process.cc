@@ -159,6 +159,32 @@ std::vector<std::pair<uint64_t, uint64_t>> EvalLoopRanges(const ElfFile& binary)
   return ranges;
 }
 
+EvalLoopRangeCache& EvalLoopRangeCache::Shared() {
+  static EvalLoopRangeCache* const cache = new EvalLoopRangeCache();
+  return *cache;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> EvalLoopRangeCache::For(const ElfFile& binary) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = ranges_.find(binary.identity()); it != ranges_.end()) {
+      ++hits_;
+      return it->second;
+    }
+  }
+  // Scanned without the lock: two threads may scan the same binary once each.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges = EvalLoopRanges(binary);
+  absl::MutexLock lock(&mu_);
+  if (ranges_.size() >= kMaxBinaries) ranges_.clear();
+  ranges_.try_emplace(binary.identity(), ranges);
+  return ranges;
+}
+
+uint64_t EvalLoopRangeCache::hits() const {
+  absl::MutexLock lock(&mu_);
+  return hits_;
+}
+
 absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t pid) {
   absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(static_cast<pid_t>(pid));
   if (!interpreter.ok()) return interpreter.status();
@@ -177,7 +203,7 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t 
   absl::StatusOr<ElfFile> binary =
       ElfFile::Open(PathOfMappedFile(static_cast<int>(pid), interpreter->binary_path));
   if (binary.ok()) {
-    for (auto [start, end] : EvalLoopRanges(*binary)) {
+    for (auto [start, end] : EvalLoopRangeCache::Shared().For(*binary)) {
       eval_ranges.emplace_back(start + interpreter->load_bias, end + interpreter->load_bias);
     }
   }

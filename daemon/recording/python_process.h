@@ -10,11 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/elf/elf_file.h"
 #include "daemon/python/code_object_reader.h"
@@ -137,6 +139,27 @@ class PythonProcess {
 // _PyEval_EvalFrameDefault, and its cold part, by symbol where the binary
 // has one, else as ColdPartsOf finds it.
 std::vector<std::pair<uint64_t, uint64_t>> EvalLoopRanges(const ElfFile& binary);
+
+// EvalLoopRanges by the binary's identity. Finding a stripped build's cold
+// part reads the whole of .eh_frame_hdr's table and scans the hot part byte
+// by byte: once per binary, not once per process that runs it.
+class EvalLoopRangeCache {
+ public:
+  // Past this many binaries it starts afresh (only the scans repeat then).
+  static constexpr size_t kMaxBinaries = 1024;
+
+  // The one cache of this process.
+  static EvalLoopRangeCache& Shared();
+
+  std::vector<std::pair<uint64_t, uint64_t>> For(const ElfFile& binary);
+  uint64_t hits() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<FileIdentity, std::vector<std::pair<uint64_t, uint64_t>>> ranges_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 // The parts GCC split off function `hot` (x86-64) in a binary stripped of
 // their symbols: the functions (.eh_frame_hdr's starts) that the hot part's
