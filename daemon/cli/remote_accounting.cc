@@ -69,6 +69,7 @@ std::vector<TopRow> TopRowsFrom(const TopSnapshot& snapshot, ResidentGrowth& rss
     row.tid = in.tid;
     row.comm = in.comm;
     row.exited = in.exited;
+    row.free_threaded = in.free_threaded;
     row.figures = FiguresFrom(raw);
     row.rss_known = in.rss_known;
     row.rss_bytes = in.rss_bytes;

@@ -128,9 +128,7 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
     };
     // A free-threaded CPython's GIL column says it has none.
     auto free_threaded = [&recorder](uint32_t pid) {
-      const ProcessImage* image = recorder.processes().LiveImage(pid);
-      return image != nullptr && image->python != nullptr &&
-             image->python->interpreter().layout.abi.free_threaded != 0;
+      return recorder.processes().RunsFreeThreadedPython(pid);
     };
     std::vector<std::pair<uint32_t, uint64_t>> exited;
     if (options.pid) {

@@ -25,8 +25,10 @@ absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.s
 // segments) and each native frame's module and file offset.
 constexpr char kProfileMagic[] = "PSPF3";
 // The top snapshot encoding, versioned: 2 added resident memory per process
-// row and of a pid's process.
-constexpr char kTopMagic[] = "PSTP2";
+// row and of a pid's process; 3 a row's flags byte (exited, free-threaded).
+constexpr char kTopMagic[] = "PSTP3";
+constexpr uint8_t kRowExited = 1 << 0;
+constexpr uint8_t kRowFreeThreaded = 1 << 1;
 constexpr size_t kMaxTopCounterFields = 256;
 constexpr size_t kMaxRemotePids = 1024;
 
@@ -356,7 +358,7 @@ std::string EncodeTopSnapshot(const TopSnapshot& s) {
     PutU32(out, row.pid);
     PutU32(out, row.tid);
     PutString(out, row.comm);
-    out.push_back(row.exited ? 1 : 0);
+    out.push_back((row.exited ? kRowExited : 0) | (row.free_threaded ? kRowFreeThreaded : 0));
     PutU32(out, static_cast<uint32_t>(row.counters.size()));
     for (uint64_t v : row.counters) PutU64(out, v);
     out.push_back(row.rss_known ? 1 : 0);
@@ -410,13 +412,15 @@ absl::StatusOr<TopSnapshot> DecodeTopSnapshot(std::string_view bytes, size_t cou
   if (!(s.interval_seconds >= 0 && s.interval_seconds <= 3600)) return bad();
   for (uint32_t i = 0; i < n; ++i) {
     TopSnapshotRow row;
-    uint8_t exited = 0;
+    uint8_t flags = 0;
     uint32_t fields = 0;
-    if (!in.U32(row.pid) || !in.U32(row.tid) || !in.String(row.comm) || !in.U8(exited) ||
-        exited > 1 || !in.Count(fields, 8) || fields != counter_fields) {
+    if (!in.U32(row.pid) || !in.U32(row.tid) || !in.String(row.comm) || !in.U8(flags) ||
+        (flags & ~(kRowExited | kRowFreeThreaded)) != 0 || !in.Count(fields, 8) ||
+        fields != counter_fields) {
       return bad();
     }
-    row.exited = exited == 1;
+    row.exited = (flags & kRowExited) != 0;
+    row.free_threaded = (flags & kRowFreeThreaded) != 0;
     row.counters.resize(fields);
     for (uint64_t& v : row.counters) {
       if (!in.U64(v)) return bad();

@@ -140,6 +140,7 @@ struct TopSnapshotRow {
   uint32_t tid = 0;  // 0 on a process row
   std::string comm;
   bool exited = false;
+  bool free_threaded = false;      // a free-threaded CPython: no GIL to wait for
   std::vector<uint64_t> counters;  // pystrobe_task_counters, field by field
   // Resident memory at the end of the interval (process rows; rss_known:
   // the kernel has read it).

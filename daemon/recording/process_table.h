@@ -119,6 +119,12 @@ class ProcessTable {
     auto it = live_image_by_pid_.find(pid);
     return it == live_image_by_pid_.end() ? nullptr : images_.at(it->second).get();
   }
+  // Whether `pid`, as last sampled, runs a free-threaded CPython (no GIL).
+  bool RunsFreeThreadedPython(uint32_t pid) const {
+    const ProcessImage* image = LiveImage(pid);
+    return image != nullptr && image->python != nullptr &&
+           image->python->interpreter().layout.abi.free_threaded != 0;
+  }
   // Images held: live ones, and exited ones not yet evicted.
   size_t image_count() const { return images_.size(); }
   size_t live_image_count() const { return live_image_by_pid_.size(); }

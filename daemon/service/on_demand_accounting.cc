@@ -200,6 +200,8 @@ void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
     auto it = top.before.find(key);
     return it == top.before.end() ? raw : CountersSince(raw, it->second);
   };
+  // A free-threaded CPython's GIL column says it has none.
+  const ProcessTable& processes = recordings_->recorder().processes();
   if (request.pid) {
     PerThreadView view = ReadPerThreadView(*reader_, *request.pid);
     s.title = PerThreadTitle(*request.pid, view);
@@ -209,6 +211,7 @@ void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
       s.rows.push_back(TopSnapshotRow{.pid = thread.pid,
                                       .tid = thread.tid,
                                       .comm = thread.comm,
+                                      .free_threaded = processes.RunsFreeThreadedPython(thread.pid),
                                       .counters = Fields(since({thread.tid, 0}, thread.raw))});
     }
   } else {
@@ -219,6 +222,7 @@ void OnDemandAccounting::StopTop(Top& top, absl::Time now) {
           TopSnapshotRow{.pid = process.pid,
                          .comm = process.comm,
                          .exited = process.exited,
+                         .free_threaded = processes.RunsFreeThreadedPython(process.pid),
                          .counters = Fields(since({process.pid, process.start_ns}, process.raw)),
                          .rss_known = process.memory.known(),
                          .rss_bytes = process.memory.resident_bytes()});

@@ -20,6 +20,7 @@ import time
 from pystrobe_testlib import (PYSTROBE_BIN, BpfTestCase, CpuClock, busy_loop_verdicts,
                               parse_folded, sample_floor)
 import test_daemon
+from python_testlib import installed_pythons
 
 BUSY = "import time\nend = time.time() + 120\nwhile time.time() < end: pass\n"
 MAGIC = 0x42545350
@@ -247,6 +248,29 @@ class DaemonControlTest(BpfTestCase):
         # (which the machine's load decides).
         self.assertGreater(float(busy[0][2]), 50 * clock.cpu / clock.wall,
                            (result.stdout, clock.cpu, clock.wall))
+
+    def test_top_from_the_daemon_shows_no_gil_wait_for_a_free_threaded_cpython(self):
+        python = next((p for p in installed_pythons(with_free_threaded=True) if p.free_threaded),
+                      None)
+        if python is None:
+            self.skipTest("no free-threaded CPython (scripts/test-pythons.sh builds one)")
+        spinner = subprocess.Popen([python.executable, "-c", BUSY])
+        self.addCleanup(spinner.wait)
+        self.addCleanup(spinner.kill)
+        # The daemon knows the process's CPython once it has sampled it: top
+        # asks again until the row is there (each --once is one interval).
+        for _ in range(10):
+            result = self.run_pystrobe("top", "--socket", self.socket, "--once", "--pid",
+                                       str(spinner.pid))
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("using the running daemon", result.stderr)
+            lines = result.stdout.splitlines()
+            header = next([w for w in line.split() if not w.startswith("\x1b")]
+                          for line in lines if "GIL%" in line)
+            rows = [line.split() for line in lines if line.split()[:1] == [str(spinner.pid)]]
+            if rows and rows[0][header.index("GIL%")] == "-":
+                return
+        self.fail(f"GIL% of free-threaded {python.label} is not a dash:\n{result.stdout}")
 
     def test_no_daemon_still_measures_locally(self):
         import json

@@ -265,8 +265,12 @@ TEST(ControlProtocolTest, TopSnapshotRoundTripsAndMutationsAreErrorsNotCrashes) 
                            .counters = {1, 2, 3, 4},
                            .rss_known = true,
                            .rss_bytes = 12345678});
-  snapshot.rows.push_back(
-      {.pid = 2, .tid = 3, .comm = "python3", .exited = true, .counters = {5, 6, 7, 8}});
+  snapshot.rows.push_back({.pid = 2,
+                           .tid = 3,
+                           .comm = "python3.14t",
+                           .exited = true,
+                           .free_threaded = true,
+                           .counters = {5, 6, 7, 8}});
   snapshot.functions.push_back({.name = "f (a.py:1)", .samples = 12});
   snapshot.process_rss_known = true;
   snapshot.process_rss_bytes = 1 << 30;
@@ -281,6 +285,17 @@ TEST(ControlProtocolTest, TopSnapshotRoundTripsAndMutationsAreErrorsNotCrashes) 
   std::string bad_flag = good;
   bad_flag[good.size() - 9] = 2;
   EXPECT_FALSE(DecodeTopSnapshot(bad_flag, 4).ok());
+  // A row flag this version does not know: refused. The flags byte is where
+  // the encodings with and without the free-threaded flag differ.
+  TopSnapshot with_gil = snapshot;
+  with_gil.rows[1].free_threaded = false;
+  const std::string gil = EncodeTopSnapshot(with_gil);
+  ASSERT_EQ(gil.size(), good.size());
+  size_t flags_at = 0;
+  while (gil[flags_at] == good[flags_at]) ++flags_at;
+  std::string unknown_flag = good;
+  unknown_flag[flags_at] |= 4;
+  EXPECT_FALSE(DecodeTopSnapshot(unknown_flag, 4).ok());
   // A snapshot of the encoding before memory (PSTP1): refused, not misread.
   std::string older = good;
   older[4] = '1';
