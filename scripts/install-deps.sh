@@ -40,6 +40,9 @@ test_packages=(
   python3-grpcio python3-protobuf
   # A peer the allocation benchmark compares with (tests/bench/run_allocations_cost.py).
   python3-scalene
+  # The in-kernel reference of the kernel-cost and memory benchmarks
+  # (tests/bench/run_kernel_ratio.py, run_memory_cost.py).
+  bpftrace
 )
 
 packages=("${main_packages[@]}")

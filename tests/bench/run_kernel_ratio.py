@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""What one sample costs pystrobe in the kernel, as a ratio that travels between hosts
+(issue #26).
+
+Absolute nanoseconds do not travel: a bare 8-byte bpf_probe_read_user costs about
+30 ns on one VM of this kind and 110 ns on another (PLATFORM.md). So each figure here
+is pystrobe's sampling program (sample_cpu) against a reference measured in the same
+seconds on the same processes: a bpftrace `profile:hz:99` program that does nothing
+but 100 plain 8-byte user reads per sample, one per 8 bytes up the thread's stack
+(the cost of visiting 100 frames with one read each).
+
+Per CPython generation it starts two Python programs spinning 100 frames deep (one per
+CPU), then records them with `pystrobe record --pid A --pid B -r 99` (with and without
+--native) while the reference runs, and reads both programs' run_time_ns / run_cnt
+(kernel.bpf_stats_enabled) over --seconds. Both programs run on every CPU at the same
+rate and filter the same pids, so their runs on an idle CPU or another process count
+alike. Prints a table; asserts nothing. As root, with bpftool and bpftrace.
+  tests/bench/run_kernel_ratio.py --bin build/pystrobe
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import DEEP_PY, bpf_stats  # noqa: E402
+
+DEPTH = 100
+# (generation, interpreter): frames side by side on the data stack (3.11+), or
+# apart on the heap (3.8-3.10).
+PYTHONS = [
+    ("3.11 (Debian)", "/usr/bin/python3.11"),
+    ("3.12", "/root/.pyenv/versions/3.12.1/bin/python3.12"),
+    ("3.10", "/root/.pyenv/versions/3.10.13/bin/python3.10"),
+    ("3.8", "/root/.pyenv/versions/3.8.18/bin/python3.8"),
+]
+
+# 100 reads at 8-byte steps up the interrupted thread's user stack.
+REFERENCE = """
+profile:hz:99 /pid == %d || pid == %d/ {
+  $at = reg("sp");
+  unroll(100) {
+    $v = *(uint64 *)uptr($at);
+    $at += 8;
+  }
+}
+"""
+
+
+def programs_of(pid):
+    """{name: id} of the BPF programs process `pid` holds."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                ids.update(line.split()[1] for line in f if line.startswith("prog_id:"))
+        except OSError:
+            pass
+    found = {}
+    for prog in ids:
+        info = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", prog],
+                                         capture_output=True, text=True).stdout or "{}")
+        found[info.get("name", "")] = info
+    return found
+
+
+def run_stats(prog_id):
+    info = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)],
+                                     capture_output=True, text=True).stdout or "{}")
+    return info.get("run_time_ns", 0), info.get("run_cnt", 0)
+
+
+def wait_for_program(pid, pick, timeout=30):
+    """The id of the program of process `pid` that `pick(name, info)` chooses."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for name, info in programs_of(pid).items():
+            if pick(name, info):
+                return info["id"]
+        time.sleep(0.2)
+    raise SystemExit(f"process {pid} loaded no program to measure")
+
+
+def ns_per_run(before, after):
+    runs = after[1] - before[1]
+    return (after[0] - before[0]) / runs if runs > 0 else float("nan"), runs
+
+
+def measure(binary, python, native, seconds, tmp):
+    """(pystrobe ns/run, reference ns/run, pystrobe runs) on two spinners of `python`."""
+    script = os.path.join(tmp, "deep.py")
+    with open(script, "w") as f:
+        f.write(DEEP_PY)
+    spinners = [subprocess.Popen([python, script, str(DEPTH)]) for _ in range(2)]
+    procs = []
+    try:
+        time.sleep(1)  # past the interpreter's start
+        reference = subprocess.Popen(
+            ["bpftrace", "-e", REFERENCE % (spinners[0].pid, spinners[1].pid)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(reference)
+        args = [binary, "record", "-r", "99", "-f", "folded", "-o", os.path.join(tmp, "p.folded"),
+                "--pid", str(spinners[0].pid), "--pid", str(spinners[1].pid)]
+        if native:
+            args.append("--native")
+        pystrobe = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(pystrobe)
+        ours = wait_for_program(pystrobe.pid, lambda name, _: name == "sample_cpu")
+        theirs = wait_for_program(reference.pid, lambda _, info: info.get("type") == "perf_event")
+        time.sleep(2)  # pystrobe reads the processes and loads their tables first
+        ours_before, theirs_before = run_stats(ours), run_stats(theirs)
+        time.sleep(seconds)
+        ours_after, theirs_after = run_stats(ours), run_stats(theirs)
+        pystrobe_ns, runs = ns_per_run(ours_before, ours_after)
+        reference_ns, _ = ns_per_run(theirs_before, theirs_after)
+        return pystrobe_ns, reference_ns, runs
+    finally:
+        for p in procs + spinners:
+            p.terminate()
+        for p in procs + spinners:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", default="build/pystrobe")
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    options = parser.parse_args()
+    for tool in ("bpftool", "bpftrace"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is not installed (scripts/install-deps.sh --tests)")
+    print(f"{DEPTH}-deep Python stacks, two programs (one per CPU), 99 Hz, {options.seconds:g} s "
+          f"per figure, {options.rounds} rounds; reference: bpftrace, {DEPTH} user reads per "
+          f"sample, in the same seconds")
+    print(f"{'CPython':14} {'mode':10} {'pystrobe ns':>12} {'reference ns':>13} "
+          f"{'ratio':>6} {'runs':>6}")
+    with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
+        for generation, python in PYTHONS:
+            if not os.access(python, os.X_OK):
+                print(f"skipped: {generation} ({python} is not installed)")
+                continue
+            for native in (False, True):
+                mode = "--native" if native else "python"
+                for _ in range(options.rounds):
+                    ours, reference, runs = measure(options.bin, python, native, options.seconds,
+                                                    tmp)
+                    print(f"{generation:14} {mode:10} {ours:12.0f} {reference:13.0f} "
+                          f"{ours / reference:6.2f} {runs:6d}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
