@@ -73,13 +73,14 @@ set -e
 sid=$sid
 # Also the top folder of the working directory and of every absolute path
 # argument (a CI clone may live anywhere), but never one of the system's own.
-tops=
-for a in "\$PWD" "\$@"; do
-  case "\$a" in
+top_of() {
+  case "\$1" in
     /proc*|/sys*|/dev*|/usr*|/bin*|/sbin*|/lib*|/etc*|/var*|/opt*|/boot*|/run*|/srv*|/mnt*) ;;
-    /?*) tops="\$tops /\$(echo "\$a" | cut -d/ -f2)" ;;
+    /?*) echo "/\$(echo "\$1" | cut -d/ -f2)" ;;
   esac
-done
+}
+tops=
+for a in "\$PWD" "\$@"; do tops="\$tops \$(top_of "\$a")"; done
 # Recursively, with the mounts below each folder (a CI clone may sit on a mount of
 # its own under /check), and as a slave, so that nothing done inside reaches out.
 bind() {
@@ -92,9 +93,8 @@ for d in $shared_dirs \$tops; do
 done
 # A folder bound before a mount appeared under it lacks that mount: bind it again.
 for a in "\$PWD" "\$@"; do
-  case "\$a" in /?*) ;; *) continue ;; esac
-  if [ -e "\$a" ] && [ ! -e "\$sid\$a" ]; then
-    d=/\$(echo "\$a" | cut -d/ -f2)
+  d=\$(top_of "\$a")
+  if [ -n "\$d" ] && [ -e "\$a" ] && [ ! -e "\$sid\$a" ]; then
     umount -l "\$sid\$d" 2>/dev/null || true
     bind "\$d"
   fi
