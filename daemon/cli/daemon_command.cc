@@ -40,7 +40,7 @@ namespace {
 // The loop sleeps until something wakes it (LoopWakeups) or its next timer:
 // the 1 s tick of metrics and accounting, the window's cut, the watchdog.
 // While recordings or stat/top answers are under way it serves them this
-// often; most samples do not wake the reader (see sampler.bpf.c) and are
+// often; most samples do not wake the reader (see bpf/sample.bpf.h) and are
 // read in one batch at each wakeup.
 constexpr absl::Duration kServingInterval = absl::Milliseconds(50);
 constexpr absl::Duration kTickInterval = absl::Seconds(1);

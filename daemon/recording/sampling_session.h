@@ -54,7 +54,7 @@ class SamplingSession {
   using RecordObserver = std::function<void(std::span<const uint8_t>)>;
 
   // How long Poll() waits for records at most: how soon a new process's
-  // first sample is seen (samples do not wake the reader, see sampler.bpf.c),
+  // first sample is seen (samples do not wake the reader, see bpf/sample.bpf.h),
   // so that its symbols and CPython layout are taken while it is alive.
   static constexpr absl::Duration kPollInterval = absl::Milliseconds(25);
 
