@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * pystrobe_abi.h's part for the CPython walk: per-version offsets, processes, binaries, code copies.
+ * pystrobe_abi.h's part for the CPython walk: per-version offsets, processes,
+ * binaries, code copies.
  * Included by pystrobe_abi.h, after its types and PYSTROBE_ABI_ASSERT: include that.
  * The same rules hold: byte-for-byte layouts, sizes asserted, and any change
  * bumps PYSTROBE_ABI_VERSION there.
