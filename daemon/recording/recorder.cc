@@ -9,7 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "bpf/pystrobe_abi.h"
-#include "daemon/recording/ring_records.h"
+#include "daemon/records/record_decoder.h"
 
 namespace pystrobe {
 namespace {
@@ -33,11 +33,11 @@ uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns) {
 
 void Recorder::HandleRecord(std::span<const uint8_t> record) {
   // Decoded into the last record's buffers: no allocation per sample.
-  if (!DecodeRingRecordInto(record, decoded_).ok()) {
-    ++malformed_records_;
-    return;
-  }
-  RingRecord* decoded = &decoded_;
+  if (RingRecord* decoded = decoder_.Decode(record)) Handle(*decoded, record.size());
+}
+
+void Recorder::Handle(RingRecord& record, size_t record_bytes) {
+  RingRecord* decoded = &record;
   if (auto* sample = std::get_if<SampleRecord>(decoded)) {
     HandleSample(*sample);
   } else if (auto* event = std::get_if<ProcessEventRecord>(decoded)) {
@@ -56,7 +56,7 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
   } else if (auto* finalize = std::get_if<FinalizeRecord>(decoded)) {
     OnFinalize(finalize->pid);
   } else if (auto* copy = std::get_if<PythonCodeCopy>(decoded)) {
-    python_code_copy_bytes_ += record.size();
+    python_code_copy_bytes_ += record_bytes;
     python_code_copies_.Add(std::move(*copy));
   }
 }
