@@ -37,10 +37,9 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
 }
 
 void Recorder::Handle(RingRecord& record, size_t record_bytes) {
-  RingRecord* decoded = &record;
-  if (auto* sample = std::get_if<SampleRecord>(decoded)) {
+  if (auto* sample = std::get_if<SampleRecord>(&record)) {
     HandleSample(*sample);
-  } else if (auto* event = std::get_if<ProcessEventRecord>(decoded)) {
+  } else if (auto* event = std::get_if<ProcessEventRecord>(&record)) {
     if (event->kind == PYSTROBE_EVENT_EXEC) {
       processes_.OnExec(event->pid, event->comm, event->python_executable);
     } else {
@@ -51,11 +50,11 @@ void Recorder::Handle(RingRecord& record, size_t record_bytes) {
       }
     }
     python_code_copies_.ForgetProcess(event->pid);
-  } else if (auto* free = std::get_if<FreeRecord>(decoded)) {
+  } else if (auto* free = std::get_if<FreeRecord>(&record)) {
     live_blocks_.erase({free->pid, free->address});
-  } else if (auto* finalize = std::get_if<FinalizeRecord>(decoded)) {
+  } else if (auto* finalize = std::get_if<FinalizeRecord>(&record)) {
     OnFinalize(finalize->pid);
-  } else if (auto* copy = std::get_if<PythonCodeCopy>(decoded)) {
+  } else if (auto* copy = std::get_if<PythonCodeCopy>(&record)) {
     python_code_copy_bytes_ += record_bytes;
     python_code_copies_.Add(std::move(*copy));
   }
