@@ -137,9 +137,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // finds it).
   SampleTally tally;
   Signals::Install();
-  if (absl::Status s =
-          (*session)->Start([&tally](std::span<const uint8_t> record) { tally.Observe(record); });
-      !s.ok()) {
+  if (absl::Status s = (*session)->Start(&tally); !s.ok()) {
     return Fail("stat", s);
   }
   if (options.allocations) {
