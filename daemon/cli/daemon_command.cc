@@ -17,7 +17,6 @@
 #include "config/check_config.h"
 #include "config/config_loader.h"
 #include "daemon/cli/exit_status.h"
-#include "daemon/cli/signals.h"
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/libbpf_errors.h"
 #include "daemon/service/container_labels.h"
@@ -33,6 +32,7 @@
 #include "daemon/service/recent_windows.h"
 #include "daemon/service/sd_notify.h"
 #include "daemon/service/self_metrics.h"
+#include "daemon/service/signals.h"
 
 namespace pystrobe {
 namespace {

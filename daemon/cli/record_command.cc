@@ -24,7 +24,6 @@
 #include "daemon/cli/exit_status.h"
 #include "daemon/cli/record_options.h"
 #include "daemon/cli/record_summary.h"
-#include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
 #include "daemon/gpu/nvml_library.h"
 #include "daemon/loader/bpf_sampler.h"
@@ -37,6 +36,7 @@
 #include "daemon/recording/recorder.h"
 #include "daemon/recording/sampling_session.h"
 #include "daemon/recording/time_weighting.h"
+#include "daemon/service/signals.h"
 #include "exporters/profile_writer.h"
 
 namespace pystrobe {
