@@ -38,6 +38,7 @@
 #include "daemon/loader/libbpf_errors.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/recording/recording_profile.h"
 #include "daemon/recording/sampling_session.h"
 #include "daemon/service/signals.h"
 
