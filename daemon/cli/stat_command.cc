@@ -30,7 +30,6 @@
 #include "daemon/cli/exit_status.h"
 #include "daemon/cli/record_summary.h"
 #include "daemon/cli/remote_accounting.h"
-#include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
 #include "daemon/gpu/gpu_sampler.h"
 #include "daemon/loader/bpf_sampler.h"
@@ -39,7 +38,9 @@
 #include "daemon/loader/libbpf_errors.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/recording/recording_profile.h"
 #include "daemon/recording/sampling_session.h"
+#include "daemon/service/signals.h"
 
 namespace pystrobe {
 namespace {

@@ -33,7 +33,7 @@ namespace pystrobe {
 // Whether going from `a` to `b` needs a new session.
 bool NeedsNewSession(const DaemonConfig& a, const DaemonConfig& b);
 
-// What limits.memory is split into (see daemon_command.cc).
+// What limits.memory is split into.
 struct MemoryBudget {
   size_t max_stacks = 0;
   size_t max_native_names = 0;
