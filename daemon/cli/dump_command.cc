@@ -20,7 +20,7 @@
 #include "absl/strings/strip.h"
 #include "daemon/cli/dump_report.h"
 #include "daemon/cli/exit_status.h"
-#include "daemon/cli/flag_cursor.h"
+#include "daemon/flags/flag_cursor.h"
 #include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"

@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "daemon/cli/exit_status.h"
-#include "daemon/cli/flag_cursor.h"
+#include "daemon/flags/flag_cursor.h"
 #include "daemon/reports/call_graph_dot.h"
 #include "daemon/reports/flat_report.h"
 #include "daemon/reports/html_report.h"

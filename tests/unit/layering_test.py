@@ -24,7 +24,11 @@ ALLOWED = {
     "daemon/unwind": {"bpf", "daemon/elf"},
     "daemon/symbolizer": {"daemon/elf"},
     "daemon/gpu": set(),
-    "daemon/control": {"exporters"},
+    # Command-line flags: the flag table facility and record's options, low
+    # enough that cli (the parser, --help) and control (the record request's
+    # codec) read one table.
+    "daemon/flags": set(),
+    "daemon/control": {"exporters", "daemon/flags"},
     "daemon/loader": {"bpf", "daemon/unwind"},
     "daemon/recording": {"bpf", "exporters", "daemon/loader", "daemon/elf", "daemon/python",
                          "daemon/unwind", "daemon/symbolizer", "daemon/containers", "daemon/gpu"},
@@ -35,7 +39,7 @@ ALLOWED = {
                        "daemon/symbolizer", "daemon/containers", "daemon/gpu",
                        "daemon/reports"},  # the HTML pages of recent windows
     "daemon/reports": {"exporters"},
-    "daemon/cli": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
+    "daemon/cli": {"bpf", "exporters", "config", "daemon/flags", "daemon/loader", "daemon/recording",
                    "daemon/unwind", "daemon/elf",
                    "daemon/accounting", "daemon/control", "daemon/python", "daemon/symbolizer",
                    "daemon/containers", "daemon/service", "daemon/reports", "daemon/gpu"},

@@ -1,5 +1,5 @@
-#ifndef PYSTROBE_DAEMON_CLI_FLAG_CURSOR_H_
-#define PYSTROBE_DAEMON_CLI_FLAG_CURSOR_H_
+#ifndef PYSTROBE_DAEMON_FLAGS_FLAG_CURSOR_H_
+#define PYSTROBE_DAEMON_FLAGS_FLAG_CURSOR_H_
 
 #include <cstddef>
 #include <optional>
@@ -35,10 +35,12 @@ class FlagCursor {
     return arg;
   }
 
-  // The value of `flag`, the argument Next() returned last.
-  absl::StatusOr<std::string> Value(absl::string_view flag) {
+  // The value of `flag`, the argument Next() returned last; missing, the
+  // error reads "FLAG needs a VALUE_NAME" ("--socket needs a PATH").
+  absl::StatusOr<std::string> Value(absl::string_view flag,
+                                    absl::string_view value_name = "value") {
     if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
-    if (Done()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    if (Done()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a ", value_name));
     return args_[index_++];
   }
 
@@ -70,4 +72,4 @@ class FlagCursor {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_CLI_FLAG_CURSOR_H_
+#endif  // PYSTROBE_DAEMON_FLAGS_FLAG_CURSOR_H_
