@@ -759,32 +759,6 @@ absl::StatusOr<ConfigParseResult> ReadConfigFile(const std::string& path) {
   return ParseConfig(text, path);
 }
 
-absl::StatusOr<bool> ParseOverrideFlag(absl::string_view flag,
-                                       std::optional<absl::string_view> next_arg,
-                                       ConfigOverrides* overrides, bool* consumed_next) {
-  *consumed_next = false;
-  std::optional<absl::string_view> inline_value;
-  if (size_t eq = flag.find('='); eq != absl::string_view::npos) {
-    inline_value = flag.substr(eq + 1);
-    flag = flag.substr(0, eq);
-  }
-  std::optional<std::string>* slot = nullptr;
-  if (flag == "--prometheus-listen") slot = &overrides->prometheus_listen;
-  if (flag == "--profile-dir") slot = &overrides->profile_dir;
-  if (flag == "--window") slot = &overrides->window;
-  if (flag == "--rate") slot = &overrides->rate;
-  if (slot == nullptr) return false;
-  if (inline_value) {
-    *slot = std::string(*inline_value);
-  } else if (next_arg) {
-    *slot = std::string(*next_arg);
-    *consumed_next = true;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-  }
-  return true;
-}
-
 absl::Status ApplyOverrides(const ConfigOverrides& overrides, DaemonConfig* config) {
   DaemonConfig updated = *config;
   std::vector<std::string> errors;

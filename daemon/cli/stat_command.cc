@@ -75,7 +75,9 @@ int RunStatCommand(const std::vector<std::string>& args) {
   if (options.pid && !ProcessIsAlive(*options.pid)) {
     return UsageError("stat", absl::StrCat("no process with pid ", *options.pid));
   }
-  if (std::optional<int> status = MaybeStatThroughDaemon(options, options.daemon_client)) return *status;
+  if (std::optional<int> status = MaybeStatThroughDaemon(options, options.daemon_client)) {
+    return *status;
+  }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
     return Fail("stat", caps);
   }

@@ -48,7 +48,9 @@ int RunTopCommand(const std::vector<std::string>& args) {
   if (options.pid && kill(static_cast<pid_t>(*options.pid), 0) != 0 && errno != EPERM) {
     return UsageError("top", absl::StrCat("no process with pid ", *options.pid));
   }
-  if (std::optional<int> status = MaybeTopThroughDaemon(options, options.daemon_client)) return *status;
+  if (std::optional<int> status = MaybeTopThroughDaemon(options, options.daemon_client)) {
+    return *status;
+  }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
     return Fail("top", caps);
   }

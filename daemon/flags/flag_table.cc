@@ -25,7 +25,8 @@ std::string Row(const std::vector<std::string>& names, absl::string_view value_n
   bool first = true;
   for (absl::string_view line : absl::StrSplit(help, '\n')) {
     if (first) {
-      if (left.size() < column) {
+      // Two spaces at least between a flag and its help, else a line of its own.
+      if (left.size() + 2 <= column) {
         out = left + std::string(column - left.size(), ' ');
       } else {
         absl::StrAppend(&out, left, "\n", indent);

@@ -30,8 +30,8 @@ using FlagsGiven = std::set<std::string, std::less<>>;
 // Usage text helpers, shared by every table (flag_table.cc).
 namespace flag_usage {
 // "  -r, --rate HZ        first line\n" and the help's other lines below it,
-// each starting at `column`; names too wide for the column get a line of
-// their own.
+// each starting at `column`; names that leave less than two spaces before
+// the column get a line of their own.
 std::string Row(const std::vector<std::string>& names, absl::string_view value_name,
                 absl::string_view help, bool help_only, size_t column);
 }  // namespace flag_usage
