@@ -237,26 +237,16 @@ const FlagTable<TopOptions>& TopFlags() {
 
 }  // namespace
 
-const char* StatUsage() {
-  static const std::string* const text = new std::string(StatFlags().Usage());
-  return text->c_str();
-}
+const char* StatUsage() { return StatFlags().UsageText(); }
 
 absl::StatusOr<StatOptions> ParseStatOptions(const std::vector<std::string>& args) {
-  StatOptions options;
-  if (absl::Status s = StatFlags().Parse(args, options); !s.ok()) return s;
-  return options;
+  return StatFlags().Parse(args);
 }
 
-const char* TopUsage() {
-  static const std::string* const text = new std::string(TopFlags().Usage());
-  return text->c_str();
-}
+const char* TopUsage() { return TopFlags().UsageText(); }
 
 absl::StatusOr<TopOptions> ParseTopOptions(const std::vector<std::string>& args) {
-  TopOptions options;
-  if (absl::Status s = TopFlags().Parse(args, options); !s.ok()) return s;
-  return options;
+  return TopFlags().Parse(args);
 }
 
 }  // namespace pystrobe

@@ -79,14 +79,9 @@ const FlagTable<DaemonArgs>& DaemonFlags() {
 }  // namespace
 
 absl::StatusOr<DaemonArgs> ParseDaemonArgs(const std::vector<std::string>& args) {
-  DaemonArgs parsed;
-  if (absl::Status s = DaemonFlags().Parse(args, parsed); !s.ok()) return s;
-  return parsed;
+  return DaemonFlags().Parse(args);
 }
 
-const char* DaemonUsage() {
-  static const std::string* const text = new std::string(DaemonFlags().Usage());
-  return text->c_str();
-}
+const char* DaemonUsage() { return DaemonFlags().UsageText(); }
 
 }  // namespace pystrobe

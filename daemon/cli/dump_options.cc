@@ -72,14 +72,9 @@ const FlagTable<DumpOptions>& DumpFlags() {
 }  // namespace
 
 absl::StatusOr<DumpOptions> ParseDumpOptions(const std::vector<std::string>& args) {
-  DumpOptions options;
-  if (absl::Status s = DumpFlags().Parse(args, options); !s.ok()) return s;
-  return options;
+  return DumpFlags().Parse(args);
 }
 
-const char* DumpUsage() {
-  static const std::string* const text = new std::string(DumpFlags().Usage());
-  return text->c_str();
-}
+const char* DumpUsage() { return DumpFlags().UsageText(); }
 
 }  // namespace pystrobe

@@ -301,25 +301,15 @@ const FlagTable<DiffOptions>& DiffFlags() {
 }  // namespace
 
 absl::StatusOr<ReportOptions> ParseReportOptions(const std::vector<std::string>& args) {
-  ReportOptions options;
-  if (absl::Status s = ReportFlags().Parse(args, options); !s.ok()) return s;
-  return options;
+  return ReportFlags().Parse(args);
 }
 
 absl::StatusOr<DiffOptions> ParseDiffOptions(const std::vector<std::string>& args) {
-  DiffOptions options;
-  if (absl::Status s = DiffFlags().Parse(args, options); !s.ok()) return s;
-  return options;
+  return DiffFlags().Parse(args);
 }
 
-const char* ReportUsage() {
-  static const std::string* const text = new std::string(ReportFlags().Usage());
-  return text->c_str();
-}
+const char* ReportUsage() { return ReportFlags().UsageText(); }
 
-const char* DiffUsage() {
-  static const std::string* const text = new std::string(DiffFlags().Usage());
-  return text->c_str();
-}
+const char* DiffUsage() { return DiffFlags().UsageText(); }
 
 }  // namespace pystrobe

@@ -178,7 +178,14 @@ class FlagTable {
     std::function<absl::Status(Options&, const FlagsGiven&)> check;
   };
 
-  explicit FlagTable(Spec spec) : spec_(std::move(spec)) {}
+  explicit FlagTable(Spec spec) : spec_(std::move(spec)), usage_(Usage()) {}
+
+  // The options `args` ask for, from the defaults of Options{}.
+  absl::StatusOr<Options> Parse(const std::vector<std::string>& args) const {
+    Options options;
+    if (absl::Status s = Parse(args, options); !s.ok()) return s;
+    return options;
+  }
 
   // Reads `args` (the arguments after the command's name) into `options`,
   // which hold the defaults.
@@ -217,6 +224,9 @@ class FlagTable {
     }
     return spec_.check ? spec_.check(options, given) : absl::OkStatus();
   }
+
+  // The --help text, made once.
+  const char* UsageText() const { return usage_.c_str(); }
 
   // The --help text.
   std::string Usage() const {
@@ -272,6 +282,7 @@ class FlagTable {
   }
 
   Spec spec_;
+  std::string usage_;
 };
 
 }  // namespace pystrobe

@@ -50,9 +50,10 @@ RecordFlag PathFlag(std::vector<std::string> names, std::string value_name, std:
       });
 }
 
-// The wire's "key=1" switches are record's switches that the daemon's
-// recordings honour; the rest of the switches stay on the client.
-RecordFlag Switch(std::vector<std::string> names, bool RecordOptions::*member, std::string help) {
+// A switch that stays on the client: the daemon's recordings do not honour
+// it, so it has no wire key (those that travel are WireSwitchFlag rows).
+RecordFlag LocalSwitch(std::vector<std::string> names, bool RecordOptions::*member,
+                       std::string help) {
   return SwitchFlag(std::move(names), member, std::move(help));
 }
 
@@ -187,14 +188,14 @@ FlagTable<RecordOptions>::Spec RecordSpec() {
       WireSwitchFlag<RecordOptions>({"--full-filenames"}, &RecordOptions::full_filenames,
                                     "whole paths (default: shortened as py-spy does)",
                                     "full_filenames"),
-      Switch({"--imports"}, &RecordOptions::imports,
-             "instead of a profile, the import time of each module as a\n"
-             "tree (self and cumulative ms, as python -X importtime\n"
-             "prints it), from samples: to -o FILE, else to stderr"),
-      Switch({"--asyncio"}, &RecordOptions::asyncio,
-             "group asyncio code by task: a sample of a running task reads\n"
-             "<process>;[task NAME];<frames of the tasks awaiting it>;\n"
-             "<the task's own frames>, without the event loop's frames"),
+      LocalSwitch({"--imports"}, &RecordOptions::imports,
+                  "instead of a profile, the import time of each module as a\n"
+                  "tree (self and cumulative ms, as python -X importtime\n"
+                  "prints it), from samples: to -o FILE, else to stderr"),
+      LocalSwitch({"--asyncio"}, &RecordOptions::asyncio,
+                  "group asyncio code by task: a sample of a running task reads\n"
+                  "<process>;[task NAME];<frames of the tasks awaiting it>;\n"
+                  "<the task's own frames>, without the event loop's frames"),
       IntegerFlag({"--max-python-depth"}, "N",
                   "Python frames walked per sample (1 to 384, default 128);\n"
                   "deeper stacks start with a [truncated] frame",
@@ -206,8 +207,8 @@ FlagTable<RecordOptions>::Spec RecordSpec() {
            "--pid and --all recordings are asked of it, over its socket)")) {
     python.push_back(std::move(row));
   }
-  python.push_back(Switch({"-v", "--verbose"}, &RecordOptions::verbose,
-                          "print libbpf's log, including the verifier's"));
+  python.push_back(LocalSwitch({"-v", "--verbose"}, &RecordOptions::verbose,
+                               "print libbpf's log, including the verifier's"));
   python.push_back(HelpFlag(&RecordOptions::help, "this text"));
 
   return {
@@ -253,9 +254,9 @@ FlagTable<RecordOptions>::Spec RecordSpec() {
                            "\"[interpreter <id>]\" after the name in a sub-interpreter)\n"
                            "under the process",
                            "threads"),
-                       Switch({"--subprocesses"}, &RecordOptions::subprocesses,
-                              "also profile the children of the targets (fork, exec,\n"
-                              "multiprocessing), decided in the kernel as they are born"),
+                       LocalSwitch({"--subprocesses"}, &RecordOptions::subprocesses,
+                                   "also profile the children of the targets (fork, exec,\n"
+                                   "multiprocessing), decided in the kernel as they are born"),
                        PathFlag({"--summary-json"}, "FILE",
                                 "also write the summary's counters (samples, processes,\n"
                                 "every drop by reason) as one JSON object to FILE, for\n"
@@ -279,38 +280,38 @@ FlagTable<RecordOptions>::Spec RecordSpec() {
               {.heading = "Memory:",
                .flags =
                    {
-                       Switch({"--memory"}, &RecordOptions::memory,
-                              "instead of CPU time, where resident memory grows: the\n"
-                              "moments pages become resident (first touches), sampled\n"
-                              "in the kernel every 512 KiB of growth on average, each\n"
-                              "stack weighed in bytes (Python, native and kernel\n"
-                              "frames; pprof sample type resident_growth/bytes). It\n"
-                              "traces kmem:rss_stat while it runs: about 80 ns per\n"
-                              "page fault (2% of a core at 1 GB/s of first touch,\n"
-                              "docs/benchmarks.md)"),
-                       Switch({"--allocations"}, &RecordOptions::allocations,
-                              "instead of CPU time, what the target allocated and still\n"
-                              "holds (leaks: inuse_space), each stack weighed in bytes\n"
-                              "(an unbiased estimate), sampled every 512 KiB allocated\n"
-                              "on average. A command pystrobe starts (-- CMD) samples\n"
-                              "in its own process: pystrobe preloads its small\n"
-                              "allocation sampler (libpystrobe-alloc.so) into it and\n"
-                              "its children, which wraps malloc, calloc, realloc,\n"
-                              "free, the aligned allocators and anonymous mmap, and\n"
-                              "traps into the kernel only for a sampled allocation or\n"
-                              "its free: a loop of 1 KiB allocations takes 1.1x its\n"
-                              "CPU time (docs/benchmarks.md). A Python program's\n"
-                              "in-use view is what it holds when its finalization\n"
-                              "begins (before teardown frees its globals); another's,\n"
-                              "what it holds at exit. A process already running\n"
-                              "(--pid, --all), or a static or setuid command, is seen\n"
-                              "through uprobes on its allocator instead, and every\n"
-                              "allocator call traps into the kernel (8 to 11 us a\n"
-                              "call on this VM: a loop of 1 KiB mallocs runs 100x to\n"
-                              "600x slower); it says so before it starts"),
-                       Switch({"--alloc-space"}, &RecordOptions::alloc_space,
-                              "with --allocations: every sampled allocation, freed or\n"
-                              "not (alloc_space)"),
+                       LocalSwitch({"--memory"}, &RecordOptions::memory,
+                                   "instead of CPU time, where resident memory grows: the\n"
+                                   "moments pages become resident (first touches), sampled\n"
+                                   "in the kernel every 512 KiB of growth on average, each\n"
+                                   "stack weighed in bytes (Python, native and kernel\n"
+                                   "frames; pprof sample type resident_growth/bytes). It\n"
+                                   "traces kmem:rss_stat while it runs: about 80 ns per\n"
+                                   "page fault (2% of a core at 1 GB/s of first touch,\n"
+                                   "docs/benchmarks.md)"),
+                       LocalSwitch({"--allocations"}, &RecordOptions::allocations,
+                                   "instead of CPU time, what the target allocated and still\n"
+                                   "holds (leaks: inuse_space), each stack weighed in bytes\n"
+                                   "(an unbiased estimate), sampled every 512 KiB allocated\n"
+                                   "on average. A command pystrobe starts (-- CMD) samples\n"
+                                   "in its own process: pystrobe preloads its small\n"
+                                   "allocation sampler (libpystrobe-alloc.so) into it and\n"
+                                   "its children, which wraps malloc, calloc, realloc,\n"
+                                   "free, the aligned allocators and anonymous mmap, and\n"
+                                   "traps into the kernel only for a sampled allocation or\n"
+                                   "its free: a loop of 1 KiB allocations takes 1.1x its\n"
+                                   "CPU time (docs/benchmarks.md). A Python program's\n"
+                                   "in-use view is what it holds when its finalization\n"
+                                   "begins (before teardown frees its globals); another's,\n"
+                                   "what it holds at exit. A process already running\n"
+                                   "(--pid, --all), or a static or setuid command, is seen\n"
+                                   "through uprobes on its allocator instead, and every\n"
+                                   "allocator call traps into the kernel (8 to 11 us a\n"
+                                   "call on this VM: a loop of 1 KiB mallocs runs 100x to\n"
+                                   "600x slower); it says so before it starts"),
+                       LocalSwitch({"--alloc-space"}, &RecordOptions::alloc_space,
+                                   "with --allocations: every sampled allocation, freed or\n"
+                                   "not (alloc_space)"),
                        IntegerFlag({"--alloc-sample-bytes"}, "N",
                                    "with --allocations: mean bytes allocated between two\n"
                                    "samples (default 524288); smaller is more exact and\n"
@@ -392,14 +393,9 @@ const FlagTable<RecordOptions>& RecordFlags() {
 }
 
 absl::StatusOr<RecordOptions> ParseRecordOptions(const std::vector<std::string>& args) {
-  RecordOptions options;
-  if (absl::Status s = RecordFlags().Parse(args, options); !s.ok()) return s;
-  return options;
+  return RecordFlags().Parse(args);
 }
 
-const char* RecordUsage() {
-  static const std::string* const text = new std::string(RecordFlags().Usage());
-  return text->c_str();
-}
+const char* RecordUsage() { return RecordFlags().UsageText(); }
 
 }  // namespace pystrobe
