@@ -267,381 +267,423 @@ void CheckPushCombinations(SchemaWalker& w, const PushConfig& push, const PushMa
   }
 }
 
-void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
-  // Where `targets.all` was written, to point at it when it contradicts the lists.
-  std::optional<YAML::Mark> all_mark;
-  bool all_given = false;
+// One reader per section of the file, each a mapping read through the
+// walker into its part of DaemonConfig. Checks between keys of one section
+// run in its reader once its keys read cleanly; the targets' check runs
+// after the whole document (ReadDocument), so that it is the last error.
 
+// Where `targets.all` was written, and whether the lists read cleanly: what
+// CheckTargets needs once the document is read.
+struct TargetsMarks {
+  std::optional<YAML::Mark> all;
+  bool all_given = false;
   // Errors inside targets make the lists incomplete; checking `all` against
   // them then would only add a confusing second error.
-  bool targets_had_errors = false;
-  auto read_targets = [&](const YAML::Node& node, const std::string& prefix) {
-    TargetsConfig& t = c.targets;
-    int errors_before = w.error_count();
-    w.ReadMap(node, prefix,
-              {
-                  {"all",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     all_mark = v.Mark();
-                     all_given = true;
-                     w.Bool(v, k, &t.all);
-                   }},
-                  {"pids",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.List(v, k, [&](const YAML::Node& item, const std::string& ik) {
-                       int32_t pid = 0;
-                       w.Int(item, ik, 1, kConfigMaxPid, &pid);
-                       if (pid != 0) t.pids.push_back(pid);
-                     });
-                   }},
-                  {"process_names",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.List(v, k, [&](const YAML::Node& item, const std::string& ik) {
-                       std::string pattern;
-                       w.String(item, ik, "a regular expression", ValidateProcessNamePattern,
-                                &pattern);
-                       if (!pattern.empty()) t.process_names.push_back(pattern);
-                     });
-                   }},
-                  {"cgroups",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.List(v, k, [&](const YAML::Node& item, const std::string& ik) {
-                       std::string path;
-                       w.String(item, ik, "a cgroup path", ValidateCgroupPath, &path);
-                       if (!path.empty()) t.cgroups.push_back(path);
-                     });
-                   }},
-                  {"containers",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.List(v, k, [&](const YAML::Node& item, const std::string& ik) {
-                       std::string id;
-                       w.String(item, ik, "a container id", ValidateContainerId, &id);
-                       if (!id.empty()) t.containers.push_back(id);
-                     });
-                   }},
-              });
-    targets_had_errors = w.error_count() != errors_before;
-  };
+  bool had_errors = false;
+};
 
-  auto read_python = [&](const YAML::Node& node, const std::string& prefix) {
-    w.ReadMap(
-        node, prefix,
-        {
-            {"walk",
-             [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &c.python.walk); }},
-            {"max_depth",
-             [&](const YAML::Node& v, const std::string& k) {
-               w.Int(v, k, kConfigMinPythonDepth, kConfigMaxPythonDepth, &c.python.max_depth);
-             }},
-            {"native_stacks", [&](const YAML::Node& v,
-                                  const std::string& k) { w.Bool(v, k, &c.python.native_stacks); }},
-            {"native_table_mib",
-             [&](const YAML::Node& v, const std::string& k) {
-               w.Int(v, k, kConfigMinNativeTableMib, kConfigMaxNativeTableMib,
-                     &c.python.native_table_mib);
-             }},
-        });
-  };
+// A list of strings, each checked by `validate`, into `out`.
+template <typename Validate>
+void ReadStringList(SchemaWalker& w, const YAML::Node& node, const std::string& key,
+                    absl::string_view expected, Validate validate, std::vector<std::string>& out) {
+  w.List(node, key, [&](const YAML::Node& item, const std::string& item_key) {
+    std::string text;
+    w.String(item, item_key, expected, validate, &text);
+    if (!text.empty()) out.push_back(text);
+  });
+}
 
-  PushMarks push_marks;
-  // TLS of push or otlp: `marks` records where it and its key were written.
-  auto tls_reader = [&w](PushTlsConfig& tls_out, PushMarks& marks_out) {
-    return [&w, t = &tls_out, m = &marks_out](const YAML::Node& node, const std::string& prefix) {
-      PushTlsConfig& tls = *t;
-      PushMarks& marks = *m;
-      marks.tls = node.Mark();
-      w.ReadMap(node, prefix,
-                {
-                    {"ca_file", [&](const YAML::Node& v,
-                                    const std::string& k) { w.File(v, k, &tls.ca_file); }},
-                    {"cert_file", [&](const YAML::Node& v,
-                                      const std::string& k) { w.File(v, k, &tls.cert_file); }},
-                    {"key_file",
-                     [&](const YAML::Node& v, const std::string& k) {
-                       marks.key_file = v.Mark();
-                       w.File(v, k, &tls.key_file);
-                     }},
-                    {"insecure_skip_verify",
-                     [&](const YAML::Node& v, const std::string& k) {
-                       w.Bool(v, k, &tls.insecure_skip_verify);
-                     }},
-                });
-    };
-  };
-  auto read_push_tls = tls_reader(c.exporters.push.tls, push_marks);
-  auto read_push_basic_auth = [&](const YAML::Node& node, const std::string& prefix) {
-    PushBasicAuthConfig& auth = c.exporters.push.basic_auth;
-    push_marks.basic_auth = node.Mark();
-    w.ReadMap(node, prefix,
-              {
-                  {"username",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     std::optional<std::string> text = w.Scalar(v, k, "a user name");
-                     if (!text) return;
-                     if (text->find(':') != std::string::npos) {
-                       w.Error(v.Mark(), k, "a basic-auth user name cannot contain ':'");
-                       return;
-                     }
-                     auth.username = *text;
-                   }},
-                  {"password_file",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.SecretFile(v, k, &auth.password_file);
-                   }},
-              });
-  };
-  // A mapping of header names to strings, each checked by `validate`, names
-  // unique regardless of case; into `headers`.
-  auto headers_reader = [&w](std::map<std::string, std::string>& headers_out,
-                             absl::Status (*validate)(absl::string_view, absl::string_view),
-                             const char* what) {
-    return [h = &headers_out, validate, what, &w](const YAML::Node& node,
-                                                  const std::string& prefix) {
-      std::map<std::string, std::string>& headers = *h;
-      if (node.IsNull()) return;
-      if (!node.IsMap()) {
-        w.Error(
-            node.Mark(), prefix,
+TargetsMarks ReadTargets(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                         TargetsConfig& t) {
+  TargetsMarks marks;
+  int errors_before = w.error_count();
+  w.ReadMap(node, prefix,
+            {
+                {"all",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   marks.all = v.Mark();
+                   marks.all_given = true;
+                   w.Bool(v, k, &t.all);
+                 }},
+                {"pids",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.List(v, k, [&](const YAML::Node& item, const std::string& ik) {
+                     int32_t pid = 0;
+                     w.Int(item, ik, 1, kConfigMaxPid, &pid);
+                     if (pid != 0) t.pids.push_back(pid);
+                   });
+                 }},
+                {"process_names",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   ReadStringList(w, v, k, "a regular expression", ValidateProcessNamePattern,
+                                  t.process_names);
+                 }},
+                {"cgroups",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   ReadStringList(w, v, k, "a cgroup path", ValidateCgroupPath, t.cgroups);
+                 }},
+                {"containers",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   ReadStringList(w, v, k, "a container id", ValidateContainerId, t.containers);
+                 }},
+            });
+  marks.had_errors = w.error_count() != errors_before;
+  return marks;
+}
+
+// `all` against the lists: one of them must say what is profiled.
+void CheckTargets(SchemaWalker& w, const TargetsConfig& t, const TargetsMarks& marks) {
+  if (marks.had_errors) return;
+  bool has_lists =
+      !t.pids.empty() || !t.process_names.empty() || !t.cgroups.empty() || !t.containers.empty();
+  if (t.all && has_lists) {
+    w.Error(marks.all.value_or(YAML::Mark::null_mark()), "targets.all",
+            marks.all_given
+                ? "is true, which profiles every process and ignores the lists; set it "
+                  "to false to profile only the listed targets"
+                : "defaults to true, which profiles every process and ignores the lists; "
+                  "set it to false to profile only the listed targets");
+  } else if (!t.all && !has_lists) {
+    w.Error(marks.all.value_or(YAML::Mark::null_mark()), "targets.all",
+            "is false but no pids, process_names, cgroups or containers are listed: nothing "
+            "would be profiled");
+  }
+}
+
+void ReadPython(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                PythonConfig& python) {
+  w.ReadMap(
+      node, prefix,
+      {
+          {"walk", [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &python.walk); }},
+          {"max_depth",
+           [&](const YAML::Node& v, const std::string& k) {
+             w.Int(v, k, kConfigMinPythonDepth, kConfigMaxPythonDepth, &python.max_depth);
+           }},
+          {"native_stacks",
+           [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &python.native_stacks); }},
+          {"native_table_mib",
+           [&](const YAML::Node& v, const std::string& k) {
+             w.Int(v, k, kConfigMinNativeTableMib, kConfigMaxNativeTableMib,
+                   &python.native_table_mib);
+           }},
+      });
+}
+
+// The TLS of push or otlp; `marks` records where it and its key were written.
+void ReadTls(SchemaWalker& w, const YAML::Node& node, const std::string& prefix, PushTlsConfig& tls,
+             PushMarks& marks) {
+  marks.tls = node.Mark();
+  w.ReadMap(node, prefix,
+            {
+                {"ca_file",
+                 [&](const YAML::Node& v, const std::string& k) { w.File(v, k, &tls.ca_file); }},
+                {"cert_file",
+                 [&](const YAML::Node& v, const std::string& k) { w.File(v, k, &tls.cert_file); }},
+                {"key_file",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   marks.key_file = v.Mark();
+                   w.File(v, k, &tls.key_file);
+                 }},
+                {"insecure_skip_verify",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Bool(v, k, &tls.insecure_skip_verify);
+                 }},
+            });
+}
+
+void ReadBasicAuth(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                   PushBasicAuthConfig& auth, PushMarks& marks) {
+  marks.basic_auth = node.Mark();
+  w.ReadMap(
+      node, prefix,
+      {
+          {"username",
+           [&](const YAML::Node& v, const std::string& k) {
+             std::optional<std::string> text = w.Scalar(v, k, "a user name");
+             if (!text) return;
+             if (text->find(':') != std::string::npos) {
+               w.Error(v.Mark(), k, "a basic-auth user name cannot contain ':'");
+               return;
+             }
+             auth.username = *text;
+           }},
+          {"password_file", [&](const YAML::Node& v,
+                                const std::string& k) { w.SecretFile(v, k, &auth.password_file); }},
+      });
+}
+
+// A mapping of header names to strings, each checked by `validate`, names
+// unique regardless of case; into `headers`.
+void ReadHeaders(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                 std::map<std::string, std::string>& headers,
+                 const std::function<absl::Status(absl::string_view, absl::string_view)>& validate,
+                 const char* what) {
+  if (node.IsNull()) return;
+  if (!node.IsMap()) {
+    w.Error(node.Mark(), prefix,
             absl::StrCat("expected a mapping of header names to ", what, ", got ", Describe(node)));
-        return;
-      }
-      for (const auto& entry : node) {
-        const YAML::Node& name_node = entry.first;
-        if (!name_node.IsScalar()) {
-          w.Error(name_node.Mark(), prefix, "header names must be plain names");
-          continue;
-        }
-        const std::string& name = name_node.Scalar();
-        std::string key = absl::StrCat(prefix, ".", name);
-        std::optional<std::string> value = w.Scalar(entry.second, key, what);
-        if (!value) continue;
-        if (absl::Status status = validate(name, *value); !status.ok()) {
-          w.Error(name_node, key, status);
-          continue;
-        }
-        bool duplicate = false;
-        for (const auto& [seen, unused] : headers) duplicate |= absl::EqualsIgnoreCase(seen, name);
-        if (duplicate) {
-          w.Error(name_node.Mark(), key, "duplicate header (names are case-insensitive)");
-          continue;
-        }
-        headers[name] = *value;
-      }
-    };
-  };
-  auto read_push_headers =
-      headers_reader(c.exporters.push.headers, ValidatePushHeader, "a header value");
-
-  PushMarks otlp_marks;
-  auto read_otlp_tls = tls_reader(c.exporters.otlp.tls, otlp_marks);
-  auto read_otlp_headers =
-      headers_reader(c.exporters.otlp.headers, ValidateOtlpHeader, "a header value");
-  auto read_otlp_header_files = headers_reader(
-      c.exporters.otlp.header_files,
-      [](absl::string_view name, absl::string_view path) {
-        if (absl::Status status = ValidateOtlpHeader(name, ""); !status.ok()) return status;
-        return ReadSecretFile(std::string(path)).status();
-      },
-      "a file path");
-  auto read_otlp = [&](const YAML::Node& node, const std::string& prefix) {
-    OtlpConfig& otlp = c.exporters.otlp;
-    int errors_before = w.error_count();
-    w.ReadMap(node, prefix,
-              {
-                  {"endpoint",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     // An empty endpoint is how the OTLP export is turned off.
-                     if (v.IsScalar() && v.Scalar().empty()) {
-                       otlp.endpoint.clear();
-                       return;
-                     }
-                     w.String(v, k, "a URL", ValidatePushUrl, &otlp.endpoint);
-                   }},
-                  {"protocol",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.String(v, k, "grpc or http/protobuf", ValidateOtlpProtocol, &otlp.protocol);
-                   }},
-                  {"timeout",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.Duration(v, k, kConfigMinPushTimeout, kConfigMaxPushTimeout, &otlp.timeout);
-                   }},
-                  {"max_queue",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.Int(v, k, kConfigMinPushQueue, kConfigMaxPushQueue, &otlp.max_queue);
-                   }},
-                  {"tls", read_otlp_tls},
-                  {"headers", read_otlp_headers},
-                  {"header_files", read_otlp_header_files},
-                  {"service_name",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.String(
-                         v, k, "a service name",
-                         [](const std::string& text) {
-                           return text.empty() ? absl::InvalidArgumentError("empty")
-                                               : ValidateTenantId(text);
-                         },
-                         &otlp.service_name);
-                   }},
-              });
-    if (w.error_count() != errors_before) return;
-    const PushTlsConfig& tls = otlp.tls;
-    bool any_tls = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty() ||
-                   tls.insecure_skip_verify;
-    if (any_tls && !otlp.endpoint.empty() && !absl::StartsWith(otlp.endpoint, "https://")) {
-      w.Error(otlp_marks.tls, "exporters.otlp.tls", "TLS settings need an https:// endpoint");
+    return;
+  }
+  for (const auto& entry : node) {
+    const YAML::Node& name_node = entry.first;
+    if (!name_node.IsScalar()) {
+      w.Error(name_node.Mark(), prefix, "header names must be plain names");
+      continue;
     }
-    if (!tls.key_file.empty() && tls.cert_file.empty()) {
-      w.Error(otlp_marks.key_file, "exporters.otlp.tls.key_file",
-              "a client key needs its certificate (cert_file)");
+    const std::string& name = name_node.Scalar();
+    std::string key = absl::StrCat(prefix, ".", name);
+    std::optional<std::string> value = w.Scalar(entry.second, key, what);
+    if (!value) continue;
+    if (absl::Status status = validate(name, *value); !status.ok()) {
+      w.Error(name_node, key, status);
+      continue;
     }
-    for (const auto& [name, unused] : otlp.header_files) {
-      for (const auto& [other, unused2] : otlp.headers) {
-        if (absl::EqualsIgnoreCase(name, other)) {
-          w.Error(node.Mark(), absl::StrCat("exporters.otlp.header_files.", name),
-                  "also in exporters.otlp.headers: give a header one value");
-        }
+    bool duplicate = false;
+    for (const auto& [seen, unused] : headers) duplicate |= absl::EqualsIgnoreCase(seen, name);
+    if (duplicate) {
+      w.Error(name_node.Mark(), key, "duplicate header (names are case-insensitive)");
+      continue;
+    }
+    headers[name] = *value;
+  }
+}
+
+void ReadRetention(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                   RetentionConfig& retention) {
+  w.ReadMap(node, prefix,
+            {
+                {"max_age",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Duration(v, k, absl::ZeroDuration(), absl::Hours(24 * 3650),
+                              &retention.max_age);
+                 }},
+                {"max_total_size",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Size(v, k, uint64_t{1} << 20, /*zero_allowed=*/true,
+                          &retention.max_total_size_bytes);
+                 }},
+            });
+}
+
+void ReadPush(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+              PushConfig& push) {
+  PushMarks marks;
+  // Errors inside push leave keys unset; checking the combinations then
+  // would only add confusing errors.
+  int errors_before = w.error_count();
+  w.ReadMap(node, prefix,
+            {
+                {"url",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   // An empty URL is how push is turned off.
+                   if (v.IsScalar() && v.Scalar().empty()) {
+                     push.url.clear();
+                     return;
+                   }
+                   w.String(v, k, "a URL", ValidatePushUrl, &push.url);
+                 }},
+                {"timeout",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Duration(v, k, kConfigMinPushTimeout, kConfigMaxPushTimeout, &push.timeout);
+                 }},
+                {"max_queue",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Int(v, k, kConfigMinPushQueue, kConfigMaxPushQueue, &push.max_queue);
+                 }},
+                {"tls", [&](const YAML::Node& v,
+                            const std::string& k) { ReadTls(w, v, k, push.tls, marks); }},
+                {"basic_auth",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   ReadBasicAuth(w, v, k, push.basic_auth, marks);
+                 }},
+                {"bearer_token_file",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   marks.bearer = v.Mark();
+                   w.SecretFile(v, k, &push.bearer_token_file);
+                 }},
+                {"tenant_id",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   if (v.IsScalar() && v.Scalar().empty()) return;
+                   w.String(v, k, "a tenant id", ValidateTenantId, &push.tenant_id);
+                 }},
+                {"headers",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   ReadHeaders(w, v, k, push.headers, ValidatePushHeader, "a header value");
+                 }},
+            });
+  if (w.error_count() == errors_before) CheckPushCombinations(w, push, marks);
+}
+
+// What the OTLP keys allow alone but not with the others.
+void CheckOtlpCombinations(SchemaWalker& w, const YAML::Node& node, const OtlpConfig& otlp,
+                           const PushMarks& marks) {
+  const PushTlsConfig& tls = otlp.tls;
+  bool any_tls = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty() ||
+                 tls.insecure_skip_verify;
+  if (any_tls && !otlp.endpoint.empty() && !absl::StartsWith(otlp.endpoint, "https://")) {
+    w.Error(marks.tls, "exporters.otlp.tls", "TLS settings need an https:// endpoint");
+  }
+  if (!tls.key_file.empty() && tls.cert_file.empty()) {
+    w.Error(marks.key_file, "exporters.otlp.tls.key_file",
+            "a client key needs its certificate (cert_file)");
+  }
+  for (const auto& [name, unused] : otlp.header_files) {
+    for (const auto& [other, unused2] : otlp.headers) {
+      if (absl::EqualsIgnoreCase(name, other)) {
+        w.Error(node.Mark(), absl::StrCat("exporters.otlp.header_files.", name),
+                "also in exporters.otlp.headers: give a header one value");
       }
     }
-  };
+  }
+}
 
-  auto read_exporters = [&](const YAML::Node& node, const std::string& prefix) {
-    ExportersConfig& e = c.exporters;
-    w.ReadMap(node, prefix,
-              {
-                  {"profile_dir",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.String(v, k, "a directory", ValidateAbsolutePath, &e.profile_dir);
-                   }},
-                  {"retention",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.ReadMap(v, k,
-                               {
-                                   {"max_age",
-                                    [&](const YAML::Node& v2, const std::string& k2) {
-                                      w.Duration(v2, k2, absl::ZeroDuration(),
-                                                 absl::Hours(24 * 3650), &e.retention.max_age);
-                                    }},
-                                   {"max_total_size",
-                                    [&](const YAML::Node& v2, const std::string& k2) {
-                                      w.Size(v2, k2, uint64_t{1} << 20, /*zero_allowed=*/true,
-                                             &e.retention.max_total_size_bytes);
-                                    }},
-                               });
-                   }},
-                  {"push",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     // Errors inside push leave keys unset; checking the
-                     // combinations then would only add confusing errors.
-                     int errors_before = w.error_count();
-                     w.ReadMap(v, k,
-                               {
-                                   {"url",
-                                    [&](const YAML::Node& v2, const std::string& k2) {
-                                      // An empty URL is how push is turned off.
-                                      if (v2.IsScalar() && v2.Scalar().empty()) {
-                                        e.push.url.clear();
-                                        return;
-                                      }
-                                      w.String(v2, k2, "a URL", ValidatePushUrl, &e.push.url);
-                                    }},
-                                   {"timeout",
-                                    [&](const YAML::Node& v2, const std::string& k2) {
-                                      w.Duration(v2, k2, kConfigMinPushTimeout,
-                                                 kConfigMaxPushTimeout, &e.push.timeout);
-                                    }},
-                                   {"max_queue",
-                                    [&](const YAML::Node& v2, const std::string& k2) {
-                                      w.Int(v2, k2, kConfigMinPushQueue, kConfigMaxPushQueue,
-                                            &e.push.max_queue);
-                                    }},
-                                   {"tls", read_push_tls},
-                                   {"basic_auth", read_push_basic_auth},
-                                   {"bearer_token_file",
-                                    [&](const YAML::Node& v2, const std::string& k2) {
-                                      push_marks.bearer = v2.Mark();
-                                      w.SecretFile(v2, k2, &e.push.bearer_token_file);
-                                    }},
-                                   {"tenant_id",
-                                    [&](const YAML::Node& v2, const std::string& k2) {
-                                      if (v2.IsScalar() && v2.Scalar().empty()) return;
-                                      w.String(v2, k2, "a tenant id", ValidateTenantId,
-                                               &e.push.tenant_id);
-                                    }},
-                                   {"headers", read_push_headers},
-                               });
-                     if (w.error_count() == errors_before) {
-                       CheckPushCombinations(w, e.push, push_marks);
-                     }
-                   }},
-                  {"otlp", read_otlp},
-                  {"prometheus",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.ReadMap(v, k,
-                               {
-                                   {"listen",
-                                    [&](const YAML::Node& v2, const std::string& k2) {
-                                      w.String(v2, k2, "HOST:PORT", ValidateListenAddress,
-                                               &e.prometheus.listen);
-                                    }},
-                               });
-                   }},
-              });
-  };
+void ReadOtlp(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+              OtlpConfig& otlp) {
+  PushMarks marks;
+  int errors_before = w.error_count();
+  w.ReadMap(node, prefix,
+            {
+                {"endpoint",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   // An empty endpoint is how the OTLP export is turned off.
+                   if (v.IsScalar() && v.Scalar().empty()) {
+                     otlp.endpoint.clear();
+                     return;
+                   }
+                   w.String(v, k, "a URL", ValidatePushUrl, &otlp.endpoint);
+                 }},
+                {"protocol",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.String(v, k, "grpc or http/protobuf", ValidateOtlpProtocol, &otlp.protocol);
+                 }},
+                {"timeout",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Duration(v, k, kConfigMinPushTimeout, kConfigMaxPushTimeout, &otlp.timeout);
+                 }},
+                {"max_queue",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Int(v, k, kConfigMinPushQueue, kConfigMaxPushQueue, &otlp.max_queue);
+                 }},
+                {"tls", [&](const YAML::Node& v,
+                            const std::string& k) { ReadTls(w, v, k, otlp.tls, marks); }},
+                {"headers",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   ReadHeaders(w, v, k, otlp.headers, ValidateOtlpHeader, "a header value");
+                 }},
+                {"header_files",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   ReadHeaders(
+                       w, v, k, otlp.header_files,
+                       [](absl::string_view name, absl::string_view path) {
+                         if (absl::Status status = ValidateOtlpHeader(name, ""); !status.ok()) {
+                           return status;
+                         }
+                         return ReadSecretFile(std::string(path)).status();
+                       },
+                       "a file path");
+                 }},
+                {"service_name",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.String(
+                       v, k, "a service name",
+                       [](const std::string& text) {
+                         return text.empty() ? absl::InvalidArgumentError("empty")
+                                             : ValidateTenantId(text);
+                       },
+                       &otlp.service_name);
+                 }},
+            });
+  if (w.error_count() == errors_before) CheckOtlpCombinations(w, node, otlp, marks);
+}
 
-  auto read_limits = [&](const YAML::Node& node, const std::string& prefix) {
-    LimitsConfig& l = c.limits;
-    w.ReadMap(node, prefix,
-              {
-                  {"memory",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.Size(v, k, kConfigMinMemoryLimitBytes, /*zero_allowed=*/false,
-                            &l.memory_bytes);
-                   }},
-                  {"tracked_processes",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.Int(v, k, kConfigMinTrackedProcesses, kConfigMaxTrackedProcesses,
-                           &l.tracked_processes);
-                   }},
-                  {"metric_series",
-                   [&](const YAML::Node& v, const std::string& k) {
-                     w.Int(v, k, kConfigMinMetricSeries, kConfigMaxMetricSeries, &l.metric_series);
-                   }},
-              });
-  };
+void ReadPrometheus(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                    PrometheusConfig& prometheus) {
+  w.ReadMap(node, prefix,
+            {
+                {"listen",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.String(v, k, "HOST:PORT", ValidateListenAddress, &prometheus.listen);
+                 }},
+            });
+}
 
-  auto read_labels = [&](const YAML::Node& node, const std::string& prefix) {
-    if (node.IsNull()) return;
-    if (!node.IsMap()) {
-      w.Error(node.Mark(), prefix,
-              absl::StrCat("expected a mapping of label names to values, got ", Describe(node)));
-      return;
+void ReadExporters(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                   ExportersConfig& e) {
+  w.ReadMap(
+      node, prefix,
+      {
+          {"profile_dir",
+           [&](const YAML::Node& v, const std::string& k) {
+             w.String(v, k, "a directory", ValidateAbsolutePath, &e.profile_dir);
+           }},
+          {"retention",
+           [&](const YAML::Node& v, const std::string& k) { ReadRetention(w, v, k, e.retention); }},
+          {"push", [&](const YAML::Node& v, const std::string& k) { ReadPush(w, v, k, e.push); }},
+          {"otlp", [&](const YAML::Node& v, const std::string& k) { ReadOtlp(w, v, k, e.otlp); }},
+          {"prometheus", [&](const YAML::Node& v,
+                             const std::string& k) { ReadPrometheus(w, v, k, e.prometheus); }},
+      });
+}
+
+void ReadLimits(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                LimitsConfig& l) {
+  w.ReadMap(node, prefix,
+            {
+                {"memory",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Size(v, k, kConfigMinMemoryLimitBytes, /*zero_allowed=*/false,
+                          &l.memory_bytes);
+                 }},
+                {"tracked_processes",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Int(v, k, kConfigMinTrackedProcesses, kConfigMaxTrackedProcesses,
+                         &l.tracked_processes);
+                 }},
+                {"metric_series",
+                 [&](const YAML::Node& v, const std::string& k) {
+                   w.Int(v, k, kConfigMinMetricSeries, kConfigMaxMetricSeries, &l.metric_series);
+                 }},
+            });
+}
+
+void ReadLabels(SchemaWalker& w, const YAML::Node& node, const std::string& prefix,
+                std::map<std::string, std::string>& labels) {
+  if (node.IsNull()) return;
+  if (!node.IsMap()) {
+    w.Error(node.Mark(), prefix,
+            absl::StrCat("expected a mapping of label names to values, got ", Describe(node)));
+    return;
+  }
+  for (const auto& entry : node) {
+    const YAML::Node& name_node = entry.first;
+    if (!name_node.IsScalar()) {
+      w.Error(name_node.Mark(), prefix, "label names must be plain names");
+      continue;
     }
-    for (const auto& entry : node) {
-      const YAML::Node& name_node = entry.first;
-      if (!name_node.IsScalar()) {
-        w.Error(name_node.Mark(), prefix, "label names must be plain names");
-        continue;
-      }
-      const std::string& name = name_node.Scalar();
-      std::string key = absl::StrCat(prefix, ".", name);
-      if (absl::Status status = ValidateStaticLabelName(name); !status.ok()) {
-        w.Error(name_node, key, status);
-        continue;
-      }
-      if (c.labels.count(name) != 0) {
-        w.Error(name_node.Mark(), key, "duplicate label");
-        continue;
-      }
-      std::optional<std::string> value = w.Scalar(entry.second, key, "a label value");
-      if (!value) continue;
-      if (value->empty()) {
-        w.Error(entry.second.Mark(), key, "an empty label value is the same as no label");
-        continue;
-      }
-      c.labels[name] = *value;
+    const std::string& name = name_node.Scalar();
+    std::string key = absl::StrCat(prefix, ".", name);
+    if (absl::Status status = ValidateStaticLabelName(name); !status.ok()) {
+      w.Error(name_node, key, status);
+      continue;
     }
-  };
+    if (labels.count(name) != 0) {
+      w.Error(name_node.Mark(), key, "duplicate label");
+      continue;
+    }
+    std::optional<std::string> value = w.Scalar(entry.second, key, "a label value");
+    if (!value) continue;
+    if (value->empty()) {
+      w.Error(entry.second.Mark(), key, "an empty label value is the same as no label");
+      continue;
+    }
+    labels[name] = *value;
+  }
+}
 
+// The whole file: the top-level keys, each section through its reader.
+void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
+  TargetsMarks targets;
   w.ReadMap(
       root, "",
       {
@@ -649,8 +691,10 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
            [&](const YAML::Node& v, const std::string& k) {
              w.Int(v, k, kConfigMinRateHz, kConfigMaxRateHz, &c.rate_hz);
            }},
-          {"targets", read_targets},
-          {"python", read_python},
+          {"targets", [&](const YAML::Node& v,
+                          const std::string& k) { targets = ReadTargets(w, v, k, c.targets); }},
+          {"python",
+           [&](const YAML::Node& v, const std::string& k) { ReadPython(w, v, k, c.python); }},
           {"off_cpu", [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &c.off_cpu); }},
           {"memory", [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &c.memory); }},
           {"gpu", [&](const YAML::Node& v, const std::string& k) { w.Bool(v, k, &c.gpu); }},
@@ -658,26 +702,14 @@ void ReadDocument(const YAML::Node& root, SchemaWalker& w, DaemonConfig& c) {
            [&](const YAML::Node& v, const std::string& k) {
              w.Value(v, k, "a number of seconds", ParseWindow, &c.window);
            }},
-          {"exporters", read_exporters},
-          {"limits", read_limits},
-          {"labels", read_labels},
+          {"exporters",
+           [&](const YAML::Node& v, const std::string& k) { ReadExporters(w, v, k, c.exporters); }},
+          {"limits",
+           [&](const YAML::Node& v, const std::string& k) { ReadLimits(w, v, k, c.limits); }},
+          {"labels",
+           [&](const YAML::Node& v, const std::string& k) { ReadLabels(w, v, k, c.labels); }},
       });
-
-  if (targets_had_errors) return;
-  const TargetsConfig& t = c.targets;
-  bool has_lists =
-      !t.pids.empty() || !t.process_names.empty() || !t.cgroups.empty() || !t.containers.empty();
-  if (t.all && has_lists) {
-    w.Error(all_mark.value_or(YAML::Mark::null_mark()), "targets.all",
-            all_given ? "is true, which profiles every process and ignores the lists; set it "
-                        "to false to profile only the listed targets"
-                      : "defaults to true, which profiles every process and ignores the lists; "
-                        "set it to false to profile only the listed targets");
-  } else if (!t.all && !has_lists) {
-    w.Error(all_mark.value_or(YAML::Mark::null_mark()), "targets.all",
-            "is false but no pids, process_names, cgroups or containers are listed: nothing "
-            "would be profiled");
-  }
+  CheckTargets(w, c.targets, targets);
 }
 
 }  // namespace
@@ -757,32 +789,6 @@ absl::StatusOr<ConfigParseResult> ReadConfigFile(const std::string& path) {
   }
   close(fd);
   return ParseConfig(text, path);
-}
-
-absl::StatusOr<bool> ParseOverrideFlag(absl::string_view flag,
-                                       std::optional<absl::string_view> next_arg,
-                                       ConfigOverrides* overrides, bool* consumed_next) {
-  *consumed_next = false;
-  std::optional<absl::string_view> inline_value;
-  if (size_t eq = flag.find('='); eq != absl::string_view::npos) {
-    inline_value = flag.substr(eq + 1);
-    flag = flag.substr(0, eq);
-  }
-  std::optional<std::string>* slot = nullptr;
-  if (flag == "--prometheus-listen") slot = &overrides->prometheus_listen;
-  if (flag == "--profile-dir") slot = &overrides->profile_dir;
-  if (flag == "--window") slot = &overrides->window;
-  if (flag == "--rate") slot = &overrides->rate;
-  if (slot == nullptr) return false;
-  if (inline_value) {
-    *slot = std::string(*inline_value);
-  } else if (next_arg) {
-    *slot = std::string(*next_arg);
-    *consumed_next = true;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-  }
-  return true;
 }
 
 absl::Status ApplyOverrides(const ConfigOverrides& overrides, DaemonConfig* config) {

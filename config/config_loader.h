@@ -46,7 +46,8 @@ ConfigParseResult ParseConfig(absl::string_view yaml_text, absl::string_view sou
 // PermissionDenied, ...); configuration errors are in the result.
 absl::StatusOr<ConfigParseResult> ReadConfigFile(const std::string& path);
 
-// The command-line flags that override the file. Values are the flags' text,
+// The command-line flags that override the file (read by the daemon's flag
+// table, daemon/cli/daemon_options.cc). Values are the flags' text,
 // validated exactly as the corresponding YAML keys.
 struct ConfigOverrides {
   std::optional<std::string>
@@ -55,14 +56,6 @@ struct ConfigOverrides {
   std::optional<std::string> window;       // --window -> window
   std::optional<std::string> rate;         // --rate -> rate
 };
-
-// If `flag` ("--rate", or "--rate=19" with the value inline) is one of the
-// override flags, stores its value and returns true. For "--rate 19" pass the
-// next argument as `next_arg`; *consumed_next says whether it was used.
-// InvalidArgument when the flag is one of ours but has no value.
-absl::StatusOr<bool> ParseOverrideFlag(absl::string_view flag,
-                                       std::optional<absl::string_view> next_arg,
-                                       ConfigOverrides* overrides, bool* consumed_next);
 
 // Applies the overrides to *config. On error *config is unchanged and the
 // InvalidArgument message names every bad flag ("--rate: 0 is out of range (1

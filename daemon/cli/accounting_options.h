@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/accounting/top_screen.h"
+#include "daemon/flags/daemon_client_flags.h"
 
 namespace pystrobe {
 
@@ -30,6 +31,7 @@ struct StatOptions {
   bool allocations = false;
   uint32_t alloc_sample_bytes = 512 * 1024;  // mean bytes between samples
   bool verbose = false;
+  DaemonClientFlags daemon_client;  // --socket, --no-daemon: whether to ask a daemon
   bool help = false;
 };
 
@@ -44,6 +46,7 @@ struct TopOptions {
   int rows = 20;
   int rate_hz = 49;
   bool verbose = false;
+  DaemonClientFlags daemon_client;  // --socket, --no-daemon: whether to ask a daemon
   bool help = false;
 };
 

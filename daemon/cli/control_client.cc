@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/cli/exit_status.h"
@@ -52,39 +51,7 @@ bool Receive(int fd, size_t size, std::string& out, const std::atomic<int>* stop
   return true;
 }
 
-bool HasExplicitRate(const std::vector<std::string>& args) {
-  for (const std::string& arg : args) {
-    if (arg == "--") break;
-    if (arg == "-r" || arg == "--rate" || absl::StartsWith(arg, "--rate=")) return true;
-  }
-  return false;
-}
-
 }  // namespace
-
-absl::StatusOr<DaemonClientFlags> TakeDaemonClientFlags(std::vector<std::string>& args) {
-  DaemonClientFlags flags;
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {  // the command's own arguments
-      rest.insert(rest.end(), args.begin() + static_cast<long>(i), args.end());
-      break;
-    }
-    if (arg == "--no-daemon") {
-      flags.no_daemon = true;
-    } else if (arg == "--socket") {
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError("--socket needs a PATH");
-      flags.socket = args[++i];
-    } else if (absl::StartsWith(arg, "--socket=")) {
-      flags.socket = arg.substr(strlen("--socket="));
-    } else {
-      rest.push_back(arg);
-    }
-  }
-  args = std::move(rest);
-  return flags;
-}
 
 absl::StatusOr<int> ConnectToDaemon(const std::string& path) {
   sockaddr_un address = {};
@@ -181,9 +148,8 @@ absl::StatusOr<std::string> RequestThroughDaemon(
 }
 
 std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
-                                            const DaemonClientFlags& flags,
-                                            const std::vector<std::string>& args,
                                             const ProfileWriter& writer) {
+  const DaemonClientFlags& flags = options.daemon_client;
   // The daemon's recordings are CPU profiles; an import tree and resident
   // growth are made here. The summary's counters are a local sampler's; a
   // daemon's are its metrics.
@@ -194,20 +160,6 @@ std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
   absl::StatusOr<int> fd = ConnectToDaemon(flags.socket);
   if (!fd.ok()) return std::nullopt;
   fprintf(stderr, "pystrobe: using the running daemon (%s)\n", flags.socket.c_str());
-
-  RecordRequest request;
-  request.pids = options.pids;
-  request.all = options.all;
-  request.duration = options.duration;
-  if (HasExplicitRate(args)) request.rate_hz = options.rate_hz;
-  request.threads = options.threads;
-  request.native = options.native;
-  request.gil_only = options.gil_only;
-  request.offcpu = options.offcpu;
-  request.idle = options.idle;
-  request.function_lines = options.function_lines;
-  request.no_line_numbers = options.no_line_numbers;
-  request.full_filenames = options.full_filenames;
 
   std::string output = options.output.empty() ? DefaultOutputPath(options, absl::Now(),
                                                                   std::string(writer.extension()))
@@ -223,7 +175,7 @@ std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
           options.all ? "all processes" : "the pids");
   absl::Time start = absl::Now();
   absl::StatusOr<Profile> profile = RecordThroughDaemon(
-      *fd, request,
+      *fd, options,
       [](const std::string& line) { fprintf(stderr, "pystrobe: %s\n", line.c_str()); },
       &Signals::stop_flag());
   close(*fd);

@@ -19,14 +19,6 @@
 
 namespace pystrobe {
 
-// The flags every client command takes, removed from `args` by
-// TakeDaemonClientFlags: --socket PATH (or --socket=PATH) and --no-daemon.
-struct DaemonClientFlags {
-  std::string socket = kDefaultControlSocket;
-  bool no_daemon = false;
-};
-absl::StatusOr<DaemonClientFlags> TakeDaemonClientFlags(std::vector<std::string>& args);
-
 // A connected socket to the daemon, or an error when nothing answers.
 absl::StatusOr<int> ConnectToDaemon(const std::string& path);
 
@@ -50,11 +42,10 @@ absl::StatusOr<std::string> RequestThroughDaemon(
 
 // `pystrobe record` through the daemon: nullopt when the recording must be
 // local (--no-daemon, a command to start, --subprocesses, no daemon
-// answering); else the exit status, the output written by `writer`.
-// `args` are record's arguments (to tell an explicit --rate).
+// answering); else the exit status, the output written by `writer`. The
+// request is `options` itself: the control protocol sends the flags whose
+// rows in record's flag table travel.
 std::optional<int> MaybeRecordThroughDaemon(const RecordOptions& options,
-                                            const DaemonClientFlags& flags,
-                                            const std::vector<std::string>& args,
                                             const ProfileWriter& writer);
 
 }  // namespace pystrobe

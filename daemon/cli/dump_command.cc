@@ -13,14 +13,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "daemon/cli/dump_options.h"
 #include "daemon/cli/dump_report.h"
 #include "daemon/cli/exit_status.h"
-#include "daemon/cli/flag_cursor.h"
 #include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"
@@ -38,48 +37,6 @@ namespace {
 // after the last attempt unreadable frames are shown as such.
 constexpr int kWalkAttempts = 20;
 constexpr std::chrono::microseconds kWalkRetryPause{500};
-
-struct DumpOptions {
-  pid_t pid = 0;
-  bool json = false;
-  bool asyncio = false;
-  bool help = false;
-};
-
-absl::StatusOr<DumpOptions> ParseDumpOptions(const std::vector<std::string>& args) {
-  DumpOptions options;
-  bool have_pid = false;
-  FlagCursor flags(args);
-  while (!flags.Done()) {
-    const std::string flag = flags.Next();
-    if (flag == "-p" || flag == "--pid") {
-      absl::StatusOr<std::string> value = flags.Value(flag);
-      if (!value.ok()) return value.status();
-      int32_t pid = 0;
-      if (!absl::SimpleAtoi(*value, &pid) || pid < 1 || pid > (1 << 22)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(flag, " takes a process id from 1 to ", 1 << 22, ", not '", *value, "'"));
-      }
-      options.pid = pid;
-      have_pid = true;
-    } else if (flag == "--json" || flag == "--asyncio" || flag == "-h" || flag == "--help") {
-      if (flags.HadInlineValue()) {
-        return absl::InvalidArgumentError(absl::StrCat(flag, " takes no value"));
-      }
-      bool& on = flag == "--json"      ? options.json
-                 : flag == "--asyncio" ? options.asyncio
-                                       : options.help;
-      on = true;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", flag, "' (see pystrobe dump --help)"));
-    }
-  }
-  if (!options.help && !have_pid) {
-    return absl::InvalidArgumentError("which process? give --pid PID");
-  }
-  return options;
-}
 
 bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
@@ -245,30 +202,6 @@ std::string ReadFailure(pid_t pid, const absl::Status& status) {
 }
 
 }  // namespace
-
-const char* DumpUsage() {
-  return R"(usage: pystrobe dump --pid PID [--json] [--asyncio]
-
-Prints the Python stack of every thread of a running CPython process (3.8 to
-3.13), innermost frame first, read from its memory without stopping it. Each
-thread shows its kernel thread id (as top and ps -L show it), its name, whether
-it is running or idle, and whether it holds the GIL. Needs root (CAP_SYS_PTRACE).
-
-Options:
-  -p, --pid PID   the process to dump
-      --asyncio   after the threads, every pending asyncio task of every event
-                  loop: its name, whether it is running or pending, its
-                  coroutine chain (outermost first, each where it is suspended
-                  or running) and the tasks awaiting it (await, gather,
-                  TaskGroup)
-      --json      print one JSON object instead:
-                  {"pid", "python_version", "threads": [{"tid", "name", "holds_gil",
-                   "state", "frames": [{"name", "filename", "line"}]}]}
-                  with --asyncio also "asyncio_tasks": [{"name", "state",
-                   "stack": [{"name", "filename", "line"}], "awaited_by": [names]}]
-  -h, --help      this text
-)";
-}
 
 int RunDumpCommand(const std::vector<std::string>& args) {
   absl::StatusOr<DumpOptions> parsed = ParseDumpOptions(args);

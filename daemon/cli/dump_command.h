@@ -14,9 +14,6 @@ namespace pystrobe {
 // The dump goes to stdout, messages to stderr.
 int RunDumpCommand(const std::vector<std::string>& args);
 
-// The usage text for `pystrobe dump`.
-const char* DumpUsage();
-
 }  // namespace pystrobe
 
 #endif  // PYSTROBE_DAEMON_CLI_DUMP_COMMAND_H_

@@ -183,11 +183,7 @@ void PrintOomKills(BpfSampler& sampler) {
 
 }  // namespace
 
-int RunRecordCommand(const std::vector<std::string>& command_args) {
-  // --socket PATH and --no-daemon: whether to ask a running daemon.
-  std::vector<std::string> args = command_args;
-  absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
-  if (!daemon_flags.ok()) return UsageError("record", daemon_flags.status());
+int RunRecordCommand(const std::vector<std::string>& args) {
   absl::StatusOr<RecordOptions> parsed = ParseRecordOptions(args);
   if (!parsed.ok()) return UsageError("record", parsed.status());
   const RecordOptions& options = *parsed;
@@ -201,8 +197,7 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
     if (!ProcessIsAlive(pid))
       return UsageError("record", absl::StrCat("no process with pid ", pid));
   }
-  if (std::optional<int> status =
-          MaybeRecordThroughDaemon(options, *daemon_flags, args, **writer)) {
+  if (std::optional<int> status = MaybeRecordThroughDaemon(options, **writer)) {
     return *status;
   }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {

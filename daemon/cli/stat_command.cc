@@ -63,13 +63,7 @@ std::string ResolveExecutable(const std::string& name) {
 
 }  // namespace
 
-int RunStatCommand(const std::vector<std::string>& command_args) {
-  // --socket PATH and --no-daemon: whether to ask a running daemon.
-  std::vector<std::string> args = command_args;
-  absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
-  if (!daemon_flags.ok()) {
-    return UsageError("stat", daemon_flags.status());
-  }
+int RunStatCommand(const std::vector<std::string>& args) {
   absl::StatusOr<StatOptions> parsed = ParseStatOptions(args);
   if (!parsed.ok()) {
     return UsageError("stat", parsed.status());
@@ -82,7 +76,9 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   if (options.pid && !ProcessIsAlive(*options.pid)) {
     return UsageError("stat", absl::StrCat("no process with pid ", *options.pid));
   }
-  if (std::optional<int> status = MaybeStatThroughDaemon(options, *daemon_flags)) return *status;
+  if (std::optional<int> status = MaybeStatThroughDaemon(options, options.daemon_client)) {
+    return *status;
+  }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
     return Fail("stat", caps);
   }

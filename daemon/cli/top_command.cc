@@ -35,13 +35,7 @@
 namespace pystrobe {
 namespace {}  // namespace
 
-int RunTopCommand(const std::vector<std::string>& command_args) {
-  // --socket PATH and --no-daemon: whether to ask a running daemon.
-  std::vector<std::string> args = command_args;
-  absl::StatusOr<DaemonClientFlags> daemon_flags = TakeDaemonClientFlags(args);
-  if (!daemon_flags.ok()) {
-    return UsageError("top", daemon_flags.status());
-  }
+int RunTopCommand(const std::vector<std::string>& args) {
   absl::StatusOr<TopOptions> parsed = ParseTopOptions(args);
   if (!parsed.ok()) {
     return UsageError("top", parsed.status());
@@ -54,7 +48,9 @@ int RunTopCommand(const std::vector<std::string>& command_args) {
   if (options.pid && kill(static_cast<pid_t>(*options.pid), 0) != 0 && errno != EPERM) {
     return UsageError("top", absl::StrCat("no process with pid ", *options.pid));
   }
-  if (std::optional<int> status = MaybeTopThroughDaemon(options, *daemon_flags)) return *status;
+  if (std::optional<int> status = MaybeTopThroughDaemon(options, options.daemon_client)) {
+    return *status;
+  }
   if (absl::Status caps = CheckProfilingCapabilities(CapabilitySet::OfThisProcess()); !caps.ok()) {
     return Fail("top", caps);
   }

@@ -30,7 +30,6 @@ constexpr char kTopMagic[] = "PSTP3";
 constexpr uint8_t kRowExited = 1 << 0;
 constexpr uint8_t kRowFreeThreaded = 1 << 1;
 constexpr size_t kMaxTopCounterFields = 256;
-constexpr size_t kMaxRemotePids = 1024;
 
 void PutU16(std::string& out, uint16_t v) {
   for (int i = 0; i < 2; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
@@ -192,90 +191,22 @@ bool SendFrame(int fd, ControlMessageType type, std::string_view payload) {
   return true;
 }
 
-std::string EncodeRecordRequest(const RecordRequest& r) {
-  std::string out;
-  if (r.all) absl::StrAppend(&out, "all=1\n");
-  if (!r.pids.empty()) absl::StrAppend(&out, "pids=", absl::StrJoin(r.pids, ","), "\n");
-  if (r.duration) {
-    absl::StrAppend(&out, "duration_ms=", absl::ToInt64Milliseconds(*r.duration), "\n");
-  }
-  if (r.rate_hz != 0) absl::StrAppend(&out, "rate_hz=", r.rate_hz, "\n");
-  auto flag = [&](const char* key, bool value) {
-    if (value) absl::StrAppend(&out, key, "=1\n");
-  };
-  flag("threads", r.threads);
-  flag("native", r.native);
-  flag("gil", r.gil_only);
-  flag("offcpu", r.offcpu);
-  flag("idle", r.idle);
-  flag("function_lines", r.function_lines);
-  flag("no_line_numbers", r.no_line_numbers);
-  flag("full_filenames", r.full_filenames);
-  return out;
-}
+std::string EncodeRecordRequest(const RecordRequest& r) { return RecordFlags().EncodeWire(r); }
 
 absl::StatusOr<RecordRequest> ParseRecordRequest(std::string_view payload) {
-  if (payload.size() > kMaxRequestPayload) return Bad("request too long");
-  for (char c : payload) {
-    if (c != '\n' &&
-        (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e)) {
-      return Bad("the payload is not printable text");
-    }
-  }
+  absl::StatusOr<std::vector<std::pair<std::string_view, std::string_view>>> pairs =
+      KeyValues(payload);
+  if (!pairs.ok()) return pairs.status();
   RecordRequest r;
-  std::set<std::string, std::less<>> seen;
-  for (absl::string_view line_text : absl::StrSplit(A(payload), '\n', absl::SkipEmpty())) {
-    std::string_view line(line_text.data(), line_text.size());
-    size_t eq = line.find('=');
-    if (eq == std::string_view::npos) return Bad("a line without '='");
-    std::string_view key = line.substr(0, eq);
-    std::string_view value = line.substr(eq + 1);
-    if (!seen.insert(std::string(key)).second) return Bad(absl::StrCat("repeated key ", A(key)));
-    if (key == "pids") {
-      for (absl::string_view text : absl::StrSplit(A(value), ',')) {
-        uint32_t pid = 0;
-        if (!absl::SimpleAtoi(text, &pid) || pid == 0) return Bad("pids: not a pid list");
-        if (r.pids.size() >= kMaxRemotePids) return Bad("pids: too many");
-        r.pids.push_back(pid);
-      }
-    } else if (key == "duration_ms") {
-      int64_t ms = 0;
-      if (!absl::SimpleAtoi(A(value), &ms) || ms <= 0 ||
-          absl::Milliseconds(ms) > kMaxRemoteRecording) {
-        return Bad("duration_ms: out of range (1 ms to 1 h)");
-      }
-      r.duration = absl::Milliseconds(ms);
-    } else if (key == "rate_hz") {
-      if (!absl::SimpleAtoi(A(value), &r.rate_hz) || r.rate_hz < 1 || r.rate_hz > 1000) {
-        return Bad("rate_hz: out of range (1 to 1000)");
-      }
-    } else {
-      absl::StatusOr<bool> flag = ParseFlag(key, value);
-      if (!flag.ok()) return flag.status();
-      if (key == "all") {
-        r.all = *flag;
-      } else if (key == "threads") {
-        r.threads = *flag;
-      } else if (key == "native") {
-        r.native = *flag;
-      } else if (key == "gil") {
-        r.gil_only = *flag;
-      } else if (key == "offcpu") {
-        r.offcpu = *flag;
-      } else if (key == "idle") {
-        r.idle = *flag;
-      } else if (key == "function_lines") {
-        r.function_lines = *flag;
-      } else if (key == "no_line_numbers") {
-        r.no_line_numbers = *flag;
-      } else if (key == "full_filenames") {
-        r.full_filenames = *flag;
-      } else {
-        return Bad(absl::StrCat("unknown key ", A(key)));
-      }
+  for (const auto& [key, value] : *pairs) {
+    if (absl::Status s = RecordFlags().DecodeWire(A(key), A(value), r); !s.ok()) {
+      return Bad(std::string(s.message()));
     }
   }
   if (r.all == !r.pids.empty()) return Bad("exactly one of pids and all is needed");
+  // The checks a command line passes: a request no client would send is
+  // refused as the client would refuse it.
+  if (absl::Status s = CheckRecordOptions(r, {}); !s.ok()) return Bad(std::string(s.message()));
   return r;
 }
 

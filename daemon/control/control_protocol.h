@@ -17,7 +17,8 @@
 // daemon answers with any number of kInfo frames (a line for the user), then
 // either kProfileChunk frames followed by kDone, or one kError. The payload of
 // a request is text: "key=value" lines, every key known and at most once,
-// every value checked (see ParseRecordRequest). The profile travels as the
+// every value checked (see ParseRecordRequest; a record request's keys are
+// the wire keys of record's flag table, daemon/flags/record_flags.cc). The profile travels as the
 // concatenation of the kProfileChunk payloads in the encoding of
 // EncodeProfile: the symbolized Profile itself (frames with their kinds,
 // native frames with their modules and file offsets, counts, labels), so the
@@ -35,18 +36,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/flags/record_flags.h"
 #include "exporters/profile.h"
 
 namespace pystrobe {
 
-inline constexpr char kDefaultControlSocket[] = "/run/pystrobe/pystrobe.sock";
 inline constexpr uint32_t kControlMagic = 0x42545350;  // "PSTB" little-endian
 inline constexpr uint16_t kControlVersion = 1;
 inline constexpr size_t kControlHeaderSize = 16;
 inline constexpr uint32_t kMaxRequestPayload = 64 * 1024;
 inline constexpr uint32_t kMaxResponsePayload = 64 * 1024;
-// The longest recording a client may ask for.
-inline constexpr absl::Duration kMaxRemoteRecording = absl::Hours(1);
 
 enum class ControlMessageType : uint16_t {
   // Requests.
@@ -80,27 +79,17 @@ std::string EncodeFrame(ControlMessageType type, std::string_view payload);
 // SIGPIPE). False when the peer is gone or the write failed.
 bool SendFrame(int fd, ControlMessageType type, std::string_view payload);
 
-// What a client asks `record` for.
-struct RecordRequest {
-  std::vector<uint32_t> pids;  // empty: every process the daemon samples
-  bool all = false;
-  std::optional<absl::Duration> duration;  // none: until kStop or the pids exit
-  int rate_hz = 0;                         // 0: the daemon's; else must be it
-  bool threads = false;
-  bool native = false;
-  bool gil_only = false;
-  bool offcpu = false;
-  bool idle = false;
-  bool function_lines = false;
-  bool no_line_numbers = false;
-  bool full_filenames = false;
+// What a client asks `record` for: record's own options, those with a wire
+// key in its flag table set (pids or all, duration, an explicit rate, the
+// views the daemon's recordings honour), the rest at their defaults. The
+// daemon samples at its own rate unless `rate_given`.
+using RecordRequest = RecordOptions;
 
-  friend bool operator==(const RecordRequest&, const RecordRequest&) = default;
-};
-
+// The travelling flags of `request`, as record's flag table writes them.
 std::string EncodeRecordRequest(const RecordRequest& request);
-// A request frame's payload; InvalidArgument saying what is wrong (unknown
-// or repeated key, bad value, not text, neither pids nor all, both...).
+// A request frame's payload, read by the same table; InvalidArgument saying
+// what is wrong (unknown or repeated key, bad value, not text, neither pids
+// nor all, both, views that exclude each other...).
 absl::StatusOr<RecordRequest> ParseRecordRequest(std::string_view payload);
 
 // What a client asks `stat` for: one process over a window. The answer

@@ -53,7 +53,7 @@ bool RecordJob::WaitDone(absl::Duration timeout) {
 
 void OnDemandRecordings::Begin(std::shared_ptr<RecordJob> job, absl::Time now) {
   const RecordRequest& request = job->request();
-  if (request.rate_hz != 0 && request.rate_hz != caps_.rate_hz) {
+  if (request.rate_given && request.rate_hz != caps_.rate_hz) {
     job->Complete(absl::FailedPreconditionError(
         absl::StrCat("the daemon samples at ", caps_.rate_hz, " Hz, not ", request.rate_hz,
                      " Hz: leave out --rate (or pass --rate ", caps_.rate_hz,

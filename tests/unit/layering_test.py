@@ -24,7 +24,11 @@ ALLOWED = {
     "daemon/unwind": {"bpf", "daemon/elf"},
     "daemon/symbolizer": {"daemon/elf"},
     "daemon/gpu": set(),
-    "daemon/control": {"exporters"},
+    # Command-line flags: the flag table facility and record's options, low
+    # enough that cli (the parser, --help) and control (the record request's
+    # codec) read one table.
+    "daemon/flags": set(),
+    "daemon/control": {"exporters", "daemon/flags"},
     "daemon/loader": {"bpf", "daemon/unwind"},
     # The one decoder of the ring buffer's records (a code copy parsed by python).
     "daemon/records": {"bpf", "daemon/python"},
@@ -39,7 +43,7 @@ ALLOWED = {
                        "daemon/symbolizer", "daemon/containers", "daemon/gpu",
                        "daemon/reports"},  # the HTML pages of recent windows
     "daemon/reports": {"exporters"},
-    "daemon/cli": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
+    "daemon/cli": {"bpf", "exporters", "config", "daemon/flags", "daemon/loader", "daemon/recording",
                    "daemon/unwind", "daemon/elf",
                    "daemon/accounting", "daemon/control", "daemon/python", "daemon/symbolizer",
                    "daemon/containers", "daemon/service", "daemon/reports", "daemon/gpu"},

@@ -637,24 +637,6 @@ TEST(ApplyOverridesTest, BadFlagsAreAllNamedAndChangeNothing) {
   EXPECT_EQ(config.rate_hz, 19) << "a good flag next to a bad one is not applied either";
 }
 
-TEST(ParseOverrideFlagTest, SeparateAndInlineValues) {
-  ConfigOverrides overrides;
-  bool consumed = false;
-  EXPECT_TRUE(*ParseOverrideFlag("--rate", "49", &overrides, &consumed));
-  EXPECT_TRUE(consumed);
-  EXPECT_TRUE(*ParseOverrideFlag("--window=30", "ignored", &overrides, &consumed));
-  EXPECT_FALSE(consumed);
-  EXPECT_TRUE(*ParseOverrideFlag("--profile-dir", "/d", &overrides, &consumed));
-  EXPECT_TRUE(*ParseOverrideFlag("--prometheus-listen=:1", std::nullopt, &overrides, &consumed));
-  EXPECT_FALSE(*ParseOverrideFlag("--config", "/x", &overrides, &consumed));
-  EXPECT_FALSE(consumed);
-  EXPECT_FALSE(ParseOverrideFlag("--rate", std::nullopt, &overrides, &consumed).ok());
-  EXPECT_EQ(overrides.rate, "49");
-  EXPECT_EQ(overrides.window, "30");
-  EXPECT_EQ(overrides.profile_dir, "/d");
-  EXPECT_EQ(overrides.prometheus_listen, ":1");
-}
-
 std::string ShippedConfigPath() {
   return absl::StrCat(PYSTROBE_SOURCE_DIR, "/config/pystrobe.yaml");
 }

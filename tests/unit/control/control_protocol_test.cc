@@ -43,6 +43,7 @@ TEST(ControlProtocolTest, RecordRequestsRoundTrip) {
   request.pids = {12, 345};
   request.duration = absl::Milliseconds(2500);
   request.rate_hz = 19;
+  request.rate_given = true;  // an explicit --rate travels; else the daemon's rate
   request.threads = true;
   request.offcpu = true;
   std::string frame = EncodeFrame(ControlMessageType::kRecord, EncodeRecordRequest(request));

@@ -1,5 +1,5 @@
-#ifndef PYSTROBE_DAEMON_CLI_FLAG_CURSOR_H_
-#define PYSTROBE_DAEMON_CLI_FLAG_CURSOR_H_
+#ifndef PYSTROBE_DAEMON_FLAGS_FLAG_CURSOR_H_
+#define PYSTROBE_DAEMON_FLAGS_FLAG_CURSOR_H_
 
 #include <cstddef>
 #include <optional>
@@ -14,9 +14,9 @@
 
 namespace pystrobe {
 
-// Walks a command's arguments for its flag parser: a flag's value is the next
-// argument or the part after '=' ("--rate=99"). Every command reads its
-// flags through one of these, so they all take values the same way.
+// Walks a command's arguments for FlagTable::Parse: a flag's value is the
+// next argument or the part after '=' ("--rate=99"), so every command takes
+// values the same way.
 class FlagCursor {
  public:
   explicit FlagCursor(const std::vector<std::string>& args) : args_(args) {}
@@ -35,20 +35,13 @@ class FlagCursor {
     return arg;
   }
 
-  // The value of `flag`, the argument Next() returned last.
-  absl::StatusOr<std::string> Value(absl::string_view flag) {
+  // The value of `flag`, the argument Next() returned last; missing, the
+  // error reads "FLAG needs a VALUE_NAME" ("--socket needs a PATH").
+  absl::StatusOr<std::string> Value(absl::string_view flag,
+                                    absl::string_view value_name = "value") {
     if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
-    if (Done()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    if (Done()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a ", value_name));
     return args_[index_++];
-  }
-
-  // Value(), refusing an empty one ("--focus=").
-  absl::StatusOr<std::string> NonEmptyValue(absl::string_view flag) {
-    absl::StatusOr<std::string> value = Value(flag);
-    if (value.ok() && value->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-    }
-    return value;
   }
 
   // Whether the last flag came as "--flag=value" and its value is unread: a
@@ -70,4 +63,4 @@ class FlagCursor {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_CLI_FLAG_CURSOR_H_
+#endif  // PYSTROBE_DAEMON_FLAGS_FLAG_CURSOR_H_
