@@ -127,21 +127,4 @@ absl::StatusOr<ElfIdentity> ReadElfIdentityInMemory(const void* image, size_t si
   });
 }
 
-std::string ReadKernelBuildId(const std::string& notes_path) {
-  int fd = open(notes_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string notes(kMaxNoteSegmentBytes, '\0');
-  size_t size = 0;
-  for (;;) {
-    ssize_t n = read(fd, notes.data() + size, notes.size() - size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    size += static_cast<size_t>(n);
-    if (size == notes.size()) break;
-  }
-  close(fd);
-  notes.resize(size);
-  return GnuBuildIdInNotes(notes).value_or("");
-}
-
 }  // namespace pystrobe

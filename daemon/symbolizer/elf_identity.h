@@ -33,9 +33,6 @@ absl::StatusOr<ElfIdentity> ReadElfIdentity(const std::string& path);
 // The same, of an ELF image mapped whole in this process (the vDSO).
 absl::StatusOr<ElfIdentity> ReadElfIdentityInMemory(const void* image, size_t size);
 
-// The running kernel's build id from /sys/kernel/notes; empty when unknown.
-std::string ReadKernelBuildId(const std::string& notes_path = "/sys/kernel/notes");
-
 }  // namespace pystrobe
 
 #endif  // PYSTROBE_DAEMON_SYMBOLIZER_ELF_IDENTITY_H_

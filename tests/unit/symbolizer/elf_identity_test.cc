@@ -109,21 +109,5 @@ TEST(ElfIdentityTest, ModuleSymbolsKeepTheFilesBuildIdAndSegments) {
   EXPECT_EQ((*symbols)->code_segments(), ReadelfCodeSegments("/usr/bin/python3.11"));
 }
 
-TEST(KernelBuildIdTest, ReadFromSysKernelNotesWhenTheKernelHasOne) {
-  if (access("/sys/kernel/notes", R_OK) != 0) GTEST_SKIP() << "no /sys/kernel/notes";
-  std::string build_id = ReadKernelBuildId();
-  if (build_id.empty()) GTEST_SKIP() << "this kernel was built without a build id";
-  EXPECT_THAT(build_id, MatchesRegex("[0-9a-f]{40}|[0-9a-f]{32}|[0-9a-f]{64}"));
-  // The bytes are in the file after a "GNU" note name.
-  std::ifstream in("/sys/kernel/notes", std::ios::binary);
-  std::string notes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string bytes;
-  for (size_t i = 0; i < build_id.size(); i += 2) {
-    bytes.push_back(static_cast<char>(std::stoi(build_id.substr(i, 2), nullptr, 16)));
-  }
-  EXPECT_NE(notes.find(std::string("GNU\0", 4) + bytes), std::string::npos);
-  EXPECT_EQ(ReadKernelBuildId("/nonexistent/notes"), "");
-}
-
 }  // namespace
 }  // namespace pystrobe
