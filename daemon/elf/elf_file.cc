@@ -308,6 +308,16 @@ void ElfFile::VisitSymbols(size_t table, absl::Span<const uint8_t> strings,
   }
 }
 
+void ElfFile::VisitTable(size_t index, absl::FunctionRef<void(const ElfSymbolEntry&)> visit) const {
+  const ElfSection& strings = sections_[sections_[index].link];
+  absl::Span<const uint8_t> string_table(data_ + strings.offset, strings.size);
+  if (is_64bit_) {
+    VisitSymbols<Elf64>(index, string_table, visit);
+  } else {
+    VisitSymbols<Elf32>(index, string_table, visit);
+  }
+}
+
 absl::Status ElfFile::ForEachSymbol(absl::FunctionRef<void(const ElfSymbolEntry&)> visit) const {
   std::vector<size_t> tables;
   for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
@@ -317,15 +327,7 @@ absl::Status ElfFile::ForEachSymbol(absl::FunctionRef<void(const ElfSymbolEntry&
       tables.push_back(i);
     }
   }
-  for (size_t i : tables) {
-    const ElfSection& strings = sections_[sections_[i].link];
-    absl::Span<const uint8_t> string_table(data_ + strings.offset, strings.size);
-    if (is_64bit_) {
-      VisitSymbols<Elf64>(i, string_table, visit);
-    } else {
-      VisitSymbols<Elf32>(i, string_table, visit);
-    }
-  }
+  for (size_t i : tables) VisitTable(i, visit);
   return absl::OkStatus();
 }
 
@@ -333,22 +335,15 @@ absl::flat_hash_map<std::string, ElfSymbol> ElfFile::FindSymbols(
     absl::Span<const absl::string_view> names) const {
   absl::flat_hash_set<absl::string_view> wanted(names.begin(), names.end());
   absl::flat_hash_map<std::string, ElfSymbol> found;
-  // A table that cannot be read whole is skipped, as before: the symbols
-  // looked up here are found in one table or the other.
+  auto keep = [&](const ElfSymbolEntry& sym) {
+    if (sym.section == SHN_UNDEF || sym.value == 0 || !wanted.contains(sym.name)) return;
+    found.try_emplace(std::string(sym.name), ElfSymbol{sym.value, sym.size});
+  };
+  // A table that cannot be read whole is passed over, the others still
+  // read: the symbols looked up here are in one table or the other.
   for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
     for (size_t i = 0; i < sections_.size(); ++i) {
-      if (sections_[i].type != type || !CheckSymbolTable(i).ok()) continue;
-      const ElfSection& strings = sections_[sections_[i].link];
-      auto keep = [&](const ElfSymbolEntry& sym) {
-        if (sym.section == SHN_UNDEF || sym.value == 0 || !wanted.contains(sym.name)) return;
-        found.try_emplace(std::string(sym.name), ElfSymbol{sym.value, sym.size});
-      };
-      absl::Span<const uint8_t> string_table(data_ + strings.offset, strings.size);
-      if (is_64bit_) {
-        VisitSymbols<Elf64>(i, string_table, keep);
-      } else {
-        VisitSymbols<Elf32>(i, string_table, keep);
-      }
+      if (sections_[i].type == type && CheckSymbolTable(i).ok()) VisitTable(i, keep);
     }
   }
   return found;

@@ -104,7 +104,8 @@ class ElfFile {
   ElfFile& operator=(ElfFile&&) noexcept;
   ~ElfFile();
 
-  // Defined symbols among `names`, from .symtab and .dynsym (.symtab wins).
+  // Defined symbols among `names`, from .symtab and .dynsym (.symtab wins;
+  // a table ForEachSymbol would refuse is passed over).
   absl::flat_hash_map<std::string, ElfSymbol> FindSymbols(
       absl::Span<const absl::string_view> names) const;
 
@@ -163,6 +164,9 @@ class ElfFile {
   template <typename Class>
   void VisitSymbols(size_t table, absl::Span<const uint8_t> strings,
                     absl::FunctionRef<void(const ElfSymbolEntry&)> visit) const;
+  // Visits the entries of section `index`, a symbol table CheckSymbolTable
+  // found whole, with the structures of the file's class.
+  void VisitTable(size_t index, absl::FunctionRef<void(const ElfSymbolEntry&)> visit) const;
   // The error of a symbol table that cannot be read whole; OK when it can.
   absl::Status CheckSymbolTable(size_t index) const;
   // `count` objects of `item_size` bytes at `offset`, or an empty span when out of bounds.
