@@ -1,7 +1,5 @@
 #include "daemon/recording/native_unwind_tracker.h"
 
-#include <elf.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/elf/elf_file.h"
 
 namespace pystrobe {
 namespace {
@@ -86,14 +85,11 @@ NativeUnwindTracker::~NativeUnwindTracker() {
 std::string NativeUnwindTracker::VdsoPath() {
   // Every process's vDSO is the kernel's one image: ours, copied to a memfd.
   if (vdso_fd_ < 0) {
-    auto* image = reinterpret_cast<const uint8_t*>(getauxval(AT_SYSINFO_EHDR));
-    if (image == nullptr) return "";
-    Elf64_Ehdr eh;
-    std::memcpy(&eh, image, sizeof(eh));
-    size_t size = eh.e_shoff + size_t{eh.e_shnum} * eh.e_shentsize;
+    absl::Span<const uint8_t> image = VdsoImage();
+    if (image.empty()) return "";
     int fd = memfd_create("pystrobe-vdso", MFD_CLOEXEC);
     if (fd < 0) return "";
-    if (write(fd, image, size) != static_cast<ssize_t>(size)) {
+    if (write(fd, image.data(), image.size()) != static_cast<ssize_t>(image.size())) {
       close(fd);
       return "";
     }

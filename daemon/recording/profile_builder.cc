@@ -11,9 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bpf/pystrobe_abi.h"
+#include "daemon/elf/elf_file.h"
 #include "daemon/gpu/gpu_wait.h"
 #include "daemon/recording/recorder.h"
-#include "daemon/symbolizer/elf_identity.h"
 
 namespace pystrobe {
 namespace {

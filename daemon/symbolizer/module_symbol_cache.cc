@@ -72,7 +72,7 @@ std::shared_ptr<const ModuleSymbols> ModuleSymbolCache::LoadLocked(uint32_t pid,
     entry.stamp = {in_process.st_size, Nanoseconds(in_process.st_mtim),
                    Nanoseconds(in_process.st_ctim)};
     // When pystrobe sees the same file at the same path (no container), open
-    // it there: BCC looks .gnu_debuglink files up next to the path and under
+    // it there: .gnu_debuglink files are looked up next to the path and under
     // /usr/lib/debug/<directory>, which a /proc/PID/root path would miss.
     struct stat here;
     if (!mapping.deleted && stat(mapping.path.c_str(), &here) == 0 &&

@@ -2,7 +2,6 @@
 
 #include <cxxabi.h>
 #include <elf.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,20 +13,31 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/symbolizer/elf_identity.h"
-#include "daemon/symbolizer/proc_maps.h"
-
-// BCC's headers stay in this file: they pull in BCC's own copies of kernel and
-// libbpf declarations, which clash with libbpf's bpf/ headers used elsewhere.
-#include <bcc/bcc_elf.h>
-#include <bcc/bcc_syms.h>
+#include "daemon/elf/debug_file.h"
+#include "daemon/elf/elf_file.h"
 
 namespace pystrobe {
 namespace {
 
-// Symbols as BCC reports them, names appended to one pool: .symtab and .dynsym
-// (and the debug file) repeat most names, so the pool is rebuilt after
+// What is symbolized: functions, and the resolvers of indirect functions
+// (memcpy's ifunc), which perf names the same way.
+bool IsFunctionSymbol(const ElfSymbolEntry& symbol) {
+  return (symbol.type == STT_FUNC || symbol.type == STT_GNU_IFUNC) && symbol.value != 0 &&
+         !symbol.name.empty();
+}
+
+absl::Status ForEachFunctionSymbolIn(
+    const ElfFile& file,
+    absl::FunctionRef<void(absl::string_view name, uint64_t start, uint64_t size)> visit) {
+  return file.ForEachSymbol([&](const ElfSymbolEntry& symbol) {
+    if (IsFunctionSymbol(symbol)) visit(symbol.name, symbol.value, symbol.size);
+  });
+}
+
+// Symbols as the file lists them, names appended to one pool: .symtab and
+// .dynsym (and the debug file) repeat most names, so the pool is rebuilt after
 // deduplication.
 struct SymbolCollector {
   struct Raw {
@@ -41,30 +51,32 @@ struct SymbolCollector {
   std::vector<ModuleSymbols::Segment> segments;
   std::string build_id;
 
-  void Add(const char* name, uint64_t start, uint64_t size) {
-    if (start == 0 || name[0] == '\0') return;
+  // `name` is NUL-terminated at name.size() (ElfSymbolEntry::name).
+  void Add(absl::string_view name, uint64_t start, uint64_t size) {
+    // Symbols without a size (assembler labels) cover nothing.
+    if (size == 0) return;
     std::unique_ptr<char, decltype(&free)> demangled(nullptr, &free);
-    if (strncmp(name, "_Z", 2) == 0) {
-      demangled.reset(abi::__cxa_demangle(name, nullptr, nullptr, nullptr));
+    if (absl::StartsWith(name, "_Z")) {
+      demangled.reset(abi::__cxa_demangle(name.data(), nullptr, nullptr, nullptr));
       if (demangled != nullptr) name = demangled.get();
     }
-    size_t length = strlen(name);
-    if (names.size() + length + 1 > std::numeric_limits<uint32_t>::max()) return;
+    if (names.size() + name.size() + 1 > std::numeric_limits<uint32_t>::max()) return;
     symbols.push_back({start, std::min<uint64_t>(size, std::numeric_limits<uint32_t>::max()),
-                       static_cast<uint32_t>(names.size()), static_cast<uint32_t>(length)});
-    names.append(name, length + 1);
+                       static_cast<uint32_t>(names.size()), static_cast<uint32_t>(name.size())});
+    names.append(name.data(), name.size());
+    names.push_back('\0');
   }
 
-  static int AddSymbol(const char* name, uint64_t start, uint64_t size, void* self) {
-    static_cast<SymbolCollector*>(self)->Add(name, start, size);
-    return 0;
+  void TakeIdentity(const ElfFile& file) {
+    for (const ElfLoadSegment& segment : file.load_segments()) {
+      if (segment.executable) segments.push_back({segment.vaddr, segment.mem_size, segment.offset});
+    }
+    build_id = file.build_id();
   }
 
   // One entry per start address: the widest symbol, and among aliases of one
-  // size the shortest name ("qsort" rather than "__GI_qsort"). Symbols without
-  // a size (assembler labels) cover nothing and are dropped.
+  // size the shortest name ("qsort" rather than "__GI_qsort").
   std::shared_ptr<const ModuleSymbols> Build() {
-    std::erase_if(symbols, [](const Raw& s) { return s.size == 0; });
     std::sort(symbols.begin(), symbols.end(), [this](const Raw& a, const Raw& b) {
       if (a.start != b.start) return a.start < b.start;
       if (a.size != b.size) return a.size > b.size;
@@ -91,55 +103,49 @@ struct SymbolCollector {
   }
 };
 
-bcc_symbol_option SymbolOption() {
-  return {
-      .use_debug_file = 1,
-      .check_debug_file_crc = 1,
-      .lazy_symbolize = 0,
-      .use_symbol_type = (1 << STT_FUNC) | (1 << STT_GNU_IFUNC),
-  };
-}
-
-// The vDSO image as this process maps it (the same image in every process of
-// this kernel).
-absl::StatusOr<ElfIdentity> ReadVdsoIdentity() {
-  absl::StatusOr<std::vector<ExecutableMapping>> mappings =
-      ReadExecutableMappings(static_cast<uint32_t>(getpid()));
-  if (!mappings.ok()) return mappings.status();
-  for (const ExecutableMapping& mapping : *mappings) {
-    if (!mapping.is_vdso()) continue;
-    return ReadElfIdentityInMemory(reinterpret_cast<const void*>(mapping.start),
-                                   mapping.end - mapping.start);
-  }
-  return absl::NotFoundError("no vDSO mapped");
-}
+// 32-bit processes' libraries are named too: symbols need no 64-bit layout.
+constexpr ElfOpenOptions kAnyClass = {.allow_32bit = true};
 
 }  // namespace
 
+absl::Status ForEachFunctionSymbol(
+    const ElfFile& file,
+    absl::FunctionRef<void(absl::string_view name, uint64_t start, uint64_t size)> visit) {
+  // The debug file first, as the search finds it. Its tables are a bonus: one
+  // that cannot be read leaves the file's own.
+  const DebugFileSearch search = {.check_debuglink_crc = true};
+  if (std::optional<std::string> debug_path = FindDebugFile(file.name(), file, search)) {
+    if (absl::StatusOr<ElfFile> debug_file = ElfFile::Open(*debug_path, kAnyClass);
+        debug_file.ok()) {
+      ForEachFunctionSymbolIn(*debug_file, visit).IgnoreError();
+    }
+  }
+  return ForEachFunctionSymbolIn(file, visit);
+}
+
 absl::StatusOr<std::shared_ptr<const ModuleSymbols>> ModuleSymbols::Load(const std::string& path) {
+  absl::StatusOr<ElfFile> file = ElfFile::Open(path, kAnyClass);
+  if (!file.ok()) return absl::NotFoundError(file.status().message());
   SymbolCollector collector;
-  absl::StatusOr<ElfIdentity> identity = ReadElfIdentity(path);
-  if (!identity.ok()) {
-    return absl::NotFoundError(absl::StrCat("cannot read ELF program headers of ", path, ": ",
-                                            identity.status().message()));
-  }
-  collector.segments = std::move(identity->code_segments);
-  collector.build_id = std::move(identity->build_id);
-  bcc_symbol_option option = SymbolOption();
-  if (bcc_elf_foreach_sym(path.c_str(), &SymbolCollector::AddSymbol, &option, &collector) < 0) {
-    return absl::NotFoundError(absl::StrCat("cannot read ELF symbols of ", path));
-  }
+  collector.TakeIdentity(*file);
+  absl::Status status =
+      ForEachFunctionSymbol(*file, [&](absl::string_view name, uint64_t start, uint64_t size) {
+        collector.Add(name, start, size);
+      });
+  if (!status.ok()) return status;
   return collector.Build();
 }
 
 std::shared_ptr<const ModuleSymbols> ModuleSymbols::LoadVdso() {
   SymbolCollector collector;
-  bcc_elf_foreach_vdso_sym(&SymbolCollector::AddSymbol, &collector);
   // The vDSO is mapped whole from offset 0: its "file offset" is the address
   // minus the mapping's start, and its segments come from the image itself.
-  if (absl::StatusOr<ElfIdentity> identity = ReadVdsoIdentity(); identity.ok()) {
-    collector.segments = std::move(identity->code_segments);
-    collector.build_id = std::move(identity->build_id);
+  // It has no debug file.
+  if (absl::StatusOr<ElfFile> image = ElfFile::InMemory(VdsoImage(), "[vdso]"); image.ok()) {
+    collector.TakeIdentity(*image);
+    ForEachFunctionSymbolIn(*image, [&](absl::string_view name, uint64_t start, uint64_t size) {
+      collector.Add(name, start, size);
+    }).IgnoreError();
   }
   if (collector.segments.empty()) {
     // Linked at 0, as every x86-64 kernel links it.

@@ -8,11 +8,24 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/elf/elf_file.h"
 #include "daemon/symbolizer/native_symbolizer.h"
 
 namespace pystrobe {
+
+// Calls `visit` with every function symbol (STT_FUNC or STT_GNU_IFUNC, with
+// an address and a name, size 0 included) of the separate debug file of
+// `file`, if there is one, then of `file` itself: what ModuleSymbols keeps,
+// names as the file has them (mangled), before any deduplication. Fails
+// when `file`'s own symbol tables cannot be read; a debug file that cannot
+// be is passed over.
+absl::Status ForEachFunctionSymbol(
+    const ElfFile& file,
+    absl::FunctionRef<void(absl::string_view name, uint64_t start, uint64_t size)> visit);
 
 // The function symbols of one ELF file (an executable, a shared library or
 // the vDSO), read whole at load and immutable after, so one instance can be
@@ -20,9 +33,10 @@ namespace pystrobe {
 //
 // Symbols come from .symtab and .dynsym of the file and of its separate debug
 // file (found by build id under /usr/lib/debug/.build-id, or through
-// .gnu_debuglink next to the file or under /usr/lib/debug), via BCC's ELF
-// reader. C++ names are demangled once, here. Storage is one sorted array of
-// 24-byte entries and one pool of NUL-terminated names.
+// .gnu_debuglink next to the file or under /usr/lib/debug), read by
+// daemon/elf (ForEachFunctionSymbol below). C++ names are demangled once,
+// here. Storage is one sorted array of 24-byte entries and one pool of
+// NUL-terminated names.
 //
 // The file's GNU build id and executable segments are read with the symbols,
 // once per file, for profiles that say which file a frame's code came from.

@@ -59,12 +59,13 @@ class ProcessSymbols {
   virtual std::string Symbolize(uint64_t addr) = 0;
 
   // The name Symbolize gives, with the location of the code. Implementations
-  // that do not know locations (BCC's, fakes) give the name alone.
+  // that do not know locations (BCC's reference in the tests, fakes) give the
+  // name alone.
   virtual NativeFrameSymbol Resolve(uint64_t addr) { return {Symbolize(addr), std::nullopt}; }
 };
 
 // Makes ProcessSymbols; an interface so that code that consumes native names
-// can be tested with a fake, without processes or BCC.
+// can be tested with a fake, without processes.
 class NativeSymbolizer {
  public:
   virtual ~NativeSymbolizer() = default;

@@ -19,8 +19,9 @@ namespace pystrobe {
 // (dev, inode) once for all processes. A table is read whole when first
 // needed, while the process runs, so names resolve after it exits; after
 // that, a new process of a known binary costs only its maps: ~0.1 ms for
-// python3.11, where BccNativeSymbolizer rebuilds every table per process
-// (~4 ms, and ~2.5 MB per live process).
+// python3.11, where BCC's symbolizer (kept as the tests' reference,
+// tests/unit/symbolizer/bcc_native_symbolizer.h) rebuilds every table per
+// process (~4 ms, and ~2.5 MB per live process).
 //
 // Addresses become file offsets through the mapping, and ELF virtual
 // addresses through the executable PT_LOAD segment holding that offset, which
@@ -29,8 +30,9 @@ namespace pystrobe {
 // gives the mapped path, the file offset, and the file's build id and
 // segments, which are read with its symbols: once per file.
 //
-// Unlike BccNativeSymbolizer it does not read /tmp/perf-PID.map (JIT maps)
-// or MiniDebugInfo beyond what BCC's ELF reader does for a file.
+// It does not read /tmp/perf-PID.map (JIT maps: the recording layer does) or
+// MiniDebugInfo (.gnu_debugdata), which BCC's reader as Debian builds it
+// did not read either.
 //
 // Thread safety: the symbolizer and its cache may be used from several
 // threads; each ProcessSymbols from one thread at a time.

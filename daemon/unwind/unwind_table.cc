@@ -1,7 +1,6 @@
 #include "daemon/unwind/unwind_table.h"
 
 #include <elf.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <optional>
@@ -9,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "daemon/elf/debug_file.h"
 #include "daemon/elf/elf_file.h"
 #include "daemon/unwind/dwarf_cfi.h"
 
@@ -32,34 +32,11 @@ absl::Status ReadSection(const ElfFile& file, absl::string_view name, bool is_eh
   return absl::OkStatus();
 }
 
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// The separate debug file of `path`, by build id, then by debuglink.
-std::optional<std::string> FindDebugFile(const std::string& path, const ElfFile& file,
-                                         const UnwindTableOptions& options) {
-  const std::string& build_id = file.build_id();
-  if (build_id.size() > 2) {
-    for (const std::string& dir : options.debug_directories) {
-      std::string candidate = absl::StrCat(dir, "/.build-id/", build_id.substr(0, 2), "/",
-                                           build_id.substr(2), ".debug");
-      if (FileExists(candidate)) return candidate;
-    }
-  }
-  const std::string& debuglink = file.debuglink();
-  if (!debuglink.empty()) {
-    std::string dir = path.substr(0, path.rfind('/') + 1);
-    std::vector<std::string> candidates = {dir + debuglink, dir + ".debug/" + debuglink};
-    for (const std::string& debug_dir : options.debug_directories) {
-      candidates.push_back(absl::StrCat(debug_dir, dir, debuglink));
-    }
-    for (const std::string& candidate : candidates) {
-      if (candidate != path && FileExists(candidate)) return candidate;
-    }
-  }
-  return std::nullopt;
+// The separate debug file of `path`, by build id, then by debuglink: its
+// build id is checked when it is opened, so no CRC is computed here.
+std::optional<std::string> DebugFileOf(const std::string& path, const ElfFile& file,
+                                       const UnwindTableOptions& options) {
+  return FindDebugFile(path, file, DebugFileSearch{.directories = options.debug_directories});
 }
 
 // Functions are aligned to at most 16 bytes by GCC and Clang on x86-64.
@@ -137,7 +114,7 @@ bool HasCallFrameInformation(const std::string& path, const ElfFile& file,
     const ElfSection* section = file.FindSection(name);
     if (section != nullptr && section->size > 16) return true;
   }
-  return options.use_debug_frame && FindDebugFile(path, file, options).has_value();
+  return options.use_debug_frame && DebugFileOf(path, file, options).has_value();
 }
 
 const pystrobe_unwind_row* UnwindTable::Find(uint64_t address) const {
@@ -177,7 +154,7 @@ absl::StatusOr<UnwindTable> BuildUnwindTable(const std::string& path,
     status = ReadSection(*file, ".debug_frame", false, fdes, table, "");
     if (!status.ok()) return absl::DataLossError(absl::StrCat(path, ": ", status.message()));
     if (fdes.size() == eh_frame_fdes) {
-      if (std::optional<std::string> debug_path = FindDebugFile(path, *file, options)) {
+      if (std::optional<std::string> debug_path = DebugFileOf(path, *file, options)) {
         absl::StatusOr<ElfFile> debug_file = ElfFile::Open(*debug_path);
         // A debug file of another build would unwind with wrong rules.
         if (debug_file.ok() && (debug_file->build_id().empty() || table.build_id.empty() ||

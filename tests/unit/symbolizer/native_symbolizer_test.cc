@@ -26,10 +26,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "daemon/symbolizer/bcc_native_symbolizer.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/symbolizer/bcc_native_symbolizer.h"
 #include "tests/unit/symbolizer/symbolizer_target_process.h"
 
 namespace pystrobe {

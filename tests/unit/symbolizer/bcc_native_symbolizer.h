@@ -1,5 +1,8 @@
-#ifndef PYSTROBE_DAEMON_SYMBOLIZER_BCC_NATIVE_SYMBOLIZER_H_
-#define PYSTROBE_DAEMON_SYMBOLIZER_BCC_NATIVE_SYMBOLIZER_H_
+// BCC's symbolizer behind the NativeSymbolizer interface: a test-time
+// reference only, that native_symbolizer_test.cc holds the product's
+// SharedModuleSymbolizer to (same names, same promises). Not shipped.
+#ifndef PYSTROBE_TESTS_UNIT_SYMBOLIZER_BCC_NATIVE_SYMBOLIZER_H_
+#define PYSTROBE_TESTS_UNIT_SYMBOLIZER_BCC_NATIVE_SYMBOLIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -57,4 +60,4 @@ class BccNativeSymbolizer final : public NativeSymbolizer {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_SYMBOLIZER_BCC_NATIVE_SYMBOLIZER_H_
+#endif  // PYSTROBE_TESTS_UNIT_SYMBOLIZER_BCC_NATIVE_SYMBOLIZER_H_

@@ -1,4 +1,4 @@
-#include "daemon/symbolizer/bcc_native_symbolizer.h"
+#include "tests/unit/symbolizer/bcc_native_symbolizer.h"
 
 #include <cxxabi.h>
 #include <elf.h>
