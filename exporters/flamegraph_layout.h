@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile_writer.h"
 
 namespace pystrobe {

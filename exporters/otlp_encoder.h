@@ -34,7 +34,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile_writer.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 

@@ -36,7 +36,7 @@
 #include "absl/time/time.h"
 #include "exporters/http_client.h"
 #include "exporters/otlp_encoder.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/push_queue.h"
 
 namespace pystrobe {

@@ -16,7 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "exporters/frame_names.h"
+#include "model/frame_names.h"
 
 namespace pystrobe {
 namespace {

@@ -41,7 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile.pb.h"
 #include "exporters/profile_writer.h"
 

@@ -46,7 +46,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "exporters/http_client.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/push_queue.h"
 
 namespace pystrobe {

@@ -11,7 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "exporters/frame_names.h"
+#include "model/frame_names.h"
 #include "exporters/json_string.h"
 
 namespace pystrobe {

@@ -24,7 +24,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile_writer.h"
 
 namespace pystrobe {

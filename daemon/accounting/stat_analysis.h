@@ -9,7 +9,7 @@
 
 #include "daemon/accounting/sample_tally.h"
 #include "daemon/accounting/stat_report.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

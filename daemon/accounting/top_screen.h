@@ -12,7 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "daemon/accounting/process_counters.h"
 #include "daemon/gpu/gpu_figures.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/cli/record_options.h"
 #include "daemon/control/control_protocol.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile_writer.h"
 
 namespace pystrobe {

@@ -37,7 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/flags/record_flags.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "daemon/recording/process_table.h"
 #include "daemon/symbolizer/perf_map.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -11,7 +11,7 @@
 
 #include "daemon/recording/process_table.h"
 #include "daemon/recording/stack_aggregator.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

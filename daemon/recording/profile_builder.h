@@ -16,7 +16,7 @@
 #include "daemon/recording/process_table.h"
 #include "daemon/recording/stack_aggregator.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -16,7 +16,7 @@
 #include "daemon/recording/stack_aggregator.h"
 #include "daemon/recording/time_weighting.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

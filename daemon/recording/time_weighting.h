@@ -6,7 +6,7 @@
 
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/stack_aggregator.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "daemon/reports/flat_report.h"
 #include "daemon/reports/recording_reader.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

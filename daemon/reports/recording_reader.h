@@ -13,7 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -11,7 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "daemon/containers/cgroup_resolver.h"
 #include "daemon/containers/container_id.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -23,7 +23,7 @@
 #include "daemon/recording/recorder.h"
 #include "daemon/recording/recording_profile.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

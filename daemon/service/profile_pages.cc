@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "daemon/reports/html_report.h"
 #include "daemon/reports/recording_reader.h"
-#include "exporters/frame_names.h"
+#include "model/frame_names.h"
 
 namespace pystrobe {
 namespace {

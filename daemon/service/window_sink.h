@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

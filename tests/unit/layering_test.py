@@ -13,40 +13,46 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # folder -> the project folders its files may include (besides itself).
 ALLOWED = {
+    # The bottom: what includes nothing of ours.
     "bpf": set(),
     "bpf/asm": set(),
     "preload": set(),  # the library record preloads into a command: nothing of ours
-    "exporters": set(),
+    "model": set(),  # the Profile and frame names: what every layer above speaks
     "config": set(),
     "daemon/containers": set(),
-    "daemon/elf": set(),
-    "daemon/python": {"bpf", "daemon/elf"},
-    "daemon/unwind": {"bpf", "daemon/elf"},
-    "daemon/symbolizer": {"daemon/elf"},
+    "daemon/elf": set(),  # the one ELF reader
     "daemon/gpu": set(),
     # Command-line flags: the flag table facility and record's options, low
     # enough that cli (the parser, --help) and control (the record request's
     # codec) read one table.
     "daemon/flags": set(),
-    "daemon/control": {"exporters", "daemon/flags"},
+    # Writers and pushers of profiles.
+    "exporters": {"model"},
+    # Reading processes and binaries.
+    "daemon/python": {"bpf", "daemon/elf"},
+    "daemon/unwind": {"bpf", "daemon/elf"},
+    "daemon/symbolizer": {"daemon/elf"},
+    "daemon/control": {"model", "daemon/flags"},
     "daemon/loader": {"bpf", "daemon/unwind"},
     # The one decoder of the ring buffer's records (a code copy parsed by python).
     "daemon/records": {"bpf", "daemon/python"},
-    "daemon/recording": {"bpf", "exporters", "daemon/loader", "daemon/records", "daemon/elf",
-                         "daemon/python",
-                         "daemon/unwind", "daemon/symbolizer", "daemon/containers", "daemon/gpu"},
-    "daemon/accounting": {"bpf", "exporters", "daemon/loader", "daemon/records", "daemon/gpu"},
-    "daemon/service": {"bpf", "exporters", "config", "daemon/loader", "daemon/records",
-                       "daemon/recording",
-                       "daemon/unwind",
-                       "daemon/accounting", "daemon/control", "daemon/python",
-                       "daemon/symbolizer", "daemon/containers", "daemon/gpu",
-                       "daemon/reports"},  # the HTML pages of recent windows
-    "daemon/reports": {"exporters"},
-    "daemon/cli": {"bpf", "exporters", "config", "daemon/flags", "daemon/loader", "daemon/recording",
-                   "daemon/unwind", "daemon/elf",
-                   "daemon/accounting", "daemon/control", "daemon/python", "daemon/symbolizer",
-                   "daemon/containers", "daemon/service", "daemon/reports", "daemon/gpu"},
+    # Records to profiles, and records to counters.
+    "daemon/recording": {"bpf", "model", "daemon/loader", "daemon/records", "daemon/elf",
+                         "daemon/python", "daemon/unwind", "daemon/symbolizer",
+                         "daemon/containers", "daemon/gpu"},
+    "daemon/accounting": {"bpf", "model", "exporters", "daemon/loader", "daemon/records",
+                          "daemon/gpu"},
+    "daemon/reports": {"model", "exporters"},
+    # The daemon: its loop, windows, metrics, pages (reports), the control server.
+    "daemon/service": {"bpf", "model", "exporters", "config", "daemon/loader", "daemon/records",
+                       "daemon/recording", "daemon/unwind", "daemon/accounting",
+                       "daemon/control", "daemon/python", "daemon/symbolizer",
+                       "daemon/containers", "daemon/gpu", "daemon/reports"},
+    # The commands: parse, call, print.
+    "daemon/cli": {"bpf", "model", "exporters", "config", "daemon/flags", "daemon/loader",
+                   "daemon/recording", "daemon/unwind", "daemon/elf", "daemon/accounting",
+                   "daemon/control", "daemon/python", "daemon/symbolizer", "daemon/containers",
+                   "daemon/service", "daemon/reports", "daemon/gpu"},
     "daemon": {"daemon/cli"},  # main.cc
 }
 
@@ -61,7 +67,7 @@ def folder_of(path):
 
 class LayeringTest(unittest.TestCase):
     def test_every_source_folder_is_a_known_layer(self):
-        for folder in ["daemon", "bpf", "exporters", "config", "preload"]:
+        for folder in ["daemon", "bpf", "model", "exporters", "config", "preload"]:
             for path in (ROOT / folder).rglob("*"):
                 if path.suffix in (".cc", ".h", ".c"):
                     rel = path.relative_to(ROOT).as_posix()

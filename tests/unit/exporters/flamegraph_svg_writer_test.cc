@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "gtest/gtest.h"
 
 namespace pystrobe {

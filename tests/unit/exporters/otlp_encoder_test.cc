@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

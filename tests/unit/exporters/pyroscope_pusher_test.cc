@@ -27,7 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "exporters/http_client.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

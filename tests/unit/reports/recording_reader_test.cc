@@ -10,7 +10,7 @@
 
 #include "daemon/reports/flat_report.h"
 #include "exporters/pprof_writer.h"
-#include "exporters/profile.h"
+#include "model/profile.h"
 #include "exporters/profile_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

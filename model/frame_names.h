@@ -1,8 +1,8 @@
 // Reads back the parts of the frame names ProfileBuilder writes, for formats
 // that keep them apart (pprof's functions, files, lines and labels;
 // speedscope's file and line).
-#ifndef PYSTROBE_EXPORTERS_FRAME_NAMES_H_
-#define PYSTROBE_EXPORTERS_FRAME_NAMES_H_
+#ifndef PYSTROBE_MODEL_FRAME_NAMES_H_
+#define PYSTROBE_MODEL_FRAME_NAMES_H_
 
 #include <cstdint>
 #include <optional>
@@ -44,4 +44,4 @@ std::string_view KernelFunctionName(std::string_view name);
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_EXPORTERS_FRAME_NAMES_H_
+#endif  // PYSTROBE_MODEL_FRAME_NAMES_H_

@@ -1,4 +1,4 @@
-#include "exporters/frame_names.h"
+#include "model/frame_names.h"
 
 #include <charconv>
 #include <string_view>

@@ -1,17 +1,12 @@
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 #include <memory>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "exporters/profile_writer.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace pystrobe {
 namespace {
-
-using ::testing::HasSubstr;
 
 std::vector<Frame> Stack(std::vector<std::string> names) {
   std::vector<Frame> frames;
@@ -56,33 +51,6 @@ TEST(ProfileTest, StacksStayInTheOrderFirstAdded) {
   ASSERT_EQ(profile.stacks().size(), 2u);
   EXPECT_EQ(profile.stacks()[0].frames[0].name, "z");
   EXPECT_EQ(profile.stacks()[1].frames[0].name, "a");
-}
-
-TEST(MakeProfileWriterTest, MakesFoldedWriter) {
-  auto writer = MakeProfileWriter("folded");
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  EXPECT_EQ((*writer)->extension(), "folded");
-}
-
-TEST(MakeProfileWriterTest, MakesSvgWriter) {
-  auto writer = MakeProfileWriter("svg");
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  EXPECT_EQ((*writer)->extension(), "svg");
-}
-
-TEST(MakeProfileWriterTest, RejectsUnknownFormatNamingItAndTheAcceptedOnes) {
-  auto writer = MakeProfileWriter("png");
-  ASSERT_FALSE(writer.ok());
-  EXPECT_EQ(writer.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(writer.status().message(), HasSubstr("\"png\""));
-  for (const char* accepted : {"folded", "svg", "pprof", "speedscope"}) {
-    EXPECT_THAT(writer.status().message(), HasSubstr(accepted));
-  }
-}
-
-TEST(MakeProfileWriterTest, FormatNamesAreCaseSensitive) {
-  EXPECT_EQ(MakeProfileWriter("SVG").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MakeProfileWriter("").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "exporters/profile.h"
+#include "model/profile.h"
 
 #include <utility>
 

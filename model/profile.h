@@ -1,6 +1,6 @@
 // A symbolized profile: what every exporter turns into a file.
-#ifndef PYSTROBE_EXPORTERS_PROFILE_H_
-#define PYSTROBE_EXPORTERS_PROFILE_H_
+#ifndef PYSTROBE_MODEL_PROFILE_H_
+#define PYSTROBE_MODEL_PROFILE_H_
 
 #include <cstdint>
 #include <memory>
@@ -132,4 +132,4 @@ class Profile {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_EXPORTERS_PROFILE_H_
+#endif  // PYSTROBE_MODEL_PROFILE_H_
