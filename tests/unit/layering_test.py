@@ -17,28 +17,32 @@ ALLOWED = {
     "bpf/asm": set(),
     "preload": set(),  # the library record preloads into a command: nothing of ours
     "exporters": set(),
-    "config": set(),
-    "daemon/containers": set(),
-    "daemon/elf": set(),
-    "daemon/python": {"bpf", "daemon/elf"},
+    "daemon/procfs": set(),  # /proc, read in one place
+    "config": {"daemon/procfs"},  # its bounded file reader
+    "daemon/containers": {"daemon/procfs"},
+    "daemon/elf": {"daemon/procfs"},
+    "daemon/python": {"bpf", "daemon/elf", "daemon/procfs"},
     "daemon/unwind": {"bpf", "daemon/elf"},
-    "daemon/symbolizer": {"daemon/elf"},
+    "daemon/symbolizer": {"daemon/elf", "daemon/procfs"},
     "daemon/gpu": set(),
     "daemon/control": {"exporters"},
     "daemon/loader": {"bpf", "daemon/unwind"},
-    "daemon/recording": {"bpf", "exporters", "daemon/loader", "daemon/elf", "daemon/python",
+    "daemon/recording": {"bpf", "exporters", "daemon/loader", "daemon/elf", "daemon/procfs",
+                         "daemon/python",
                          "daemon/unwind", "daemon/symbolizer", "daemon/containers", "daemon/gpu"},
-    "daemon/accounting": {"bpf", "exporters", "daemon/loader", "daemon/gpu"},
+    "daemon/accounting": {"bpf", "exporters", "daemon/loader", "daemon/gpu", "daemon/procfs"},
     "daemon/service": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
                        "daemon/unwind",
                        "daemon/accounting", "daemon/control", "daemon/python",
                        "daemon/symbolizer", "daemon/containers", "daemon/gpu",
-                       "daemon/reports"},  # the HTML pages of recent windows
+                       "daemon/reports",  # the HTML pages of recent windows
+                       "daemon/procfs"},
     "daemon/reports": {"exporters"},
     "daemon/cli": {"bpf", "exporters", "config", "daemon/loader", "daemon/recording",
                    "daemon/unwind", "daemon/elf",
                    "daemon/accounting", "daemon/control", "daemon/python", "daemon/symbolizer",
-                   "daemon/containers", "daemon/service", "daemon/reports", "daemon/gpu"},
+                   "daemon/containers", "daemon/service", "daemon/reports", "daemon/gpu",
+                   "daemon/procfs"},
     "daemon": {"daemon/cli"},  # main.cc
 }
 
