@@ -22,7 +22,7 @@ struct ProcessContainerInfo {
   std::string cgroup_path;
   ContainerInfo container;  // from the v2 path, else from the v1 lines
   PidNamespaceInfo pid_namespace;
-  std::string root;  // procfs::RootPath(pid, ""): read the process's binaries through it
+  std::string root;  // PROC_ROOT/PID/root, no trailing slash: read its binaries through it
 };
 
 // Reads PROC_ROOT/PID/cgroup, /status and /ns/pid. NotFound when the process is

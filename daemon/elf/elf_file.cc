@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/procfs/paths.h"
 
 namespace pystrobe {
 namespace {
@@ -267,7 +268,7 @@ std::vector<uint8_t> ElfFile::SectionBytes(const ElfSection* section) const {
 }
 
 std::string PathOfMappedFile(int pid, absl::string_view path) {
-  std::string in_root = absl::StrCat("/proc/", pid, "/root", path);
+  std::string in_root = procfs::RootPath(pid, path);
   if (access(in_root.c_str(), F_OK) == 0 || access(std::string(path).c_str(), F_OK) != 0) {
     return in_root;
   }
