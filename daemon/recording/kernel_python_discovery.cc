@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/procfs/paths.h"
 #include "daemon/symbolizer/proc_maps.h"
 
 namespace pystrobe {
@@ -35,7 +36,7 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::Discover(u
 
 void KernelPythonDiscovery::AttachFinalizeProbe(uint32_t pid,
                                                 const PythonInterpreter& interpreter) {
-  std::string binary = absl::StrCat("/proc/", pid, "/root", interpreter.binary_path);
+  std::string binary = procfs::RootPath(pid, interpreter.binary_path);
   absl::Status status = sampler_->AttachPythonFinalizeProbe(binary);
   if (!status.ok() && warned_.insert(absl::StrCat("finalize ", interpreter.binary_path)).second) {
     fprintf(stderr,
