@@ -36,6 +36,18 @@ absl::StatusOr<std::string> ReadLink(const std::string& path) {
   return std::string(target, static_cast<size_t>(n));
 }
 
+std::vector<uint32_t> ReadPids() {
+  std::vector<uint32_t> pids;
+  DIR* dir = opendir(std::string(kRoot).c_str());
+  if (dir == nullptr) return pids;
+  while (const dirent* entry = readdir(dir)) {
+    uint32_t pid = 0;
+    if (absl::SimpleAtoi(entry->d_name, &pid) && pid > 0) pids.push_back(pid);  // not "self"
+  }
+  closedir(dir);
+  return pids;
+}
+
 std::vector<int32_t> ReadTaskIds(const absl::AlphaNum& pid) {
   std::vector<int32_t> tids;
   DIR* dir = opendir(PidPath(pid, "task").c_str());

@@ -27,6 +27,9 @@ std::optional<absl::string_view> StatusField(absl::string_view status, absl::str
 // NotFound when the process is gone; a kernel thread's exe is NotFound too.
 absl::StatusOr<std::string> ReadLink(const std::string& path);
 
+// The pids of the processes alive now, from the names in /proc.
+std::vector<uint32_t> ReadPids();
+
 // The ids of the process's threads, from the names in PidPath(pid, "task");
 // empty when the process is gone.
 std::vector<int32_t> ReadTaskIds(const absl::AlphaNum& pid);

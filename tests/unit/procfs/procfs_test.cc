@@ -198,6 +198,10 @@ TEST(StatusFieldTest, FindsNamedLinesOnly) {
   EXPECT_EQ(StatusField(kStatus, "Tgid"), std::nullopt);
 }
 
+TEST(PidsTest, ThisProcessIsAmongThePids) {
+  EXPECT_THAT(ReadPids(), Contains(static_cast<uint32_t>(getpid())));
+}
+
 TEST(TaskIdsTest, ThisProcessHasItsMainThread) {
   EXPECT_THAT(ReadTaskIds(getpid()), Contains(getpid()));
   EXPECT_TRUE(ReadTaskIds(ExitedChild()).empty());
