@@ -25,8 +25,8 @@ struct ReadOptions {
 };
 
 // The whole of a small file (a /proc file, a configuration file, a secret),
-// read with plain read(2): /proc files report size 0, and have to be read to
-// their end in one open to be consistent.
+// read with plain read(2) to its end: /proc files report size 0, so their
+// size says nothing, and no stream buffer copies the text twice.
 //
 // Errors name the path, "cannot read PATH: <strerror>": NotFound for ENOENT
 // and ESRCH (a process that exited before or during the read: a normal case

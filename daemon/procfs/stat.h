@@ -24,7 +24,8 @@ class StatLine {
   // Field 3, the state letter (R, S, D, Z...); '?' when absent or not a letter.
   char state() const;
   // Field `number` as proc(5) numbers them (14 utime, 22 starttime...), from
-  // 3 on; null when the line is shorter or the field is not a number.
+  // 3 on; null when the line is shorter or the field is not a count (a
+  // negative one such as tpgid's -1 included).
   std::optional<uint64_t> Number(int number) const;
   // How many fields the line has, counting pid and comm.
   int field_count() const { return static_cast<int>(after_comm_.size()) + 2; }
