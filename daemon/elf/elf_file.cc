@@ -16,7 +16,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/procfs/paths.h"
 
 namespace pystrobe {
 namespace {
@@ -265,14 +264,6 @@ std::vector<uint8_t> ElfFile::SectionBytes(const ElfSection* section) const {
     return {};
   }
   return out;
-}
-
-std::string PathOfMappedFile(int pid, absl::string_view path) {
-  std::string in_root = procfs::RootPath(pid, path);
-  if (access(in_root.c_str(), F_OK) == 0 || access(std::string(path).c_str(), F_OK) != 0) {
-    return in_root;
-  }
-  return std::string(path);
 }
 
 }  // namespace pystrobe

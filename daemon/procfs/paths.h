@@ -29,6 +29,13 @@ std::string TaskPath(const absl::AlphaNum& pid, const absl::AlphaNum& tid, absl:
 std::string RootPath(const absl::AlphaNum& pid, absl::string_view path,
                      absl::string_view root = kRoot);
 
+// The path under which this process can open the file that process `pid`
+// maps at `path`, as its maps file names it: through the process's root (a
+// container's mount namespace has files of its own at the path), or the name
+// itself where that finds nothing, since maps names files from the reader's
+// root: a chrooted process's files already carry the chroot.
+std::string MappedFilePath(const absl::AlphaNum& pid, absl::string_view path);
+
 // "ROOT/PID/map_files/START-END": the file of one mapping, even one deleted or
 // replaced on disk since.
 std::string MapFilesPath(const absl::AlphaNum& pid, uint64_t start, uint64_t end,

@@ -64,7 +64,7 @@ bool IsCandidate(absl::string_view path, absl::string_view exe) {
 // Opens the binary as the target sees it: through its root (containers), then
 // through map_files (deleted or replaced files).
 absl::StatusOr<ElfFile> OpenTargetBinary(pid_t pid, const MemoryMapping& mapping) {
-  absl::StatusOr<ElfFile> file = ElfFile::Open(PathOfMappedFile(pid, mapping.path));
+  absl::StatusOr<ElfFile> file = ElfFile::Open(procfs::MappedFilePath(pid, mapping.path));
   if (file.ok()) return file;
   absl::StatusOr<ElfFile> mapped =
       ElfFile::Open(procfs::MapFilesPath(pid, mapping.start, mapping.end));

@@ -47,7 +47,7 @@ void KernelPythonDiscovery::AttachFinalizeProbe(uint32_t pid,
 
 void KernelPythonDiscovery::AttachGcProbes(uint32_t pid, const PythonInterpreter& interpreter) {
   // Through the process's root: the path is as its mount namespace sees it.
-  std::string binary = PathOfMappedFile(static_cast<int>(pid), interpreter.binary_path);
+  std::string binary = procfs::MappedFilePath(pid, interpreter.binary_path);
   if (!sampler_->AttachPythonGcProbes(binary).ok()) return;  // no probes: gc_measured false
   if (gc_measured_.size() >= gc_measured_sweep_at_) {
     absl::erase_if(gc_measured_, [](uint32_t old) {

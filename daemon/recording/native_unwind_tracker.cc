@@ -94,7 +94,7 @@ uint32_t NativeUnwindTracker::TableFor(uint32_t pid, const ExecutableRegion& reg
     path = procfs::RootPath(pid, region.path, proc_);
     // /proc/PID/maps names files from the reader's root: a chrooted
     // process's already carry the chroot's folder.
-    if (proc_ == procfs::kRoot) path = PathOfMappedFile(pid, region.path);
+    if (proc_ == procfs::kRoot) path = procfs::MappedFilePath(pid, region.path);
   }
   if (path.empty()) return PYSTROBE_UNWIND_TABLE_NONE;
   absl::StatusOr<UnwindTableCache::Handle> handle = cache_.Acquire(path);

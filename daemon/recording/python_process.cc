@@ -194,7 +194,7 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t 
   // The eval loop, for putting Python frames where its native frames are.
   std::vector<std::pair<uint64_t, uint64_t>> eval_ranges;
   absl::StatusOr<ElfFile> binary =
-      ElfFile::Open(PathOfMappedFile(static_cast<int>(pid), interpreter->binary_path));
+      ElfFile::Open(procfs::MappedFilePath(pid, interpreter->binary_path));
   if (binary.ok()) {
     for (auto [start, end] : EvalLoopRangeCache::Shared().For(*binary)) {
       eval_ranges.emplace_back(start + interpreter->load_bias, end + interpreter->load_bias);

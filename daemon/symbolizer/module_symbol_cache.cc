@@ -26,7 +26,7 @@ std::string PathInProcess(uint32_t pid, const ExecutableMapping& mapping) {
   if (mapping.deleted) {
     return procfs::MapFilesPath(pid, mapping.start, mapping.end);
   }
-  return PathOfMappedFile(static_cast<int>(pid), mapping.path);
+  return procfs::MappedFilePath(pid, mapping.path);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ ALLOWED = {
     "daemon/procfs": set(),  # /proc, read in one place
     "config": {"daemon/procfs"},  # its bounded file reader
     "daemon/containers": {"daemon/procfs"},
-    "daemon/elf": {"daemon/procfs"},
+    "daemon/elf": set(),
     "daemon/python": {"bpf", "daemon/elf", "daemon/procfs"},
     "daemon/unwind": {"bpf", "daemon/elf"},
     "daemon/symbolizer": {"daemon/elf", "daemon/procfs"},

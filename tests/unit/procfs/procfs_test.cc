@@ -65,6 +65,18 @@ TEST(PathsTest, NameTheFilesOfAProcessAThreadAndItsRoot) {
   EXPECT_EQ(SelfFdPath(3), "/proc/self/fd/3");
 }
 
+TEST(PathsTest, AMappedFileIsOpenedThroughTheProcessRootWhereItIsThere) {
+  // Our own root is "/": the file is found through it.
+  EXPECT_EQ(MappedFilePath(getpid(), "/proc/self/status"),
+            absl::StrCat("/proc/", getpid(), "/root/proc/self/status"));
+  // A name that is nowhere stays through the root, where the process sees it.
+  EXPECT_EQ(MappedFilePath(getpid(), "/nonexistent/lib.so"),
+            absl::StrCat("/proc/", getpid(), "/root/nonexistent/lib.so"));
+  // A process that is gone has no root: a file that is here is named as it is
+  // (maps of a chrooted process already carry the chroot's folder).
+  EXPECT_EQ(MappedFilePath(ExitedChild(), "/proc/self/status"), "/proc/self/status");
+}
+
 TEST(ReadSmallFileTest, ReadsThisProcessStatusToTheEnd) {
   absl::StatusOr<std::string> status = ReadSmallFile(PidPath(getpid(), "status"));
   ASSERT_TRUE(status.ok()) << status.status();
