@@ -4,6 +4,7 @@
  * libbpf-tools' core_fixes.bpf.h: every other file calls these instead of
  * reading what differs. pystrobe needs Linux 5.15 or later (bpf_task_pt_regs,
  * task storage, ring buffers, BTF); each shim says which kernel changed what.
+ * The knobs that the loader sets from the kernel's BTF live in compat.bpf.c.
  */
 #ifndef PYSTROBE_BPF_COMPAT_BPF_H_
 #define PYSTROBE_BPF_COMPAT_BPF_H_
@@ -29,7 +30,7 @@
  * btf_trace_sched_switch) before load; when zero the verifier prunes the read
  * of args[3], which a 5.15 kernel refuses to attach.
  */
-const volatile __u8 sched_switch_has_prev_state __weak = 1;
+extern const volatile __u8 sched_switch_has_prev_state;
 
 static __always_inline unsigned int
 compat_sched_switch_prev_state(struct bpf_raw_tracepoint_args *ctx)
@@ -148,7 +149,7 @@ static __always_inline void compat_mm_rss_pages(struct mm_struct *mm, long pages
  * only, and a task cannot be found by pid from BPF: there no victim is
  * marked. The loader sets this from btf_trace_mark_victim's first parameter.
  */
-const volatile __u8 mark_victim_has_task __weak = 1;
+extern const volatile __u8 mark_victim_has_task;
 
 static __always_inline struct task_struct *
 compat_mark_victim_task(struct bpf_raw_tracepoint_args *ctx)

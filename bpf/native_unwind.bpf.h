@@ -11,6 +11,9 @@
  * index entry pair, a few rows (a page of 4 KiB holds a few dozen), and one
  * read of the target's stack for the return address (two when rbp was
  * saved).
+ *
+ * The walk is inlined into each program that takes a sample; the tables it
+ * reads, and its knobs, are in unwind_tables.bpf.h.
  */
 #ifndef PYSTROBE_BPF_NATIVE_UNWIND_BPF_H_
 #define PYSTROBE_BPF_NATIVE_UNWIND_BPF_H_
@@ -23,80 +26,7 @@
 #include "compat.bpf.h"
 #include "pystrobe_abi.h"
 #include "sampler_output.bpf.h"
-
-/* Set by the loader (--native with unwind tables): processes in
- * unwind_processes are walked with tables. */
-const volatile __u8 native_unwinding = 0;
-/* Set by the loader when every process is walked with tables (record
- * --native), not only CPython ones: a process not read yet then gets its pc
- * and one [unknown], as a CPython process always does, never a
- * frame-pointer guess. */
-const volatile __u8 native_unwinding_all = 0;
-
-/*
- * Packed rows of every table, 64 to a value (pystrobe_unwind_row_block).
- * Key: block index. Sized by the loader (daemon/loader/unwind_maps.h) before
- * load from the table budget (record --native-table-mib): 32 MiB by default,
- * 8M rows, which holds a torch process's busy binaries (libtorch_cpu: 1.3M).
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct pystrobe_unwind_row_block);
-} unwind_rows SEC(".maps");
-
-/* Page index entries of every table (see PYSTROBE_UNWIND_PAGE_SHIFT).
- * Key: entry index. Value: row index within its table. Sized by the loader. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} unwind_pages SEC(".maps");
-
-/* The rules every table's rows name (pystrobe_unwind_rule). Key: rule
- * index (a packed row's `rule`). Written by userspace as tables bring new
- * rules; never shrinks (a few thousand on a whole system). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, PYSTROBE_UNWIND_MAX_RULES);
-	__type(key, __u32);
-	__type(value, struct pystrobe_unwind_rule);
-} unwind_rules SEC(".maps");
-
-/* Where each table lies in unwind_rows and unwind_pages, and whether it is
- * there. Key: table id (UnwindTableCache's). Value: struct
- * pystrobe_unwind_table; the kernel writes only its used_ns. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__type(value, struct pystrobe_unwind_table);
-} unwind_tables SEC(".maps");
-
-/* Tables a walk needed and found absent. Key: table id. Value: the
- * bpf_ktime_get_ns() of the first such walk. Userspace takes the keys when
- * a sample carries PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED and loads those
- * tables; a full map only delays a table until a key is taken. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, __u64);
-} unwind_wanted SEC(".maps");
-
-/* The executable mappings of each process walked with tables. Key: tgid.
- * Value: struct pystrobe_unwind_process (16 KiB), written whole by
- * userspace on the process's first sample, exec and after a stale hit;
- * deleted at exit. Allocated on use. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__type(value, struct pystrobe_unwind_process);
-} unwind_processes SEC(".maps");
+#include "unwind_tables.bpf.h"
 
 /* Steps of a binary search: 2^10 > PYSTROBE_UNWIND_MAX_MAPPINGS, and a
  * page's rows are far fewer than 2^12. */

@@ -9,8 +9,8 @@
  *                            it left is split into time blocked (for its
  *                            reason) and time runnable in the run queue
  *
- * The clock lives in the caller's per-thread state; accounting.bpf.c adds
- * the interval to counters, and an off-CPU sampler can charge the same
+ * The clock lives in the caller's per-thread state; accounting_offcpu.bpf.c
+ * adds the interval to counters, and an off-CPU sampler can charge the same
  * interval to the stack taken at switch-out, in the same handler.
  */
 #ifndef PYSTROBE_BPF_OFFCPU_BPF_H_

@@ -21,6 +21,9 @@
  * process that makes new code without end cannot fill the ring buffer; a
  * copy the budget puts off is counted (PYSTROBE_COUNT_PYTHON_CODES_DEFERRED)
  * and tried again at the object's next sample.
+ *
+ * Inlined into each program that takes a sample; the maps are declared here
+ * and defined once, in python_code_copy.bpf.c.
  */
 #ifndef PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
 #define PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
@@ -64,12 +67,13 @@ struct python_code_key {
 	__u64 code;
 };
 
-struct {
+struct python_codes_sent_map {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct python_code_key);
 	__type(value, __u8);
-} python_codes_sent SEC(".maps");
+};
+extern struct python_codes_sent_map python_codes_sent SEC(".maps");
 
 /* The token bucket that bounds copies, per CPU: `tokens` copies may be sent
  * now; one more is earned every PYTHON_NS_PER_CODE_COPY after refilled_ns.
@@ -79,12 +83,13 @@ struct python_code_budget {
 	__u64 tokens;
 };
 
-struct {
+struct python_code_budget_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct python_code_budget);
-} python_code_budget SEC(".maps");
+};
+extern struct python_code_budget_map python_code_budget SEC(".maps");
 
 /* Takes one copy's token from this CPU's bucket at time `now_ns`; false
  * when it is empty. */
@@ -125,12 +130,13 @@ struct python_sent_cache {
 	struct python_code_key keys[PYTHON_SENT_CACHE_SLOTS];
 };
 
-struct {
+struct python_codes_sent_cache_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct python_sent_cache);
-} python_codes_sent_cache SEC(".maps");
+};
+extern struct python_codes_sent_cache_map python_codes_sent_cache SEC(".maps");
 
 /* The cache slot of `key`, or null when the cache cannot be had. */
 static __always_inline struct python_code_key *sent_cache_slot(const struct python_code_key *key)
@@ -146,12 +152,13 @@ static __always_inline struct python_code_key *sent_cache_slot(const struct pyth
 }
 
 /* The event being built, per CPU: too big for the BPF stack. */
-struct {
+struct python_code_scratch_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct pystrobe_python_code_event);
-} python_code_scratch SEC(".maps");
+};
+extern struct python_code_scratch_map python_code_scratch SEC(".maps");
 
 /* A field of a region copied at `at` in event->data (8-aligned offsets). */
 static __always_inline __u64 event_u64(const struct pystrobe_python_code_event *event, __u32 at)

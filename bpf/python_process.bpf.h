@@ -2,9 +2,8 @@
 /*
  * What every program family knows of CPython processes: the per-process
  * layout the daemon hands over, reads of the target's memory, and where its
- * GIL is. The map is weak, so each .bpf.c that includes this header links
- * into one object with one copy of it. The frame walk itself is in
- * python_stack.bpf.h.
+ * GIL is. The map is declared here and defined once, in
+ * python_process.bpf.c. The frame walk itself is in python_stack.bpf.c.
  */
 #ifndef PYSTROBE_BPF_PYTHON_PROCESS_BPF_H_
 #define PYSTROBE_BPF_PYTHON_PROCESS_BPF_H_
@@ -24,12 +23,13 @@
  * that changes image or is reused never inherits another's offsets.
  * Sized for every process of a large host.
  */
-struct {
+struct python_processes_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct pystrobe_python_process);
-} python_processes SEC(".maps") __weak;
+};
+extern struct python_processes_map python_processes SEC(".maps");
 
 /* Reads a pointer-sized field of the target; false on a failed read. */
 static __always_inline bool read_target_u64(__u64 addr, __u32 offset, __u64 *value)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * What the sampler sends and counts: its ring buffer to userspace and its
- * per-CPU counters of samples and drops, shared by sampler.bpf.c and the
- * helpers it includes.
+ * per-CPU counters of samples and drops, shared by every unit that takes a
+ * sample or reports a process event. Declared here, defined once in
+ * sampler_output.bpf.c.
  */
 #ifndef PYSTROBE_BPF_SAMPLER_OUTPUT_BPF_H_
 #define PYSTROBE_BPF_SAMPLER_OUTPUT_BPF_H_
@@ -17,26 +18,29 @@
  * Sample and process-event records for userspace. 8 MiB holds about 4000
  * full-depth samples: seconds of headroom at 1000 Hz on many CPUs.
  */
-struct {
+struct events_map {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);
-} events SEC(".maps");
+};
+extern struct events_map events SEC(".maps");
 
 /* Why records or stacks were lost. Key: enum pystrobe_drop_reason. Per CPU. */
-struct {
+struct drop_counters_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, PYSTROBE_DROP_REASON_COUNT);
 	__type(key, __u32);
 	__type(value, __u64);
-} drop_counters SEC(".maps");
+};
+extern struct drop_counters_map drop_counters SEC(".maps");
 
 /* What happened to samples. Key: enum pystrobe_sample_counter. Per CPU. */
-struct {
+struct sample_counters_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, PYSTROBE_SAMPLE_COUNTER_COUNT);
 	__type(key, __u32);
 	__type(value, __u64);
-} sample_counters SEC(".maps");
+};
+extern struct sample_counters_map sample_counters SEC(".maps");
 
 static __always_inline void count_drop(__u32 reason)
 {

@@ -2,8 +2,7 @@
 /*
  * Which processes pystrobe looks at, shared by every program family: the
  * sampler and the accounting programs filter on it before doing any work.
- * The maps and the knobs are weak, so each .bpf.c that includes this header
- * links into one object with one copy of them.
+ * The maps and the knobs are declared here and defined once, in targets.bpf.c.
  */
 #ifndef PYSTROBE_BPF_TARGETS_BPF_H_
 #define PYSTROBE_BPF_TARGETS_BPF_H_
@@ -15,10 +14,10 @@
 
 /* Set by the loader before load: non-zero keeps only processes in target_pids
  * (or, with filter_cgroups, in target_cgroups). */
-const volatile __u8 filter_pids __weak = 0;
+extern const volatile __u8 filter_pids;
 /* Set by the loader before load: non-zero also keeps processes whose cgroup v2
  * group is in target_cgroups or below one that is. Only with filter_pids. */
-const volatile __u8 filter_cgroups __weak = 0;
+extern const volatile __u8 filter_cgroups;
 
 /* Ancestors of a task's cgroup looked at, from the root: deeper groups are
  * only found through their own or a shallower ancestor's id. */
@@ -30,24 +29,26 @@ const volatile __u8 filter_cgroups __weak = 0;
  * children that --subprocesses follows, and the processes of targeted
  * cgroups, which are added here when first seen.
  */
-struct {
+struct target_pids_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, __u8);
-} target_pids SEC(".maps") __weak;
+};
+extern struct target_pids_map target_pids SEC(".maps");
 
 /*
  * cgroup v2 groups to look at when filter_cgroups is set; a group includes
  * its descendants. Key: cgroup id (kernfs id, as bpf_get_current_cgroup_id()).
  * Value: unused (1). Sized for the configured cgroups and containers.
  */
-struct {
+struct target_cgroups_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u64);
 	__type(value, __u8);
-} target_cgroups SEC(".maps") __weak;
+};
+extern struct target_cgroups_map target_cgroups SEC(".maps");
 
 /* True when the current task's cgroup, or one of its ancestors, is targeted. */
 static __always_inline bool current_cgroup_is_target(void)

@@ -3,13 +3,12 @@
 #ifndef PYSTROBE_DAEMON_ACCOUNTING_SAMPLE_TALLY_H_
 #define PYSTROBE_DAEMON_ACCOUNTING_SAMPLE_TALLY_H_
 
-#include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <span>
+#include <variant>
 
 #include "absl/container/flat_hash_map.h"
 #include "bpf/pystrobe_abi.h"
+#include "daemon/records/record_decoder.h"
 
 namespace pystrobe {
 
@@ -21,21 +20,18 @@ struct ProcessSamples {
   absl::flat_hash_map<uint32_t, uint64_t> per_thread;  // tid -> samples
 };
 
-class SampleTally {
+class SampleTally : public RecordObserver {
  public:
-  // Looks at one ring buffer record; anything but an on-CPU sample is ignored.
-  void Observe(std::span<const uint8_t> record) {
-    pystrobe_sample header;
-    constexpr size_t kHeader = offsetof(pystrobe_sample, data);
-    if (record.size() < kHeader) return;
-    std::memcpy(&header, record.data(), kHeader);
-    if (header.kind != PYSTROBE_EVENT_SAMPLE) return;
-    ProcessSamples& p = processes_[header.pid];
+  // Looks at one decoded record; anything but an on-CPU sample is ignored.
+  void Observe(const RingRecord& record) override {
+    const auto* sample = std::get_if<SampleRecord>(&record);
+    if (sample == nullptr || sample->kind != PYSTROBE_EVENT_SAMPLE) return;
+    ProcessSamples& p = processes_[sample->pid];
     ++p.samples;
-    ++p.per_thread[header.tid];
-    if (header.python_status == PYSTROBE_PY_WALKED) ++p.python_samples;
-    if (header.flags & PYSTROBE_SAMPLE_HOLDS_GIL) ++p.gil_samples;
-    if (header.flags & PYSTROBE_SAMPLE_FREE_THREADED) ++p.free_threaded_samples;
+    ++p.per_thread[sample->tid];
+    if (sample->python_status == PYSTROBE_PY_WALKED) ++p.python_samples;
+    if (sample->flags & PYSTROBE_SAMPLE_HOLDS_GIL) ++p.gil_samples;
+    if (sample->flags & PYSTROBE_SAMPLE_FREE_THREADED) ++p.free_threaded_samples;
   }
 
   const ProcessSamples* Of(uint32_t pid) const {

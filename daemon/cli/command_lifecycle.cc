@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/cli/signals.h"
 #include "daemon/cli/target_exits.h"
+#include "daemon/service/signals.h"
 
 namespace pystrobe {
 

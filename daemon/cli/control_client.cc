@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/cli/exit_status.h"
-#include "daemon/cli/signals.h"
+#include "daemon/service/signals.h"
 
 namespace pystrobe {
 namespace {

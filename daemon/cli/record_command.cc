@@ -14,7 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "daemon/accounting/process_counters.h"
@@ -24,7 +23,6 @@
 #include "daemon/cli/exit_status.h"
 #include "daemon/cli/record_options.h"
 #include "daemon/cli/record_summary.h"
-#include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
 #include "daemon/gpu/nvml_library.h"
 #include "daemon/loader/bpf_sampler.h"
@@ -32,20 +30,32 @@
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/libbpf_errors.h"
 #include "daemon/recording/import_tree.h"
-#include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/recording/recording_profile.h"
 #include "daemon/recording/sampling_session.h"
-#include "daemon/recording/time_weighting.h"
+#include "daemon/service/signals.h"
 #include "exporters/profile_writer.h"
 
 namespace pystrobe {
 namespace {
 
 std::string TargetDescription(const RecordOptions& options) {
-  if (!options.command.empty()) return absl::StrJoin(options.command, " ");
-  if (!options.pids.empty()) return absl::StrCat("pid ", absl::StrJoin(options.pids, ", "));
-  return "all processes";
+  return RecordingTarget(options.command, options.pids);
+}
+
+// The profile `options` ask for: recording builds it (as the daemon's).
+RecordingProfileSpec ProfileSpecFor(const RecordOptions& options) {
+  ProfileBuilderOptions names = ProfileBuilderOptionsFrom(options);
+  names.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
+  return {.measure = options.allocations ? RecordingMeasure::kAllocations
+                     : options.memory    ? RecordingMeasure::kResidentGrowth
+                                         : RecordingMeasure::kCpuTime,
+          .target = TargetDescription(options),
+          .names = names,
+          .time = {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz},
+          .alloc_space = options.alloc_space,
+          .alloc_sample_bytes = options.alloc_sample_bytes};
 }
 
 // Prints the summary to stderr and, with --summary-json, writes its JSON.
@@ -285,44 +295,8 @@ int RunRecordCommand(const std::vector<std::string>& command_args) {
     return summary.ok() ? status : Fail("record", summary);
   }
 
-  Profile profile;
-  profile.title = absl::StrCat("pystrobe record: ", TargetDescription(options));
-  profile.sample_rate_hz = options.rate_hz;
-  ProfileBuilderOptions build_options = ProfileBuilderOptionsFrom(options);
-  build_options.asyncio = options.asyncio;  // record's own: the daemon reads no tasks
-  ProfileBuilder builder(recorder, (*session)->kernel_symbols(), build_options);
-  if (options.allocations) {
-    // Sampled allocations: held when each process's view was taken (inuse;
-    // a Python one's when its finalization began), or all of them (alloc).
-    profile.title = absl::StrCat(
-        "pystrobe record --allocations: ", TargetDescription(options),
-        options.alloc_space
-            ? std::string(" (allocated, bytes)")
-            : absl::StrCat(" (held ", InUseMomentWords(recorder.InUseByMoment()), ", bytes)"));
-    profile.count_unit = options.alloc_space ? "alloc_bytes" : "inuse_bytes";
-    profile.sample_rate_hz = 0;
-    profile.sampling_interval_bytes = options.alloc_sample_bytes;
-    StackAggregator in_use = recorder.InUseStacks();
-    const StackAggregator& chosen = options.alloc_space ? recorder.allocation_stacks() : in_use;
-    builder.AddBytesTo(chosen, profile);
-    AddProcessLabels(recorder.processes(), {&chosen}, profile);
-  } else if (options.memory) {
-    // Resident growth: each stack weighs the bytes its samples stand for.
-    profile.title = absl::StrCat("pystrobe record --memory: ", TargetDescription(options),
-                                 " (resident growth, bytes)");
-    profile.count_unit = "bytes";
-    profile.sample_rate_hz = 0;
-    profile.sampling_interval_bytes = SamplerConfig{}.memory_sample_bytes;
-    builder.AddBytesTo(recorder.memory_stacks(), profile);
-    AddProcessLabels(recorder.processes(), {&recorder.memory_stacks()}, profile);
-  } else {
-    AddOnAndOffCpuStacks(
-        recorder.stacks(), recorder.offcpu_stacks(),
-        {.offcpu = options.offcpu, .idle = options.idle, .rate_hz = options.rate_hz}, builder,
-        profile);
-    AddProcessLabels(recorder.processes(), {&recorder.stacks(), &recorder.offcpu_stacks()},
-                     profile);
-  }
+  Profile profile =
+      BuildRecordingProfile(ProfileSpecFor(options), recorder, (*session)->kernel_symbols());
   absl::Status summary = PrintSummary(counters, **session, elapsed, options);
   if (absl::Status s = (*writer)->Write(profile, out); !s.ok()) return Fail("record", s);
   out.close();

@@ -1,11 +1,9 @@
 #include "daemon/cli/record_summary.h"
 
 #include <string_view>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "daemon/loader/drop_reasons.h"
 #include "exporters/json_string.h"
@@ -20,15 +18,6 @@ std::string Dropped(const SamplerCounters& kernel, pystrobe_drop_reason reason) 
 }
 
 }  // namespace
-
-std::string InUseMomentWords(const Recorder::InUseTotals& in_use) {
-  std::vector<std::string> moments;
-  if (in_use.finalized_processes > 0) moments.push_back("when Python finalization began");
-  if (in_use.exited_processes > 0) moments.push_back("at exit");
-  if (in_use.running_processes > 0) moments.push_back("when the recording ended");
-  if (moments.empty()) return "when the recording ended";
-  return absl::StrJoin(moments, " or ");
-}
 
 std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& totals,
                           absl::Duration elapsed, int rate_hz, const NativeUnwindTotals& native) {

@@ -31,11 +31,6 @@ struct RecordTotals {
   Recorder::InUseTotals in_use = {};
 };
 
-// When the in-use view of --allocations was taken, in words: "when Python
-// finalization began", "at exit", "when the recording ended", or those that
-// apply joined by "or".
-std::string InUseMomentWords(const Recorder::InUseTotals& in_use);
-
 // Native unwinding with tables (--native): the binaries the targets map,
 // the tables their walks needed (built, or read back from disk), the kernel
 // memory they take against its budget, and the CPU spent on them.

@@ -16,7 +16,7 @@
 #include "daemon/accounting/process_counters.h"
 #include "daemon/cli/exit_status.h"
 #include "daemon/cli/raw_keys.h"
-#include "daemon/cli/signals.h"
+#include "daemon/service/signals.h"
 
 namespace pystrobe {
 namespace {

@@ -29,7 +29,6 @@
 #include "daemon/cli/exit_status.h"
 #include "daemon/cli/record_summary.h"
 #include "daemon/cli/remote_accounting.h"
-#include "daemon/cli/signals.h"
 #include "daemon/cli/target_launcher.h"
 #include "daemon/gpu/gpu_sampler.h"
 #include "daemon/loader/bpf_sampler.h"
@@ -40,7 +39,9 @@
 #include "daemon/procfs/process_files.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/recording/recording_profile.h"
 #include "daemon/recording/sampling_session.h"
+#include "daemon/service/signals.h"
 
 namespace pystrobe {
 namespace {
@@ -138,9 +139,7 @@ int RunStatCommand(const std::vector<std::string>& command_args) {
   // finds it).
   SampleTally tally;
   Signals::Install();
-  if (absl::Status s =
-          (*session)->Start([&tally](std::span<const uint8_t> record) { tally.Observe(record); });
-      !s.ok()) {
+  if (absl::Status s = (*session)->Start(&tally); !s.ok()) {
     return Fail("stat", s);
   }
   if (options.allocations) {

@@ -23,7 +23,6 @@
 #include "daemon/cli/exit_status.h"
 #include "daemon/cli/raw_keys.h"
 #include "daemon/cli/remote_accounting.h"
-#include "daemon/cli/signals.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
@@ -31,6 +30,7 @@
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
 #include "daemon/recording/sampling_session.h"
+#include "daemon/service/signals.h"
 
 namespace pystrobe {
 namespace {}  // namespace

@@ -335,7 +335,7 @@ absl::Status BpfSampler::Poll(absl::Duration timeout) {
   // own clock and signals.
   handler_deadline_ = absl::Now() + std::max(timeout, kMinPollBudget);
   int result = ring_buffer__poll(ring_buffer_, absl::ToInt64Milliseconds(timeout));
-  // Samples are written without waking us (see sampler.bpf.c), so epoll
+  // Samples are written without waking us (see bpf/sample.bpf.h), so epoll
   // reports only process events and a filling buffer: take the rest too,
   // with a budget of its own (the wait above may have used the first).
   if (result >= 0) {

@@ -175,7 +175,7 @@ class BpfSampler {
   std::vector<MapFill> ReadMapFill() const;
 
   // ---- Accounting: per-process and per-thread counters. ------------------
-  // The maps bpf/accounting.bpf.c fills; AccountingReader reads them.
+  // The maps the accounting programs (bpf/accounting*.bpf.c) fill; AccountingReader reads them.
   struct AccountingMaps {
     const bpf_map* threads;       // tid -> pystrobe_thread_counters (+ kernel state)
     const bpf_map* processes;     // pystrobe_process_key -> pystrobe_process_counters

@@ -1,4 +1,4 @@
-// The kernel's side of the unwind tables (bpf/native_unwind.bpf.h): rows
+// The kernel's side of the unwind tables (bpf/unwind_tables.bpf.h): rows
 // packed to 4 bytes against one rule dictionary (unwind_rules), rows and page
 // entries placed in the two big array maps by a first-fit allocator, tables
 // described in unwind_tables, processes' mappings in unwind_processes.

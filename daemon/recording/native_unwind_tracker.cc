@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -251,42 +252,31 @@ void NativeUnwindTracker::Forget(uint32_t pid) {
   stats_.processes = processes_.size();
 }
 
-void NativeUnwindTracker::OnRecord(std::span<const uint8_t> record) {
-  uint32_t kind, pid;
-  if (record.size() < 8) return;
-  std::memcpy(&kind, record.data(), 4);
-  std::memcpy(&pid, record.data() + 4, 4);
+void NativeUnwindTracker::OnRecord(const RingRecord& record) {
   bool asked = false;
-  switch (kind) {
-    case PYSTROBE_EVENT_SAMPLE:
-    case PYSTROBE_EVENT_OFFCPU: {
-      if (record.size() < offsetof(pystrobe_sample, data)) return;
-      uint32_t flags;
-      uint16_t python_status;
-      std::memcpy(&flags, record.data() + offsetof(pystrobe_sample, flags), 4);
-      std::memcpy(&python_status, record.data() + offsetof(pystrobe_sample, python_status), 2);
-      asked = flags & PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED;
-      auto it = processes_.find(pid);
+  if (const auto* sample = std::get_if<SampleRecord>(&record)) {
+    // The walks that use tables: cpu-clock samples and off-CPU stacks.
+    if (sample->kind == PYSTROBE_EVENT_SAMPLE || sample->kind == PYSTROBE_EVENT_OFFCPU) {
+      asked = sample->flags & PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED;
+      auto it = processes_.find(sample->pid);
       if (it == processes_.end()) {
-        if (python_only_ && python_status == PYSTROBE_PY_NOT_PYTHON) break;
-        Track(pid).IgnoreError();
-      } else if ((flags & PYSTROBE_SAMPLE_NATIVE_STALE) &&
+        if (!python_only_ || sample->python_status != PYSTROBE_PY_NOT_PYTHON) {
+          Track(sample->pid).IgnoreError();
+        }
+      } else if ((sample->flags & PYSTROBE_SAMPLE_NATIVE_STALE) &&
                  absl::Now() - it->second.read_at >= kRefreshInterval) {
-        Track(pid).IgnoreError();
+        Track(sample->pid).IgnoreError();
       }
-      break;
     }
-    case PYSTROBE_EVENT_EXEC:
+  } else if (const auto* event = std::get_if<ProcessEventRecord>(&record)) {
+    if (event->kind == PYSTROBE_EVENT_EXIT) {
+      Forget(event->pid);
+    } else if (python_only_) {
       // The new image's first sample decides, if only CPython is walked.
-      if (python_only_) {
-        Forget(pid);
-      } else {
-        Track(pid).IgnoreError();
-      }
-      break;
-    case PYSTROBE_EVENT_EXIT:
-      Forget(pid);
-      break;
+      Forget(event->pid);
+    } else {
+      Track(event->pid).IgnoreError();
+    }
   }
   Service(asked);
 }

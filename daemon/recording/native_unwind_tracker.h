@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/procfs/paths.h"
+#include "daemon/records/record_decoder.h"
 #include "daemon/unwind/unwind_table_builder.h"
 #include "daemon/unwind/unwind_table_cache.h"
 #include "daemon/unwind/unwind_table_disk_cache.h"
@@ -71,11 +72,11 @@ class NativeUnwindTracker {
   NativeUnwindTracker(UnwindTableStore* store, NativeUnwindTrackerOptions options = {});
   ~NativeUnwindTracker();
 
-  // A ring buffer record: a sample of a process not yet tracked, or one
-  // whose walk was stale, (re)reads its mappings; one whose walk asked for a
-  // table has it built or loaded; exec re-reads the mappings; exit forgets
-  // the process.
-  void OnRecord(std::span<const uint8_t> record);
+  // A decoded ring buffer record: an on- or off-CPU sample of a process not
+  // yet tracked, or one whose walk was stale, (re)reads its mappings; one
+  // whose walk asked for a table has it built or loaded; exec re-reads the
+  // mappings; exit forgets the process.
+  void OnRecord(const RingRecord& record);
   // Reads `pid`'s mappings and hands them to the store (no table is built).
   absl::Status Track(uint32_t pid);
   void Forget(uint32_t pid);

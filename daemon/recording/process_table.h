@@ -19,7 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/recording/python_process.h"
-#include "daemon/recording/ring_records.h"
+#include "daemon/records/record_decoder.h"
 #include "daemon/symbolizer/native_symbolizer.h"
 
 namespace pystrobe {

@@ -20,7 +20,7 @@
 #include "daemon/python/code_copies.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/recording/python_process.h"
-#include "daemon/recording/ring_records.h"
+#include "daemon/records/record_decoder.h"
 
 namespace pystrobe {
 

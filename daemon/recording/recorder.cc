@@ -9,7 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "bpf/pystrobe_abi.h"
-#include "daemon/recording/ring_records.h"
+#include "daemon/records/record_decoder.h"
 
 namespace pystrobe {
 namespace {
@@ -33,14 +33,13 @@ uint64_t OnCpuSampleWeightNs(uint64_t interval_ns, uint64_t mean_period_ns) {
 
 void Recorder::HandleRecord(std::span<const uint8_t> record) {
   // Decoded into the last record's buffers: no allocation per sample.
-  if (!DecodeRingRecordInto(record, decoded_).ok()) {
-    ++malformed_records_;
-    return;
-  }
-  RingRecord* decoded = &decoded_;
-  if (auto* sample = std::get_if<SampleRecord>(decoded)) {
+  if (RingRecord* decoded = decoder_.Decode(record)) Handle(*decoded, record.size());
+}
+
+void Recorder::Handle(RingRecord& record, size_t record_bytes) {
+  if (auto* sample = std::get_if<SampleRecord>(&record)) {
     HandleSample(*sample);
-  } else if (auto* event = std::get_if<ProcessEventRecord>(decoded)) {
+  } else if (auto* event = std::get_if<ProcessEventRecord>(&record)) {
     if (event->kind == PYSTROBE_EVENT_EXEC) {
       processes_.OnExec(event->pid, event->comm, event->python_executable);
     } else {
@@ -51,12 +50,12 @@ void Recorder::HandleRecord(std::span<const uint8_t> record) {
       }
     }
     python_code_copies_.ForgetProcess(event->pid);
-  } else if (auto* free = std::get_if<FreeRecord>(decoded)) {
+  } else if (auto* free = std::get_if<FreeRecord>(&record)) {
     live_blocks_.erase({free->pid, free->address});
-  } else if (auto* finalize = std::get_if<FinalizeRecord>(decoded)) {
+  } else if (auto* finalize = std::get_if<FinalizeRecord>(&record)) {
     OnFinalize(finalize->pid);
-  } else if (auto* copy = std::get_if<PythonCodeCopy>(decoded)) {
-    python_code_copy_bytes_ += record.size();
+  } else if (auto* copy = std::get_if<PythonCodeCopy>(&record)) {
+    python_code_copy_bytes_ += record_bytes;
     python_code_copies_.Add(std::move(*copy));
   }
 }

@@ -14,8 +14,8 @@
 #include "daemon/python/code_copies.h"
 #include "daemon/recording/native_name_cache.h"
 #include "daemon/recording/process_table.h"
-#include "daemon/recording/ring_records.h"
 #include "daemon/recording/stack_aggregator.h"
+#include "daemon/records/record_decoder.h"
 
 namespace pystrobe {
 
@@ -65,8 +65,15 @@ class Recorder {
       : processes_(symbolizer, python, std::move(read_comm), std::move(read_pid_in_namespace)),
         options_(options) {}
 
-  // Handles one ring buffer record. Malformed records are counted and dropped.
+  // Handles one ring buffer record, decoded by decoder(): malformed records
+  // are counted there and dropped (tests, replays).
   void HandleRecord(std::span<const uint8_t> record);
+  // Handles a record decoder() decoded: a sampling session decodes each
+  // record once and hands it to its other readers first. `record_bytes` is
+  // its size in the ring buffer. A code object's copy is moved out of it.
+  void Handle(RingRecord& record, size_t record_bytes);
+  // The decoder whose refusals malformed_records() counts.
+  RecordDecoder& decoder() { return decoder_; }
 
   ProcessTable& processes() { return processes_; }
   const ProcessTable& processes() const { return processes_; }
@@ -116,7 +123,7 @@ class Recorder {
   // because their process was refused (ProcessTable::set_max_live_images).
   uint64_t samples_over_stack_limit() const { return samples_over_stack_limit_; }
   uint64_t samples_of_refused_processes() const { return samples_of_refused_processes_; }
-  uint64_t malformed_records() const { return malformed_records_; }
+  uint64_t malformed_records() const { return decoder_.malformed(); }
   // Ring buffer bytes the kernel's code object copies took (records, unpadded).
   uint64_t python_code_copy_bytes() const { return python_code_copy_bytes_; }
   // Samples left out by --gil because their thread did not hold the GIL.
@@ -153,13 +160,12 @@ class Recorder {
   PythonCodeTable python_codes_;
   // Scratch, reused from sample to sample: the record decoded, its stack,
   // its frames' code ids.
-  RingRecord decoded_;
+  RecordDecoder decoder_;
   RawStack stack_;
   std::vector<PythonCodeId> code_ids_;
   PythonCodeCopies python_code_copies_;
   NativeNameCache native_names_;
   RecorderOptions options_;
-  uint64_t malformed_records_ = 0;
   uint64_t python_code_copy_bytes_ = 0;
   uint64_t samples_without_gil_ = 0;
   uint64_t samples_free_threaded_ = 0;

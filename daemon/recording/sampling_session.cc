@@ -70,21 +70,28 @@ SamplingSession::~SamplingSession() {
   if (attached_) sampler_->Detach();
 }
 
-absl::Status SamplingSession::Start(RecordObserver observe) {
+absl::Status SamplingSession::Start(RecordObserver* observer) {
   if (config_.accounting) {
     if (absl::Status s = sampler_->AttachAccounting(*config_.accounting); !s.ok()) return s;
   } else if (absl::Status s = sampler_->AttachOomWatch(); !s.ok()) {
     return s;
   }
-  observe_ = std::move(observe);
-  absl::Status attached =
-      sampler_->Attach(config_.rate_hz, [this](std::span<const uint8_t> record) {
-        if (observe_) observe_(record);
-        if (native_unwind_) native_unwind_->OnRecord(record);
-        recorder_->HandleRecord(record);
-      });
+  observer_ = observer;
+  absl::Status attached = sampler_->Attach(
+      config_.rate_hz, [this](std::span<const uint8_t> record) { Dispatch(record); });
   attached_ = attached.ok();
   return attached;
+}
+
+void SamplingSession::Dispatch(std::span<const uint8_t> bytes) {
+  if (capture_ != nullptr) capture_->emplace_back(bytes.begin(), bytes.end());
+  // Into the last record's buffers: no allocation per sample. The recorder
+  // comes last, as it may move what it keeps out of the record.
+  RingRecord* record = recorder_->decoder().Decode(bytes);
+  if (record == nullptr) return;
+  if (observer_ != nullptr) observer_->Observe(*record);
+  if (native_unwind_) native_unwind_->OnRecord(*record);
+  recorder_->Handle(*record, bytes.size());
 }
 
 absl::Status SamplingSession::Poll(absl::Duration timeout) { return sampler_->Poll(timeout); }

@@ -10,7 +10,6 @@
 #define PYSTROBE_DAEMON_RECORDING_SAMPLING_SESSION_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -24,6 +23,7 @@
 #include "daemon/recording/kernel_python_discovery.h"
 #include "daemon/recording/native_unwind_tracker.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/records/record_decoder.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
 
@@ -51,10 +51,8 @@ struct SamplingSessionConfig {
 
 class SamplingSession {
  public:
-  using RecordObserver = std::function<void(std::span<const uint8_t>)>;
-
   // How long Poll() waits for records at most: how soon a new process's
-  // first sample is seen (samples do not wake the reader, see sampler.bpf.c),
+  // first sample is seen (samples do not wake the reader, see bpf/sample.bpf.h),
   // so that its symbols and CPython layout are taken while it is alive.
   static constexpr absl::Duration kPollInterval = absl::Milliseconds(25);
 
@@ -64,9 +62,14 @@ class SamplingSession {
   SamplingSession& operator=(const SamplingSession&) = delete;
 
   // Attaches the counters (if configured; else only the OOM watch, see
-  // BpfSampler::AttachOomWatch) and the sampler. Every record goes
-  // to `observe` (if any), then to the recorder.
-  absl::Status Start(RecordObserver observe = nullptr);
+  // BpfSampler::AttachOomWatch) and the sampler. Every record is decoded
+  // once, by the recorder's decoder (which counts the malformed ones), and
+  // goes to `observer` (if any, it must outlive the session), the native
+  // unwind tracker, then the recorder.
+  absl::Status Start(RecordObserver* observer = nullptr);
+  // Keeps every record's bytes as the ring buffer held them, before they
+  // are decoded, in `records` (a replay corpus's capture; null: none).
+  void CaptureInto(std::vector<std::vector<uint8_t>>* records) { capture_ = records; }
   // Hands the records that came to the recorder, waiting up to `timeout`
   // (a signal ends the wait early and is not an error).
   absl::Status Poll(absl::Duration timeout = kPollInterval);
@@ -108,7 +111,11 @@ class SamplingSession {
   std::unique_ptr<Recorder> recorder_;
   std::unique_ptr<UnwindMaps> unwind_maps_;
   std::unique_ptr<NativeUnwindTracker> native_unwind_;
-  RecordObserver observe_;
+  // Hands one record, decoded once, to every reader.
+  void Dispatch(std::span<const uint8_t> bytes);
+
+  RecordObserver* observer_ = nullptr;
+  std::vector<std::vector<uint8_t>>* capture_ = nullptr;
   bool attached_ = false;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/memory_timeline.h"
@@ -136,14 +137,14 @@ void OnDemandAccounting::BeginTop(std::shared_ptr<RecordJob> job, absl::Time now
   tops_.push_back(std::move(top));
 }
 
-void OnDemandAccounting::Observe(std::span<const uint8_t> record) {
+void OnDemandAccounting::Observe(const RingRecord& record) {
   if (stats_.empty()) return;
-  constexpr size_t kHeader = offsetof(pystrobe_sample, data);
-  if (record.size() < kHeader) return;
-  pystrobe_sample header;
-  std::memcpy(&header, record.data(), kHeader);
+  const auto* sample = std::get_if<SampleRecord>(&record);
+  if (sample == nullptr) return;
   for (std::unique_ptr<Stat>& stat : stats_) {
-    if (!stat->stopped && header.pid == stat->job->stat_request().pid) stat->tally.Observe(record);
+    if (!stat->stopped && sample->pid == stat->job->stat_request().pid) {
+      stat->tally.Observe(record);
+    }
   }
 }
 

@@ -10,7 +10,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "daemon/accounting/sample_tally.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/gpu/gpu_sampler.h"
+#include "daemon/records/record_decoder.h"
 #include "daemon/service/on_demand_recordings.h"
 
 namespace pystrobe {
@@ -45,7 +45,7 @@ struct AccountingCapabilities {
   bool memory = false;
 };
 
-class OnDemandAccounting {
+class OnDemandAccounting : public RecordObserver {
  public:
   // `reader` and `recordings` must outlive this.
   OnDemandAccounting(AccountingReader* reader, OnDemandRecordings* recordings,
@@ -54,8 +54,8 @@ class OnDemandAccounting {
 
   // Starts a kStat or kTop job, or completes it with why it cannot be done.
   void Begin(std::shared_ptr<RecordJob> job, absl::Time now);
-  // A sampler record: counted for the stat targets it belongs to.
-  void Observe(std::span<const uint8_t> record);
+  // A decoded sampler record: counted for the stat targets it belongs to.
+  void Observe(const RingRecord& record) override;
   // The processes the session read, before it lets the exited ones go:
   // their final figures.
   void OnProcesses(const std::vector<ProcessCounters>& processes);

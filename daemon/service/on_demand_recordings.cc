@@ -7,10 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
-#include "daemon/recording/time_weighting.h"
 
 namespace pystrobe {
 namespace {
@@ -84,6 +81,13 @@ void OnDemandRecordings::Begin(std::shared_ptr<RecordJob> job, absl::Time now) {
   auto active = std::make_unique<Active>();
   active->job = std::move(job);
   active->start = now;
+  const RecordRequest& asked = active->job->request();
+  // The daemon's windows are CPU time: its recordings are too.
+  active->spec = {.measure = RecordingMeasure::kCpuTime,
+                  .recorded_by = "pystrobe record (daemon)",
+                  .target = RecordingTarget({}, asked.pids),
+                  .names = ProfileBuilderOptionsFrom(asked),
+                  .time = {.offcpu = asked.offcpu, .idle = asked.idle, .rate_hz = caps_.rate_hz}};
   active->baseline_on = WantedOf(*active, recorder_->stacks());
   active->baseline_off = WantedOf(*active, recorder_->offcpu_stacks());
   active_.push_back(std::move(active));
@@ -117,12 +121,10 @@ void OnDemandRecordings::AddDelta(Active& active, const StackAggregator& now_on,
   StackAggregator off;
   if (request.offcpu || request.idle) off = delta(now_off, active.baseline_off);
 
-  ProfileBuilder builder(*recorder_, kernel_, ProfileBuilderOptionsFrom(request));
-  AddOnAndOffCpuStacks(on, off,
-                       {.offcpu = request.offcpu, .idle = request.idle, .rate_hz = caps_.rate_hz},
-                       builder, active.profile);
+  ProfileBuilder builder(*recorder_, kernel_, active.spec.names);
   // Now, while the window's processes are still known.
-  AddProcessLabels(recorder_->processes(), {&on, &off}, active.profile);
+  AddRecordedStacks(active.spec, {.on_cpu = &on, .off_cpu = &off}, builder, recorder_->processes(),
+                    active.profile);
 }
 
 void OnDemandRecordings::OnWindowTaken(const WindowStacks& stacks) {
@@ -138,11 +140,7 @@ void OnDemandRecordings::OnWindowTaken(const WindowStacks& stacks) {
 void OnDemandRecordings::Complete(Active& active, absl::Time now) {
   if (!active.job->abandoned()) {
     AddDelta(active, recorder_->stacks(), recorder_->offcpu_stacks());
-    const RecordRequest& request = active.job->request();
-    active.profile.title = absl::StrCat(
-        "pystrobe record (daemon): ",
-        request.all ? "all processes" : absl::StrCat("pid ", absl::StrJoin(request.pids, ", ")));
-    active.profile.sample_rate_hz = caps_.rate_hz;
+    active.profile.title = RecordingTitle(active.spec);
     active.profile.start_time = active.start;
     active.profile.duration = now - active.start;
   }

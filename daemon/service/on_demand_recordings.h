@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "daemon/control/control_protocol.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/recording/recording_profile.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "exporters/profile.h"
 
@@ -114,6 +115,8 @@ class OnDemandRecordings {
   struct Active {
     std::shared_ptr<RecordJob> job;
     absl::Time start;
+    // The profile it builds (daemon/recording/recording_profile.h).
+    RecordingProfileSpec spec;
     // The wanted stacks of the current window at the start (none after a cut).
     StackAggregator baseline_on;
     StackAggregator baseline_off;

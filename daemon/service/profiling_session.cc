@@ -158,9 +158,7 @@ absl::StatusOr<std::unique_ptr<ProfilingSession>> ProfilingSession::Start(
         on_demand->OnWindowTaken(stacks);
         on_demand_accounting->OnWindowTaken(stacks);
       });
-  if (absl::Status s = sampling_session.Start(
-          [on_demand_accounting](std::span<const uint8_t> r) { on_demand_accounting->Observe(r); });
-      !s.ok()) {
+  if (absl::Status s = sampling_session.Start(on_demand_accounting); !s.ok()) {
     return s;
   }
   return session;

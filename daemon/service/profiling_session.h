@@ -33,7 +33,7 @@ namespace pystrobe {
 // Whether going from `a` to `b` needs a new session.
 bool NeedsNewSession(const DaemonConfig& a, const DaemonConfig& b);
 
-// What limits.memory is split into (see daemon_command.cc).
+// What limits.memory is split into.
 struct MemoryBudget {
   size_t max_stacks = 0;
   size_t max_native_names = 0;
@@ -51,7 +51,7 @@ class ProfilingSession {
   ~ProfilingSession();
 
   // Hands every waiting record to the recorder. Most records do not wake the
-  // reader (see sampler.bpf.c): the daemon's loop drains them in one batch
+  // reader (see bpf/sample.bpf.h): the daemon's loop drains them in one batch
   // when it wakes, for its timers or for ring_buffer_fd().
   absl::Status Drain();
   // Readable when records ask to be read now (a new process, a filling

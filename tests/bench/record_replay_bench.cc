@@ -24,9 +24,9 @@
 #include "daemon/recording/process_labels.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
-#include "daemon/recording/ring_records.h"
 #include "daemon/recording/sampling_session.h"
 #include "daemon/recording/time_weighting.h"
+#include "daemon/records/record_decoder.h"
 #include "exporters/profile_writer.h"
 #include "tests/bench/replay_corpus.h"
 
@@ -92,9 +92,8 @@ int Capture(const std::vector<std::string>& args) {
     fprintf(stderr, "capture: %s\n", std::string(session.status().message()).c_str());
     return 1;
   }
-  absl::Status started = (*session)->Start([&corpus](std::span<const uint8_t> record) {
-    corpus.records.emplace_back(record.begin(), record.end());
-  });
+  (*session)->CaptureInto(&corpus.records);
+  absl::Status started = (*session)->Start();
   if (!started.ok()) {
     fprintf(stderr, "capture: %s\n", std::string(started.message()).c_str());
     return 1;

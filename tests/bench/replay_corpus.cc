@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/recording/native_name_cache.h"
-#include "daemon/recording/ring_records.h"
+#include "daemon/records/record_decoder.h"
 #include "daemon/symbolizer/kernel_symbolizer.h"
 #include "daemon/symbolizer/shared_module_symbolizer.h"
 

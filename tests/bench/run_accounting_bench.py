@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the accounting programs (bpf/accounting.bpf.c) cost the programs they watch.
+"""What the accounting programs (bpf/accounting*.bpf.c) cost the programs they watch.
 
 Two workloads, written in C so the kernel's share is large:
   reads     a million 1-byte read()s of /dev/zero (syscall-heavy)

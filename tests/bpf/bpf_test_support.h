@@ -22,7 +22,7 @@
 #include "bpf/pystrobe_abi.h"
 #include "daemon/loader/bpf_sampler.h"
 #include "daemon/python/python_offsets.h"
-#include "daemon/recording/ring_records.h"
+#include "daemon/records/record_decoder.h"
 
 namespace pystrobe::bpf_test {
 

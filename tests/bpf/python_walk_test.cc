@@ -1,4 +1,4 @@
-// The kernel's CPython walk (bpf/python_stack.bpf.h), run for real: the
+// The kernel's CPython walk (bpf/python_stack.bpf.c), run for real: the
 // sampler object the binary loads samples this test's own thread while a
 // fake interpreter, laid out with pystrobe's tables for each version, says
 // the thread is running frames the test built. Every record is known in

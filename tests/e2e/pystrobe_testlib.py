@@ -8,10 +8,12 @@ Paths come from the environment (tests/e2e/CMakeLists.txt sets them for ctest):
                           BPF cannot be used here (not root, no permission).
 """
 
+import atexit
 import collections
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -29,6 +31,20 @@ WORKLOADS_DIR = os.environ.get(
 CHROMIUM_RENDER = os.path.join(HERE, "chromium_render.py")
 
 EXIT_USAGE = 2
+
+
+def _print_cpu_used():
+    """The CPU this test file used, its children's included, and its wall time:
+    the suite is CPU-bound on 2 cores, so this is what a file costs it."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    print(f"pystrobe e2e: {cpu:.1f} s of CPU in {time.monotonic() - _STARTED:.1f} s",
+          file=sys.stderr)
+
+
+_STARTED = time.monotonic()
+atexit.register(_print_cpu_used)
 PROCESS_FRAME = re.compile(r"^(?P<comm>.*) \((?P<pid>\d+)\)$")
 # "<name> tid=<tid>", or "<name> [interpreter <id>] tid=<tid>" in a sub-interpreter.
 THREAD_FRAME = re.compile(

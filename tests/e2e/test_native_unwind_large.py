@@ -82,7 +82,7 @@ class LargeLibraryTest(BpfTestCase):
 
     def record_chains(self, name, cache):
         recording = record(["--native", "-r", "499", "--unwind-cache", cache, "--",
-                            workload("unwind_big"), "--seconds", "8"], self.tmp, name=name)
+                            workload("unwind_big"), "--seconds", "3"], self.tmp, name=name)
         self.assertRecorded(recording)
         in_leaf = {s: c for s, c in recording.stacks.items()
                    if s and s[0].startswith("unwind_big") and "unwind_big_leaf" in s}
@@ -144,7 +144,7 @@ class TorchTrainingTest(BpfTestCase):
         cls.cache = tempfile.mkdtemp(dir=cls.tmp)
         os.chmod(cls.cache, 0o700)
 
-    def record_training(self, name, seconds=8):
+    def record_training(self, name, seconds=5):
         recording = record(["--native", "-r", str(RATE), "--unwind-cache", self.cache, "--",
                             DEBIAN_PYTHON, self.script, str(seconds)], self.tmp, name=name,
                            timeout=180)
@@ -154,7 +154,7 @@ class TorchTrainingTest(BpfTestCase):
                     and any(f.startswith("sgemm_") for f in user_frames(s))}
         return recording, in_sgemm
 
-    def perf_whole_share(self, seconds=8):
+    def perf_whole_share(self, seconds=5):
         data = os.path.join(self.tmp, "perf.data")
         subprocess.run(["perf", "record", "-q", "-F", str(RATE), "--call-graph", "dwarf",
                         "-o", data, "--", DEBIAN_PYTHON, self.script, str(seconds)],
@@ -198,7 +198,7 @@ class TorchTrainingTest(BpfTestCase):
             self.assertTrue(any(n.startswith(frame) for n in names), f"{frame} missing")
 
         # The second recording reads every table back from disk.
-        second, in_sgemm = self.record_training("torch-second", seconds=4)
+        second, in_sgemm = self.record_training("torch-second", seconds=3)
         native = second.summary["native_unwind"]
         # A binary first walked in this run is built (a few small ones), not
         # libtorch_cpu and the others walked before.

@@ -206,7 +206,7 @@ class FourThreadsTest(PythonRecordTest):
         functions = ("worker_a", "worker_b", "worker_c", "worker_d")
 
         def check(python):
-            recording = self.record_python(python, "four_threads.py", ["--seconds", "2.5"],
+            recording = self.record_python(python, "four_threads.py", ["--seconds", "1.25"],
                                            flags=["--threads"])
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
@@ -253,7 +253,7 @@ class DeepRecursionTest(PythonRecordTest):
 
     def test_default_depth_marks_truncated_stacks(self):
         def check(python):
-            recording = self.record_python(python, "deep_recursion.py", ["--seconds", "1.5"],
+            recording = self.record_python(python, "deep_recursion.py", ["--seconds", "0.75"],
                                            name="deep-default")
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
@@ -274,7 +274,7 @@ class DeepRecursionTest(PythonRecordTest):
 
     def test_deeper_walk_shows_the_whole_chain(self):
         def check(python):
-            recording = self.record_python(python, "deep_recursion.py", ["--seconds", "1.5"],
+            recording = self.record_python(python, "deep_recursion.py", ["--seconds", "0.75"],
                                            flags=["--max-python-depth", "200"], name="deep-200")
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
@@ -302,7 +302,7 @@ class SuspendedFramesTest(PythonRecordTest):
         }
 
         def check(python):
-            recording = self.record_python(python, "suspended_frames.py", ["--seconds", "3"])
+            recording = self.record_python(python, "suspended_frames.py", ["--seconds", "1.2"])
             mine = stacks_of_pid(recording.stacks, json_line(recording.stdout)["pid"])
             for function, chain in chains.items():
                 seen = {s: c for s, c in mine.items() if has_function(s, function)}
@@ -382,7 +382,7 @@ class LineCostTest(PythonRecordTest):
 
     def test_two_lines_of_four_to_one_cost(self):
         def check(python):
-            recording = self.record_python(python, "line_cost.py", ["--seconds", "3"])
+            recording = self.record_python(python, "line_cost.py", ["--seconds", "1.5"])
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
             heavy = f"two_lines (line_cost.py:{truth['heavy_line']})"
@@ -402,7 +402,7 @@ class FrameFormatFlagsTest(PythonRecordTest):
 
     def test_function_nolineno_and_full_filenames(self):
         def check(python):
-            recording = self.record_python(python, "line_cost.py", ["--seconds", "1.5"],
+            recording = self.record_python(python, "line_cost.py", ["--seconds", "0.5"],
                                            flags=["--function"], name="function")
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
@@ -410,7 +410,7 @@ class FrameFormatFlagsTest(PythonRecordTest):
             self.assertEqual(frames, {f"two_lines (line_cost.py:{truth['first_line']})"},
                              summarize(mine))
 
-            recording = self.record_python(python, "line_cost.py", ["--seconds", "1.5"],
+            recording = self.record_python(python, "line_cost.py", ["--seconds", "0.5"],
                                            flags=["--nolineno", "--full-filenames"],
                                            name="nolineno")
             truth = json_line(recording.stdout)
@@ -472,7 +472,7 @@ class SubprocessesTest(PythonRecordTest):
 
     def test_forked_and_execd_children_show_python_frames(self):
         def check(python):
-            recording = self.record_python(python, "subprocesses.py", ["--seconds", "2"],
+            recording = self.record_python(python, "subprocesses.py", ["--seconds", "1"],
                                            flags=["--subprocesses"])
             truth = json_line(recording.stdout)
             for key, function in (("fork_pid", "child_of_fork"), ("exec_pid", "child_of_exec")):
@@ -509,7 +509,7 @@ class SubprocessesTest(PythonRecordTest):
                 self.assertTrue(started.wait(30), "pystrobe record --all did not start")
                 self.assertIsNone(proc.poll(), "".join(stderr_lines))
                 late = PythonWorkload([python.executable, python_workload("late_spinner.py"),
-                                       "--seconds", "2"])
+                                       "--seconds", "1"])
                 late_truth = late.wait(60)
             finally:
                 if proc.poll() is None:
@@ -555,7 +555,7 @@ class EmbeddedTest(PythonRecordTest):
                        f"-Wl,-rpath,{python.pyenv_prefix}/lib")
             built = subprocess.run(command, shell=True, capture_output=True, text=True)
             self.assertEqual(built.returncode, 0, f"{command}\n{built.stderr}")
-            recording = record(["-r", RATE, "--", binary, "1.5"], self.tmp,
+            recording = record(["-r", RATE, "--", binary, "1"], self.tmp,
                                name=f"embed-{version}")
             self.assertRecorded(recording)
             pids = {PROCESS_FRAME.match(s[0]).group("pid") for s in recording.stacks
@@ -574,7 +574,7 @@ class GilTest(PythonRecordTest):
 
     def test_gil_keeps_only_samples_of_the_gil_holder(self):
         def check(python):
-            everything = self.record_python(python, "gil_threads.py", ["--seconds", "2"],
+            everything = self.record_python(python, "gil_threads.py", ["--seconds", "1"],
                                             flags=["--threads"], name="gil-all")
             truth = json_line(everything.stdout)
             cpu = {name: thread["cpu_s"] for name, thread in truth["threads"].items()}
@@ -596,7 +596,7 @@ class GilTest(PythonRecordTest):
                                f"hashing is native code: want a {NATIVE} leaf\n{summarize(mine)}")
             self.assertWellShaped(mine, "nogil_hasher", threads=True)
 
-            gil = self.record_python(python, "gil_threads.py", ["--seconds", "2"],
+            gil = self.record_python(python, "gil_threads.py", ["--seconds", "1"],
                                      flags=["--threads", "--gil"], name="gil-only")
             truth = json_line(gil.stdout)
             if python.free_threaded:
@@ -630,7 +630,7 @@ class GilTest(PythonRecordTest):
 
     def test_native_keeps_extension_frames_above_the_python_caller(self):
         def check(python):
-            recording = self.record_python(python, "gil_threads.py", ["--seconds", "1.5"],
+            recording = self.record_python(python, "gil_threads.py", ["--seconds", "0.75"],
                                            flags=["--native"], name="gil-native")
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <string>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/memory_timeline.h"
 #include "daemon/accounting/process_counters.h"
+#include "daemon/accounting/sample_tally.h"
 #include "daemon/accounting/stat_analysis.h"
 #include "daemon/accounting/stat_report.h"
 #include "daemon/accounting/thread_view.h"
@@ -740,6 +742,60 @@ TEST(RenderTopScreen, APerThreadScreenSumsTheProcesssResidentBytesNotItsRows) {
   screen.rows.push_back(row);
   screen.resident_bytes = 50u << 20;
   EXPECT_THAT(RenderTopScreen(screen), HasSubstr("resident 52.4MB"));
+}
+
+// A sample record of `kind` as the kernel writes it (no frames), decoded.
+RingRecord DecodedSample(uint32_t kind, uint32_t pid, uint32_t tid, uint32_t flags,
+                         uint16_t python_status) {
+  pystrobe_sample sample = {};
+  sample.kind = kind;
+  sample.pid = pid;
+  sample.tid = tid;
+  sample.flags = flags;
+  sample.python_status = python_status;
+  absl::StatusOr<RingRecord> record = DecodeRingRecord(
+      std::span(reinterpret_cast<const uint8_t*>(&sample), offsetof(pystrobe_sample, data)));
+  EXPECT_TRUE(record.ok()) << record.status();
+  return record.ok() ? *record : RingRecord{};
+}
+
+TEST(SampleTally, CountsOnCpuSamplesPerProcessAndThreadWithTheirGilShare) {
+  SampleTally tally;
+  tally.Observe(
+      DecodedSample(PYSTROBE_EVENT_SAMPLE, 10, 11, PYSTROBE_SAMPLE_HOLDS_GIL, PYSTROBE_PY_WALKED));
+  tally.Observe(DecodedSample(PYSTROBE_EVENT_SAMPLE, 10, 11, 0, PYSTROBE_PY_WALKED));
+  tally.Observe(DecodedSample(PYSTROBE_EVENT_SAMPLE, 10, 12, 0, PYSTROBE_PY_NO_THREAD_STATE));
+  tally.Observe(DecodedSample(PYSTROBE_EVENT_SAMPLE, 20, 20, PYSTROBE_SAMPLE_FREE_THREADED,
+                              PYSTROBE_PY_WALKED));
+  const ProcessSamples* ten = tally.Of(10);
+  ASSERT_NE(ten, nullptr);
+  EXPECT_EQ(ten->samples, 3u);
+  EXPECT_EQ(ten->python_samples, 2u);
+  EXPECT_EQ(ten->gil_samples, 1u);
+  EXPECT_EQ(ten->free_threaded_samples, 0u);
+  EXPECT_EQ(ten->per_thread.at(11), 2u);
+  EXPECT_EQ(ten->per_thread.at(12), 1u);
+  const ProcessSamples* twenty = tally.Of(20);
+  ASSERT_NE(twenty, nullptr);
+  EXPECT_EQ(twenty->free_threaded_samples, 1u);
+  EXPECT_EQ(tally.Of(30), nullptr);
+  tally.Clear();
+  EXPECT_EQ(tally.Of(10), nullptr);
+}
+
+TEST(SampleTally, RecordsThatAreNotOnCpuSamplesAreNotCounted) {
+  SampleTally tally;
+  for (uint32_t kind : {PYSTROBE_EVENT_OFFCPU, PYSTROBE_EVENT_MEMORY, PYSTROBE_EVENT_ALLOC,
+                        PYSTROBE_EVENT_OOM_KILLED}) {
+    tally.Observe(DecodedSample(kind, 10, 11, PYSTROBE_SAMPLE_HOLDS_GIL, PYSTROBE_PY_WALKED));
+  }
+  ProcessEventRecord exec;
+  exec.kind = PYSTROBE_EVENT_EXEC;
+  exec.pid = 10;
+  tally.Observe(exec);
+  tally.Observe(FreeRecord{.pid = 10, .address = 0x1000});
+  tally.Observe(FinalizeRecord{.pid = 10});
+  EXPECT_EQ(tally.Of(10), nullptr);
 }
 
 }  // namespace

@@ -129,14 +129,30 @@ TEST(ParseExecutableRegionsTest, KeepsFilesVdsoAndAnonymousCodeOnly) {
 }
 
 // A sample whose walk asked for tables (or not).
-std::vector<uint8_t> SampleOf(pid_t pid, uint32_t flags = 0) {
+// A record of `kind` about `pid`, as the kernel writes it and the session's
+// decoder hands it on.
+RingRecord SampleOf(pid_t pid, uint32_t flags = 0, uint16_t python_status = PYSTROBE_PY_NOT_PYTHON,
+                    uint32_t kind = PYSTROBE_EVENT_SAMPLE) {
   pystrobe_sample sample{};
-  sample.kind = PYSTROBE_EVENT_SAMPLE;
+  sample.kind = kind;
   sample.pid = static_cast<uint32_t>(pid);
   sample.flags = flags;
-  sample.python_status = PYSTROBE_PY_NOT_PYTHON;
+  sample.python_status = python_status;
   const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&sample);
-  return std::vector<uint8_t>(bytes, bytes + offsetof(pystrobe_sample, data));
+  absl::StatusOr<RingRecord> record =
+      DecodeRingRecord(std::span(bytes, offsetof(pystrobe_sample, data)));
+  EXPECT_TRUE(record.ok()) << record.status();
+  return record.ok() ? *record : RingRecord{};
+}
+
+RingRecord ProcessEventOf(pid_t pid, uint32_t kind) {
+  pystrobe_process_event event{};
+  event.kind = kind;
+  event.pid = static_cast<uint32_t>(pid);
+  absl::StatusOr<RingRecord> record =
+      DecodeRingRecord(std::span(reinterpret_cast<const uint8_t*>(&event), sizeof(event)));
+  EXPECT_TRUE(record.ok()) << record.status();
+  return record.ok() ? *record : RingRecord{};
 }
 
 // The table id of the mapping that holds the file named `name`, or NONE.
@@ -202,17 +218,50 @@ TEST(NativeUnwindTrackerTest, PythonOnlyTrackerIgnoresOtherProcessesSamples) {
   options.python_only = true;
   NativeUnwindTracker tracker(&store, std::move(options));
   pid_t pid = StartSleeper();
-  pystrobe_sample sample{};
-  sample.kind = PYSTROBE_EVENT_SAMPLE;
-  sample.pid = static_cast<uint32_t>(pid);
-  sample.python_status = PYSTROBE_PY_NOT_PYTHON;
-  auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&sample),
-                                        offsetof(pystrobe_sample, data));
-  tracker.OnRecord(bytes);
+  tracker.OnRecord(SampleOf(pid, 0, PYSTROBE_PY_NOT_PYTHON));
   EXPECT_TRUE(store.processes.empty());
-  sample.python_status = PYSTROBE_PY_WALKED;
-  tracker.OnRecord(bytes);
+  tracker.OnRecord(SampleOf(pid, 0, PYSTROBE_PY_WALKED));
   EXPECT_EQ(store.processes.count(pid), 1u);
+  Stop(pid);
+}
+
+TEST(NativeUnwindTrackerTest, OnlyWalkedSamplesAndProcessEventsMoveTheTracker) {
+  FakeStore store;
+  NativeUnwindTracker tracker(&store);
+  pid_t pid = StartSleeper();
+  // Stacks the kernel walks without tables, and records that are no stack,
+  // read no mappings.
+  for (uint32_t kind : {PYSTROBE_EVENT_MEMORY, PYSTROBE_EVENT_ALLOC, PYSTROBE_EVENT_OOM_KILLED}) {
+    tracker.OnRecord(SampleOf(pid, 0, PYSTROBE_PY_WALKED, kind));
+  }
+  tracker.OnRecord(FreeRecord{.pid = static_cast<uint32_t>(pid), .address = 0x1000});
+  tracker.OnRecord(FinalizeRecord{.pid = static_cast<uint32_t>(pid)});
+  EXPECT_TRUE(store.processes.empty());
+  // An off-CPU stack is walked as a cpu-clock one is.
+  tracker.OnRecord(SampleOf(pid, 0, PYSTROBE_PY_WALKED, PYSTROBE_EVENT_OFFCPU));
+  EXPECT_EQ(store.processes.count(pid), 1u);
+  tracker.OnRecord(ProcessEventOf(pid, PYSTROBE_EVENT_EXIT));
+  EXPECT_TRUE(store.processes.empty());
+  // An exec reads the new image's mappings at once...
+  tracker.OnRecord(ProcessEventOf(pid, PYSTROBE_EVENT_EXEC));
+  EXPECT_EQ(store.processes.count(pid), 1u);
+  EXPECT_EQ(tracker.stats().processes, 1u);
+  Stop(pid);
+}
+
+TEST(NativeUnwindTrackerTest, PythonOnlyTrackerLeavesAnExecToItsFirstSample) {
+  FakeStore store;
+  NativeUnwindTrackerOptions options;
+  options.python_only = true;
+  NativeUnwindTracker tracker(&store, std::move(options));
+  pid_t pid = StartSleeper();
+  tracker.OnRecord(SampleOf(pid, 0, PYSTROBE_PY_WALKED));
+  ASSERT_EQ(store.processes.count(pid), 1u);
+  // ... unless only CPython is walked: the new image may be none.
+  tracker.OnRecord(ProcessEventOf(pid, PYSTROBE_EVENT_EXEC));
+  EXPECT_TRUE(store.processes.empty());
+  tracker.OnRecord(SampleOf(pid, 0, PYSTROBE_PY_NOT_PYTHON));
+  EXPECT_TRUE(store.processes.empty());
   Stop(pid);
 }
 

@@ -1,7 +1,6 @@
 // The ring buffer's records, byte for byte as the kernel writes them, decoded
-// into what the recorder and the BPF tests read; malformed ones refused.
-#include "daemon/recording/ring_records.h"
-
+// into what the recorder, the unwind tracker, the accounting and the BPF
+// tests read; malformed ones refused, and counted by the stream's decoder.
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "bpf/pystrobe_abi.h"
+#include "daemon/records/record_decoder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -234,6 +234,83 @@ TEST(RingRecordsTest, ASampleDecodedIntoAReusedRecordKeepsNothingOfTheLastOne) {
   EXPECT_EQ(a.kernel_ips, b.kernel_ips);
   EXPECT_EQ(a.user_ips, b.user_ips);
   EXPECT_EQ(a.python_frames, b.python_frames);
+}
+
+// Every way a record can be cut short or lie, one of each kind: the decoder
+// hands none of them on, counts each once, and goes on with the next.
+TEST(RecordDecoderTest, MalformedAndTruncatedRecordsAreCountedAndHandedToNoReader) {
+  std::vector<std::vector<uint8_t>> bad;
+  bad.push_back({});
+  bad.push_back({1, 0});
+  uint32_t unknown = 99;
+  bad.push_back(BytesOf(unknown));
+  for (uint32_t kind : {PYSTROBE_EVENT_SAMPLE, PYSTROBE_EVENT_OFFCPU, PYSTROBE_EVENT_MEMORY,
+                        PYSTROBE_EVENT_ALLOC, PYSTROBE_EVENT_OOM_KILLED}) {
+    std::vector<uint8_t> sample = FullSample(kind);
+    bad.emplace_back(sample.begin(), sample.begin() + offsetof(pystrobe_sample, data) - 1);
+    bad.emplace_back(sample.begin(), sample.end() - 1);  // half a Python frame gone
+    std::vector<uint8_t> lying = sample;
+    uint16_t frames = PYSTROBE_MAX_PYTHON_FRAMES + 1;
+    std::memcpy(lying.data() + offsetof(pystrobe_sample, python_frames), &frames, sizeof(frames));
+    bad.push_back(lying);
+  }
+  for (uint32_t kind : {PYSTROBE_EVENT_EXEC, PYSTROBE_EVENT_EXIT}) {
+    pystrobe_process_event event = {};
+    event.kind = kind;
+    bad.push_back(BytesOf(event, sizeof(event) - 1));
+  }
+  pystrobe_free_event free_event = {.kind = PYSTROBE_EVENT_FREE, .pid = 1, .address = 8};
+  bad.push_back(BytesOf(free_event, sizeof(free_event) - 1));
+  pystrobe_finalize_event finalize = {.kind = PYSTROBE_EVENT_FINALIZE, .pid = 1, .time_ns = 1};
+  bad.push_back(BytesOf(finalize, 8));
+  static pystrobe_python_code_event code = {};
+  code.kind = PYSTROBE_EVENT_PYTHON_CODE;
+  code.regions_used = 1;
+  code.regions[0] = {.address = 0x9000, .size = 4, .offset = 0};
+  bad.push_back(BytesOf(code, offsetof(pystrobe_python_code_event, data) + 3));
+
+  RecordDecoder decoder;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    EXPECT_EQ(decoder.Decode(bad[i]), nullptr) << "record " << i;
+    EXPECT_EQ(decoder.malformed(), i + 1);
+  }
+  // A good record after them is handed on whole.
+  RingRecord* good = decoder.Decode(FullSample(PYSTROBE_EVENT_SAMPLE));
+  ASSERT_NE(good, nullptr);
+  EXPECT_EQ(std::get<SampleRecord>(*good).pid, 100u);
+  EXPECT_EQ(decoder.malformed(), bad.size());
+}
+
+TEST(RecordDecoderTest, EveryKindComesOutAsItsTypeFromOneReusedRecord) {
+  RecordDecoder decoder;
+  RingRecord* first = decoder.Decode(FullSample(PYSTROBE_EVENT_ALLOC));
+  ASSERT_NE(first, nullptr);
+  const SampleRecord& sample = std::get<SampleRecord>(*first);
+  EXPECT_EQ(sample.kind, static_cast<uint32_t>(PYSTROBE_EVENT_ALLOC));
+  EXPECT_EQ(sample.address, 0x7f0000001000u);
+
+  pystrobe_free_event free_event = {.kind = PYSTROBE_EVENT_FREE, .pid = 7, .address = 0x5000};
+  RingRecord* freed = decoder.Decode(BytesOf(free_event));
+  ASSERT_NE(freed, nullptr);
+  EXPECT_EQ(freed, first) << "one record, decoded into again";
+  EXPECT_EQ(std::get<FreeRecord>(*freed).address, 0x5000u);
+
+  pystrobe_process_event exit = {};
+  exit.kind = PYSTROBE_EVENT_EXIT;
+  exit.pid = 42;
+  std::strcpy(exit.comm, "python3");
+  RingRecord* exited = decoder.Decode(BytesOf(exit));
+  ASSERT_NE(exited, nullptr);
+  EXPECT_EQ(std::get<ProcessEventRecord>(*exited).comm, "python3");
+
+  // Two samples in a row: the second one's frames go where the first's were.
+  ASSERT_NE(decoder.Decode(FullSample(PYSTROBE_EVENT_SAMPLE)), nullptr);
+  const uint64_t* kernel_buffer = std::get<SampleRecord>(*exited).kernel_ips.data();
+  RingRecord* again = decoder.Decode(FullSample(PYSTROBE_EVENT_OFFCPU));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(std::get<SampleRecord>(*again).kernel_ips.data(), kernel_buffer);
+  EXPECT_EQ(std::get<SampleRecord>(*again).kind, static_cast<uint32_t>(PYSTROBE_EVENT_OFFCPU));
+  EXPECT_EQ(decoder.malformed(), 0u);
 }
 
 }  // namespace

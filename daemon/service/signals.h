@@ -2,8 +2,8 @@
 // SIGTERM ask the command to stop (it writes what it collected first),
 // SIGHUP asks the daemon to reload its configuration. A handler only stores
 // the request and wakes whatever loop is waiting on it.
-#ifndef PYSTROBE_DAEMON_CLI_SIGNALS_H_
-#define PYSTROBE_DAEMON_CLI_SIGNALS_H_
+#ifndef PYSTROBE_DAEMON_SERVICE_SIGNALS_H_
+#define PYSTROBE_DAEMON_SERVICE_SIGNALS_H_
 
 #include <atomic>
 
@@ -37,4 +37,4 @@ class Signals {
 
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_CLI_SIGNALS_H_
+#endif  // PYSTROBE_DAEMON_SERVICE_SIGNALS_H_

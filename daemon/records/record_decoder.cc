@@ -1,4 +1,4 @@
-#include "daemon/recording/ring_records.h"
+#include "daemon/records/record_decoder.h"
 
 #include <cstddef>
 #include <cstring>

@@ -1,9 +1,12 @@
-// The sampler's ring buffer records, decoded whole (bpf/pystrobe_abi.h): what
-// the Recorder consumes and the BPF tests check. A record is only 8-byte
-// aligned and a sample's data is cut to the words it uses, so every field is
-// copied out and every count is checked against the record's size first.
-#ifndef PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_
-#define PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_
+// The one decoder of the sampler's ring buffer records (bpf/pystrobe_abi.h):
+// each record is validated once and turned into a typed event that every
+// reader consumes: the recorder, the native unwind tracker, the accounting's
+// sample tallies, the BPF tests. Nothing else reads a record's bytes, so an
+// ABI change is made here alone. A record is only 8-byte aligned and a
+// sample's data is cut to the words it uses, so every field is copied out and
+// every count is checked against the record's size first.
+#ifndef PYSTROBE_DAEMON_RECORDS_RECORD_DECODER_H_
+#define PYSTROBE_DAEMON_RECORDS_RECORD_DECODER_H_
 
 #include <cstdint>
 #include <optional>
@@ -94,6 +97,38 @@ absl::StatusOr<RingRecord> DecodeRingRecord(std::span<const uint8_t> record);
 // decodes into one RingRecord). On error `out` holds whatever was there.
 absl::Status DecodeRingRecordInto(std::span<const uint8_t> record, RingRecord& out);
 
+// Decodes a stream of records, one at a time, into one reused RingRecord,
+// and counts the malformed ones: the one place a sampling session's records
+// are decoded, and where their drops are counted.
+class RecordDecoder {
+ public:
+  // `record` decoded into the buffers of the record before (no allocation
+  // per sample once they have grown), valid until the next call; null, and
+  // counted, when malformed. A reader may move out of it.
+  RingRecord* Decode(std::span<const uint8_t> record) {
+    if (!DecodeRingRecordInto(record, decoded_).ok()) {
+      ++malformed_;
+      return nullptr;
+    }
+    return &decoded_;
+  }
+  // Records Decode() refused: dropped, with nothing read from them.
+  uint64_t malformed() const { return malformed_; }
+
+ private:
+  RingRecord decoded_;
+  uint64_t malformed_ = 0;
+};
+
+// A reader of a session's decoded records besides the recorder (`stat`'s
+// sample tally, the daemon's on-demand accounting). It sees each record that
+// decoded, before the recorder takes what it keeps from it.
+class RecordObserver {
+ public:
+  virtual ~RecordObserver() = default;
+  virtual void Observe(const RingRecord& record) = 0;
+};
+
 }  // namespace pystrobe
 
-#endif  // PYSTROBE_DAEMON_RECORDING_RING_RECORDS_H_
+#endif  // PYSTROBE_DAEMON_RECORDS_RECORD_DECODER_H_

@@ -1,4 +1,4 @@
-#include "daemon/cli/signals.h"
+#include "daemon/service/signals.h"
 
 #include <signal.h>
 

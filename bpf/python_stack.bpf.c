@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The in-kernel CPython walk: for a sample of a process the daemon has marked
+ * as CPython, find the sampled thread's PyThreadState, note whether it holds
+ * the GIL, and record its frames (code object, instruction offset, stamp)
+ * after the native stacks of the sample. See pystrobe_abi.h for the walk,
+ * step by step, and for who fills the offsets.
+ *
+ * Every read of the target's memory can fail (the process may be exiting or
+ * corrupt); a failed read ends the walk with the frames so far, counted.
+ * A read costs about 30 ns however few bytes it takes, several times the
+ * rest of a frame's work, so reads are few and wide: a frame comes with the
+ * frames below it in one block (frame_in_block), and a code object's head
+ * is read once per walk however often it recurs (code_stamp), with fields
+ * picked out of the copies.
+ *
+ * Here: walk_python_stack, the global function every sampling program calls
+ * (python_stack.bpf.h), the frame walk's steps, and the definitions of the
+ * walk's maps and knob. The thread-state search is in
+ * python_thread_state.bpf.h, the per-CPU state in python_walk.bpf.h.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "pystrobe_abi.h"
+#include "python_process.bpf.h"
+#include "python_stack.bpf.h"
+#include "python_thread_state.bpf.h"
+#include "python_walk.bpf.h"
+
+/* Set by the loader (--max-python-depth): frames walked per sample. */
+const volatile __u32 python_max_frames = 128;
+
+struct python_thread_states_map python_thread_states SEC(".maps");
+struct python_walk_scratch_map python_walk_scratch SEC(".maps");
+
+/* The thread's innermost frame, by the version's frame model. */
+static __always_inline bool top_frame(struct python_walk *walk, __u64 *frame)
+{
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	__u64 cframe;
+
+	if (off->frame_model == PYSTROBE_PY_FRAMES_CFRAME) {
+		return read_target_u64(walk->tstate, off->tstate_frame, &cframe) &&
+		       (cframe == 0 ? (*frame = 0, true)
+				    : read_target_u64(cframe, off->cframe_current_frame, frame));
+	}
+	return read_target_u64(walk->tstate, off->tstate_frame, frame);
+}
+
+enum code_lookup {
+	CODE_STAMPED,	 /* *stamp is the code object's */
+	CODE_NOT_CODE,	 /* 3.13's f_executable may hold something else: skip the frame */
+	CODE_UNREADABLE, /* the walk ends */
+};
+
+/* The stamp of the code object `code` and its co_tlbc (0 where the build
+ * has none): from this walk's cache, or read. */
+static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u64 code,
+						   __u32 *stamp, __u64 *tlbc)
+{
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	struct python_stamp_slot *slot = &walk->stamps[(code >> 4) & (PYTHON_STAMP_SLOTS - 1)];
+
+	if (slot->code == code && slot->walk_id == walk->walk_id) {
+		*stamp = slot->stamp;
+		*tlbc = slot->tlbc;
+		return CODE_STAMPED;
+	}
+	if (bpf_probe_read_user(walk->code_copy, walk->code_copy_size & (PYTHON_COPY_SIZE - 1),
+				(void *)code))
+		return CODE_UNREADABLE;
+	if (copied_u64(walk->code_copy, off->object_type) != walk->proc.code_type_addr)
+		return CODE_NOT_CODE;
+	*stamp = pystrobe_python_code_stamp32(
+	    pystrobe_python_code_stamp(copied_u64(walk->code_copy, off->code_filename),
+				       copied_u64(walk->code_copy, off->code_name),
+				       copied_u32(walk->code_copy, off->code_firstlineno)));
+	*tlbc = off->code_tlbc == PYSTROBE_PY_OFFSET_NONE
+		    ? 0
+		    : copied_u64(walk->code_copy, off->code_tlbc);
+	slot->code = code;
+	slot->walk_id = walk->walk_id;
+	slot->stamp = *stamp;
+	slot->tlbc = *tlbc;
+	return CODE_STAMPED;
+}
+
+/*
+ * The frame at `frame` in walk->frame_block, read in unless a read for an
+ * earlier frame brought it: returns its index in the block, or -1 when it
+ * cannot be read.
+ *
+ * Reads are what a frame costs (about 30 ns each, where the rest of a
+ * frame's work is a third of that), and 3.11+ pushes a thread's frames side
+ * by side onto its data stack, each above the one that called it. So a read
+ * takes the frame and up to block_span bytes below it, stopping at the
+ * frame's page: the pages below it in its chunk were written when the
+ * frames under it were pushed, but the page below a chunk may not be mapped
+ * and a faulting read costs twenty good ones.
+ */
+static __always_inline long frame_in_block(struct python_walk *walk, __u64 frame)
+{
+	__u64 end = frame + walk->frame_copy_size, start, page, size;
+
+	if (frame >= walk->block_addr && end <= walk->block_addr + walk->block_len)
+		return frame - walk->block_addr;
+	start = end - walk->block_span;
+	page = frame & ~(__u64)(PYTHON_PAGE_SIZE - 1);
+	if (start < page || start > frame)
+		start = page;
+	size = end - start;
+	if (size > PYTHON_FRAME_BLOCK)
+		return -1;
+	if (bpf_probe_read_user(walk->frame_block, size, (void *)start))
+		return -1;
+	walk->block_addr = start;
+	walk->block_len = size;
+	return frame - start;
+}
+
+/* A field of the frame at index `at` of the block; in bounds by
+ * construction, masked for the verifier. */
+static __always_inline __u64 block_u64(const struct python_walk *walk, __u64 at, __u32 offset)
+{
+	return *(const __u64 *)(walk->frame_block + ((at + offset) & (PYTHON_FRAME_BLOCK - 8)));
+}
+
+static __always_inline __u32 block_u32(const struct python_walk *walk, __u64 at, __u32 offset)
+{
+	return *(const __u32 *)(walk->frame_block + ((at + offset) & (PYTHON_FRAME_BLOCK - 4)));
+}
+
+/*
+ * Where the bytecode a 3.11+ frame runs starts: co_code_adaptive, or on a
+ * free-threaded build the thread's own copy of it (tlbc_index > 0), found
+ * in the code object's _PyCodeArray { Py_ssize_t size; char *entries[]; }.
+ * 0 when that copy cannot be read.
+ */
+static __always_inline __u64 bytecode_base(struct python_walk *walk, __u64 at, __u64 code,
+					   __u64 tlbc)
+{
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	__s32 index;
+	__u64 base;
+
+	if (off->frame_tlbc_index == PYSTROBE_PY_OFFSET_NONE)
+		return code + off->code_code_adaptive;
+	index = (__s32)block_u32(walk, at, off->frame_tlbc_index);
+	if (index <= 0)
+		return code + off->code_code_adaptive;
+	if (tlbc == 0 || !read_target_u64(tlbc, 8 + 8 * (__u32)index, &base))
+		return 0;
+	return base;
+}
+
+/* What a step of the frame walk works on: bpf_loop hands its callback a
+ * pointer to the caller's stack, and the map values ride along in it. */
+struct python_walk_ctx {
+	struct python_walk *walk;
+	struct pystrobe_sample *sample;
+};
+
+/* One frame: find its copy, skip shims and non-code frames, record the rest. */
+static long walk_frame_step(__u32 index, void *ctx)
+{
+	struct python_walk_ctx *walk_ctx = ctx;
+	struct python_walk *walk = walk_ctx->walk;
+	struct pystrobe_sample *sample = walk_ctx->sample;
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	__u64 frame = walk->cursor, code, instr, tlbc = 0, base;
+	__u32 slot, stamp;
+	__s64 offset, at;
+
+	if (frame == 0)
+		return 1;
+	at = frame_in_block(walk, frame);
+	if (at < 0) {
+		walk->status = PYSTROBE_PY_READ_FAILED;
+		return 1;
+	}
+	walk->cursor = block_u64(walk, at, off->frame_previous);
+	if (pystrobe_python_is_shim_frame(
+		walk->frame_block[(at + off->frame_owner) & (PYTHON_FRAME_BLOCK - 1)], off)) {
+		/* An interpreter shim frame (3.12+): nothing of the program's,
+		 * but the frame above it was the first of an eval loop's call. */
+		if (walk->frames > 0) {
+			slot = walk->base + 2 * (walk->frames - 1);
+			sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] |=
+			    PYSTROBE_PY_FRAME_ENTRY;
+		}
+		return 0;
+	}
+
+	code = pystrobe_python_frame_code(block_u64(walk, at, off->frame_code), off);
+	switch (code == 0 ? CODE_UNREADABLE : code_stamp(walk, code, &stamp, &tlbc)) {
+	case CODE_STAMPED:
+		break;
+	case CODE_NOT_CODE:
+		return 0;
+	default:
+		walk->status = PYSTROBE_PY_READ_FAILED;
+		return 1;
+	}
+
+	switch (off->frame_model) {
+	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES:
+		offset = (__s32)block_u32(walk, at, off->frame_instr);
+		break;
+	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS:
+		offset = (__s64)(__s32)block_u32(walk, at, off->frame_instr) * 2;
+		break;
+	default:
+		instr = block_u64(walk, at, off->frame_instr);
+		base = bytecode_base(walk, at, code, tlbc);
+		offset = base == 0 ? -1 : (__s64)(instr - base);
+		break;
+	}
+	if (offset > 0x7fffffff || offset < -0x7fffffff)
+		offset = -1;
+
+	/* Before 3.11 each frame runs in its own eval loop call; 3.11 says
+	 * which frame began one. */
+	if (off->frame_model < PYSTROBE_PY_FRAMES_CFRAME ||
+	    (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE &&
+	     walk->frame_block[(at + off->frame_is_entry) & (PYTHON_FRAME_BLOCK - 1)]))
+		code |= PYSTROBE_PY_FRAME_ENTRY;
+	slot = walk->base + 2 * walk->frames;
+	sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = code;
+	sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
+	    (__u64)stamp | ((__u64)(__u32)(__s32)offset << 32);
+	walk->frames++;
+	return walk->frames >= walk->max_frames ? 1 : 0;
+}
+
+/* Declared, and its contract given, in python_stack.bpf.h. */
+__noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
+				 const struct pystrobe_python_process *proc)
+{
+	struct task_struct *thread = bpf_get_current_task_btf();
+	struct python_walk *walk;
+	const struct pystrobe_python_offsets *off;
+	struct python_walk_ctx walk_ctx;
+	__u64 frame, interp;
+
+	if (!sample || !proc)
+		return 0;
+	sample->python_frames = 0;
+	sample->python_status = PYSTROBE_PY_READ_FAILED;
+	walk = python_walk_state();
+	if (!walk)
+		return 0;
+	__builtin_memcpy(&walk->proc, proc, sizeof(walk->proc));
+	off = &walk->proc.offsets;
+	if (!offset_fits_copy(off->frame_previous) || !offset_fits_copy(off->frame_code) ||
+	    !offset_fits_copy(off->frame_instr) || !offset_fits_copy(off->frame_owner) ||
+	    !offset_fits_copy(off->object_type) || !offset_fits_copy(off->code_filename) ||
+	    !offset_fits_copy(off->code_name) || !offset_fits_copy(off->code_firstlineno) ||
+	    !offset_fits_copy(off->frame_tlbc_index) || !offset_fits_copy(off->code_tlbc)) {
+		sample->python_status = PYSTROBE_PY_READ_FAILED;
+		return 0;
+	}
+
+	walk->frame_copy_size = copy_size_covering(0, off->frame_previous, 8);
+	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_code, 8);
+	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_instr, 8);
+	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_owner, 1);
+	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_tlbc_index, 4);
+	if (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE)
+		walk->frame_copy_size =
+		    copy_size_covering(walk->frame_copy_size, off->frame_is_entry, 1);
+	walk->frame_copy_size = (walk->frame_copy_size + 7) & ~7;
+	/* Frame objects before 3.11 are each on the heap: read them one by one. */
+	walk->block_span = off->frame_model >= PYSTROBE_PY_FRAMES_CFRAME ? PYTHON_FRAME_BLOCK
+									 : walk->frame_copy_size;
+	walk->block_len = 0;
+	walk->code_copy_size = copy_size_covering(0, off->object_type, 8);
+	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_filename, 8);
+	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_name, 8);
+	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_firstlineno, 4);
+	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_tlbc, 8);
+
+	walk->walk_id++;
+	walk->pthread_self = thread->thread.fsbase;
+	find_thread_state(walk, thread);
+	if (walk->tstate == 0) {
+		sample->python_status = PYSTROBE_PY_NO_THREAD_STATE;
+		return 0;
+	}
+	if (off->free_threaded)
+		sample->flags |= PYSTROBE_SAMPLE_FREE_THREADED;
+	/* 3.12+: the thread state's own interpreter (0 before: the GIL is the
+	 * process's), its GIL and its id. */
+	interp = 0;
+	if (off->tstate_interp == PYSTROBE_PY_OFFSET_NONE ||
+	    read_target_u64(walk->tstate, off->tstate_interp, &interp)) {
+		if (interp && off->interp_id != PYSTROBE_PY_OFFSET_NONE)
+			read_target_u64(interp, off->interp_id, &sample->interpreter_id);
+		if (holds_gil(walk, interp))
+			sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
+	}
+
+	walk->status = PYSTROBE_PY_WALKED;
+	walk->frames = 0;
+	walk->base = base;
+	/* A native stack deeper than PYSTROBE_MAX_NATIVE_FRAMES (the table
+	 * walker's) leaves fewer words for Python frames. */
+	walk->max_frames = python_max_frames;
+	if (base > PYSTROBE_SAMPLE_DATA_WORDS)
+		return 0;
+	if (walk->max_frames > (PYSTROBE_SAMPLE_DATA_WORDS - base) / 2)
+		walk->max_frames = (PYSTROBE_SAMPLE_DATA_WORDS - base) / 2;
+	if (!top_frame(walk, &frame)) {
+		sample->python_status = PYSTROBE_PY_READ_FAILED;
+		return 0;
+	}
+	walk->cursor = frame;
+	walk_ctx.walk = walk;
+	walk_ctx.sample = sample;
+	bpf_loop(walk->max_frames, walk_frame_step, &walk_ctx, 0);
+	if (walk->status == PYSTROBE_PY_WALKED && walk->cursor != 0)
+		sample->flags |= PYSTROBE_SAMPLE_PY_TRUNCATED;
+	sample->python_frames = walk->frames;
+	sample->python_status = walk->status;
+	return 0;
+}

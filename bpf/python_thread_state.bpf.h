@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Which PyThreadState is the sampled thread's, and whether it holds the GIL:
+ * the first step of the CPython walk (python_stack.bpf.c). The thread state
+ * found is cached with the thread (python_thread_states, declared here and
+ * defined in python_stack.bpf.c) and revalidated on every use; the search
+ * runs over the interpreters' thread lists only when the cache misses.
+ */
+#ifndef PYSTROBE_BPF_PYTHON_THREAD_STATE_BPF_H_
+#define PYSTROBE_BPF_PYTHON_THREAD_STATE_BPF_H_
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
+#include "pystrobe_abi.h"
+#include "python_process.bpf.h"
+#include "python_walk.bpf.h"
+
+/* Threads examined when looking for a thread's PyThreadState. */
+#define PYTHON_MAX_THREADS 4096
+
+/* How often a thread whose cached thread state is not its active one looks
+ * for another (a power of two): a thread that let the GIL go has none active,
+ * and the search costs a read or two per thread of the process. */
+#define PYTHON_INACTIVE_SEARCH_EVERY 4
+
+/*
+ * The PyThreadState found for a thread last time, revalidated on every use.
+ * Kept with the thread itself, which frees it when the thread ends, and
+ * found without hashing: a hash lookup here cost a tenth of a sample.
+ */
+struct python_thread_cache {
+	__u64 tstate;	/* PyThreadState address in the target */
+	__u32 inactive; /* samples that found it inactive (3.12+) */
+	__u32 _pad;
+};
+
+struct python_thread_states_map {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct python_thread_cache);
+};
+extern struct python_thread_states_map python_thread_states SEC(".maps");
+
+/* True when thread state `tstate` is its thread's current one (3.12+; always
+ * before, where a thread has one thread state). */
+static __always_inline bool thread_state_active(struct python_walk *walk, __u64 tstate)
+{
+	__u32 status = 0;
+
+	if (walk->proc.offsets.tstate_status == PYSTROBE_PY_OFFSET_NONE)
+		return true;
+	if (bpf_probe_read_user(&status, sizeof(status),
+				(void *)(tstate + walk->proc.offsets.tstate_status)))
+		return false;
+	return status & PYSTROBE_PY_TSTATE_ACTIVE;
+}
+
+/* One step of the search for the thread's PyThreadState: the active one, or
+ * else the first that names the thread (in walk->inactive_match). */
+static long find_thread_state_step(__u32 index, void *ctx)
+{
+	struct python_walk *walk = python_walk_state();
+	__u64 thread_id;
+
+	if (!walk)
+		return 1;
+	if (walk->cursor == 0) {
+		/* This interpreter's threads are done: on to the next one. */
+		if (!read_target_u64(walk->interp, walk->proc.offsets.interp_next, &walk->interp) ||
+		    walk->interp == 0 ||
+		    !read_target_u64(walk->interp, walk->proc.offsets.interp_tstate_head,
+				     &walk->cursor))
+			return 1;
+		return 0;
+	}
+	if (!read_target_u64(walk->cursor, walk->proc.offsets.tstate_thread_id, &thread_id))
+		return 1;
+	if (thread_id == walk->pthread_self) {
+		if (thread_state_active(walk, walk->cursor)) {
+			walk->tstate = walk->cursor;
+			return 1;
+		}
+		if (walk->inactive_match == 0)
+			walk->inactive_match = walk->cursor;
+	}
+	if (!read_target_u64(walk->cursor, walk->proc.offsets.tstate_next, &walk->cursor))
+		return 1;
+	return 0;
+}
+
+/* Finds (or revalidates) the sampled thread's PyThreadState into walk->tstate. */
+static __always_inline void find_thread_state(struct python_walk *walk, struct task_struct *thread)
+{
+	struct python_thread_cache *cached =
+	    bpf_task_storage_get(&python_thread_states, thread, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u64 thread_id;
+
+	walk->tstate = 0;
+	walk->inactive_match = 0;
+	if (cached && cached->tstate != 0 &&
+	    read_target_u64(cached->tstate, walk->proc.offsets.tstate_thread_id, &thread_id) &&
+	    thread_id == walk->pthread_self) {
+		/* Not its current one: the thread may run in another interpreter
+		 * now, or have let the GIL go; look again, now and then. */
+		if (thread_state_active(walk, cached->tstate) ||
+		    (++cached->inactive & (PYTHON_INACTIVE_SEARCH_EVERY - 1)) != 0) {
+			walk->tstate = cached->tstate;
+			return;
+		}
+	}
+	if (!read_target_u64(walk->proc.runtime_addr, walk->proc.offsets.runtime_interpreters_head,
+			     &walk->interp) ||
+	    walk->interp == 0 ||
+	    !read_target_u64(walk->interp, walk->proc.offsets.interp_tstate_head, &walk->cursor))
+		return;
+	bpf_loop(PYTHON_MAX_THREADS, find_thread_state_step, NULL, 0);
+	if (walk->tstate == 0)
+		walk->tstate = walk->inactive_match;
+	if (walk->tstate && cached) {
+		cached->tstate = walk->tstate;
+		cached->inactive = 0;
+	}
+}
+
+/* True when the thread state `tstate` holds the GIL right now. `interp`:
+ * the thread state's interpreter (3.12+, where a subinterpreter may have a
+ * GIL of its own), else 0. */
+static __always_inline bool holds_gil(struct python_walk *walk, __u64 interp)
+{
+	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	__u64 gil, last_holder = 0;
+	__s32 locked = 0;
+
+	gil = python_gil_address(&walk->proc, interp);
+
+	if (gil == 0)
+		return false;
+	/* A free-threaded build's GIL is off unless an extension turned it on. */
+	if (off->gil_enabled != PYSTROBE_PY_OFFSET_NONE &&
+	    (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_enabled)) ||
+	     locked == 0))
+		return false;
+	if (!read_target_u64(gil, off->gil_last_holder, &last_holder))
+		return false;
+	/* 2.7, 3.6: the holder is _PyThreadState_Current, NULL while the GIL is free. */
+	if (off->gil_locked == PYSTROBE_PY_OFFSET_NONE)
+		return last_holder == walk->tstate;
+	if (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_locked)))
+		return false;
+	return locked != 0 && last_holder == walk->tstate;
+}
+
+#endif /* PYSTROBE_BPF_PYTHON_THREAD_STATE_BPF_H_ */

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * One CPython walk's working state, per CPU (struct python_walk: the
+ * process's layout, the thread state found, the block of frames and the
+ * code object last read, and the walk's cache of code stamps), and reading
+ * fields out of its copies of the target's memory. Used by the thread-state
+ * search (python_thread_state.bpf.h) and the frame walk (python_stack.bpf.c),
+ * which defines the scratch map declared here.
+ */
+#ifndef PYSTROBE_BPF_PYTHON_WALK_BPF_H_
+#define PYSTROBE_BPF_PYTHON_WALK_BPF_H_
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
+#include "pystrobe_abi.h"
+#include "python_stack.bpf.h"
+
+/*
+ * Stamps of the code objects read during this walk, direct-mapped by
+ * address: a recursive function's frames share one code object, and a hit
+ * saves reading its head again, half of a frame's cost.
+ *
+ * A hit counts within one walk only. While the sampled thread is stopped
+ * under us, every code object its frames run is kept alive by those frames,
+ * so an address names one code object for the whole walk. Across walks it
+ * does not: a module's code is freed once its import has run, and the next
+ * code objects (with fresh globals dicts, at the same addresses too) take
+ * its place; a stamp cached across walks went stale for a quarter of a
+ * program's samples.
+ */
+#define PYTHON_STAMP_SLOTS 256
+
+struct python_stamp_slot {
+	__u64 code;
+	__u64 walk_id;
+	__u64 tlbc; /* co_tlbc (free-threaded 3.14+), else 0 */
+	__u32 stamp;
+	__u32 _pad;
+};
+
+/* Everything one walk needs, per CPU: too big for the BPF stack. */
+struct python_walk {
+	struct pystrobe_python_process proc;
+	__u64 pthread_self; /* the sampled thread's fs base: PyThreadState.thread_id */
+	__u64 interp;	    /* interpreter being searched */
+	__u64 cursor;	    /* thread state, then frame, being looked at */
+	__u64 tstate;
+	__u64 inactive_match; /* a thread state of the thread, not its active one */
+	__u32 frames;	      /* Python frames written so far */
+	__u32 max_frames;     /* python_max_frames, or what is left of the sample */
+	__u32 base;	      /* index in sample->data of the first Python frame */
+	__u32 status;	      /* enum pystrobe_python_status */
+	/* Bytes to copy of a frame (a multiple of 8) and of a code object:
+	 * just past the last field used. */
+	__u16 frame_copy_size;
+	__u16 code_copy_size;
+	/* Bytes read below a frame with it: frame_copy_size, or up to
+	 * PYTHON_FRAME_BLOCK where frames sit side by side (3.11+). */
+	__u16 block_span;
+	__u64 walk_id; /* counts this CPU's walks: tells the stamp cache's walks apart */
+	/* Copy of [block_addr, block_addr + block_len) of the target: the
+	 * frame being walked and, with luck, the frames it was called from. */
+	__u64 block_addr;
+	__u32 block_len;
+	__u8 frame_block[PYTHON_FRAME_BLOCK];
+	__u8 code_copy[PYTHON_COPY_SIZE];
+	/* Left over from earlier walks too: walk_id tells them apart. */
+	struct python_stamp_slot stamps[PYTHON_STAMP_SLOTS];
+};
+
+/* The walk's state. Key: 0. Value: struct python_walk, one per CPU. */
+struct python_walk_scratch_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct python_walk);
+};
+extern struct python_walk_scratch_map python_walk_scratch SEC(".maps");
+
+static __always_inline struct python_walk *python_walk_state(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&python_walk_scratch, &zero);
+}
+
+/* A field out of a copy; offsets were checked against the copy's size. */
+static __always_inline __u64 copied_u64(const __u8 *copy, __u32 offset)
+{
+	return *(const __u64 *)(copy + (offset & (PYTHON_COPY_SIZE - 8)));
+}
+
+static __always_inline __u32 copied_u32(const __u8 *copy, __u32 offset)
+{
+	return *(const __u32 *)(copy + (offset & (PYTHON_COPY_SIZE - 4)));
+}
+
+static __always_inline bool offset_fits_copy(__u32 offset)
+{
+	return offset == PYSTROBE_PY_OFFSET_NONE || offset <= PYTHON_COPY_SIZE - 8;
+}
+
+/* The copy size that covers `size` and a field of `field_size` at `offset`. */
+static __always_inline __u16 copy_size_covering(__u16 size, __u32 offset, __u32 field_size)
+{
+	if (offset == PYSTROBE_PY_OFFSET_NONE || offset + field_size <= size)
+		return size;
+	return offset + field_size;
+}
+
+#endif /* PYSTROBE_BPF_PYTHON_WALK_BPF_H_ */
