@@ -1,13 +1,7 @@
 #include "config/config.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <regex>
 #include <string>
@@ -23,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
 namespace {
@@ -346,82 +341,24 @@ absl::Status ValidateTenantId(absl::string_view text) {
 
 namespace {
 
-// An open file, closed on every path out.
-class ReadOnlyFile {
- public:
-  static absl::StatusOr<ReadOnlyFile> Open(const std::string& path) {
-    if (absl::Status s = ValidateAbsolutePath(path); !s.ok()) return s;
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Unreadable(path, errno);
-    ReadOnlyFile file(fd);
-    struct stat st;
-    if (fstat(fd, &st) != 0) return Unreadable(path, errno);
-    if (!S_ISREG(st.st_mode)) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot read ", path, ": not a file"));
-    }
-    return file;
-  }
-  ReadOnlyFile(ReadOnlyFile&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  ReadOnlyFile& operator=(ReadOnlyFile&&) = delete;
-  ~ReadOnlyFile() {
-    if (fd_ >= 0) close(fd_);
-  }
-
-  absl::StatusOr<bool> Empty(const std::string& path) {
-    char byte;
-    ssize_t n;
-    while ((n = read(fd_, &byte, 1)) < 0 && errno == EINTR) {
-    }
-    if (n < 0) return Unreadable(path, errno);
-    return n == 0;
-  }
-
-  // Up to `limit` bytes from the start; more than that is an error.
-  absl::StatusOr<std::string> Read(const std::string& path, size_t limit) {
-    std::string text;
-    char buffer[4096];
-    while (true) {
-      ssize_t n = read(fd_, buffer, sizeof(buffer));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Unreadable(path, errno);
-      if (n == 0) return text;
-      text.append(buffer, static_cast<size_t>(n));
-      if (text.size() > limit) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("cannot read ", path, ": larger than ", limit, " bytes"));
-      }
-    }
-  }
-
- private:
-  explicit ReadOnlyFile(int fd) : fd_(fd) {}
-  static absl::Status Unreadable(const std::string& path, int err) {
-    std::string message = absl::StrCat("cannot read ", path, ": ", strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-    return absl::FailedPreconditionError(message);
-  }
-  int fd_;
-};
-
 constexpr size_t kMaxSecretBytes = 64 * 1024;
 
 }  // namespace
 
 absl::Status CheckReadableFile(const std::string& path) {
-  absl::StatusOr<ReadOnlyFile> file = ReadOnlyFile::Open(path);
-  if (!file.ok()) return file.status();
+  if (absl::Status s = ValidateAbsolutePath(path); !s.ok()) return s;
   // One byte: a file that opens may still fail to read (EIO, a FUSE mount).
-  absl::StatusOr<bool> empty = file->Empty(path);
-  if (!empty.ok()) return empty.status();
-  if (*empty) return absl::FailedPreconditionError(absl::StrCat(path, " is empty"));
+  absl::StatusOr<std::string> first =
+      procfs::ReadSmallFile(path, {.max_bytes = 1, .truncate = true, .regular_file_only = true});
+  if (!first.ok()) return first.status();
+  if (first->empty()) return absl::FailedPreconditionError(absl::StrCat(path, " is empty"));
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
-  absl::StatusOr<ReadOnlyFile> file = ReadOnlyFile::Open(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<std::string> text = file->Read(path, kMaxSecretBytes);
+  if (absl::Status s = ValidateAbsolutePath(path); !s.ok()) return s;
+  absl::StatusOr<std::string> text =
+      procfs::ReadSmallFile(path, {.max_bytes = kMaxSecretBytes, .regular_file_only = true});
   if (!text.ok()) return text.status();
   std::string secret(absl::StripAsciiWhitespace(*text));
   if (secret.empty()) {

@@ -1,11 +1,5 @@
 #include "config/config_loader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -19,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "daemon/procfs/small_file.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pystrobe {
@@ -755,40 +750,11 @@ ConfigParseResult ParseConfig(absl::string_view yaml_text, absl::string_view sou
 }
 
 absl::StatusOr<ConfigParseResult> ReadConfigFile(const std::string& path) {
-  auto read_error = [&](int err) -> absl::Status {
-    std::string message = absl::StrCat("cannot read ", path, ": ", strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-    return absl::FailedPreconditionError(message);
-  };
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return read_error(errno);
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
-    close(fd);
-    return read_error(err != 0 ? err : EINVAL);
-  }
-  std::string text;
-  char buffer[16384];
-  while (true) {
-    ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return read_error(err);
-    }
-    if (n == 0) break;
-    text.append(buffer, n);
-    if (text.size() > kMaxConfigFileBytes) {
-      close(fd);
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot read ", path, ": larger than ", kMaxConfigFileBytes, " bytes"));
-    }
-  }
-  close(fd);
-  return ParseConfig(text, path);
+  // A directory fails at read(2), "Is a directory".
+  absl::StatusOr<std::string> text =
+      procfs::ReadSmallFile(path, {.max_bytes = kMaxConfigFileBytes});
+  if (!text.ok()) return text.status();
+  return ParseConfig(*text, path);
 }
 
 absl::Status ApplyOverrides(const ConfigOverrides& overrides, DaemonConfig* config) {

@@ -1,59 +1,37 @@
 #include "daemon/accounting/thread_view.h"
 
-#include <dirent.h>
-
-#include <fstream>
-#include <sstream>
-
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
-namespace {
-
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string CommFile(const std::string& path) {
-  return std::string(absl::StripTrailingAsciiWhitespace(ReadSmallFile(path)));
-}
-
-}  // namespace
 
 std::optional<uint64_t> VmRssBytes(absl::string_view status) {
-  for (absl::string_view line : absl::StrSplit(status, '\n')) {
-    if (!absl::ConsumePrefix(&line, "VmRSS:")) continue;
-    line = absl::StripAsciiWhitespace(line);
-    if (!absl::ConsumeSuffix(&line, " kB")) return std::nullopt;
-    uint64_t kib = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) return std::nullopt;
-    return kib * 1024;
-  }
-  return std::nullopt;  // a kernel thread, or a zombie
+  std::optional<absl::string_view> line = procfs::StatusField(status, "VmRSS");
+  if (!line) return std::nullopt;  // a kernel thread, or a zombie
+  absl::string_view kib_text = *line;
+  if (!absl::ConsumeSuffix(&kib_text, " kB")) return std::nullopt;
+  uint64_t kib = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(kib_text), &kib)) return std::nullopt;
+  return kib * 1024;
 }
 
 ProcProcess ReadProcProcess(uint32_t pid, const absl::flat_hash_set<uint32_t>& known_tids) {
   ProcProcess out;
-  const std::string dir = absl::StrCat("/proc/", pid);
-  out.comm = CommFile(dir + "/comm");
-  out.resident_bytes = VmRssBytes(ReadSmallFile(dir + "/status"));
-  DIR* tasks = opendir((dir + "/task").c_str());
-  if (tasks == nullptr) return out;
-  while (const dirent* entry = readdir(tasks)) {
-    uint32_t tid = 0;
-    if (!absl::SimpleAtoi(entry->d_name, &tid)) continue;  // "." and ".."
+  out.comm = procfs::ReadComm(procfs::PidPath(pid, "comm"));
+  // Gone, or not ours to read: no figure, as for a kernel thread.
+  out.resident_bytes =
+      VmRssBytes(procfs::ReadSmallFile(procfs::PidPath(pid, "status")).value_or(""));
+  for (int32_t task : procfs::ReadTaskIds(pid)) {
+    uint32_t tid = static_cast<uint32_t>(task);
     if (known_tids.contains(tid)) continue;
     out.threads.push_back(ThreadCounters{
-        .pid = pid, .tid = tid, .comm = CommFile(absl::StrCat(dir, "/task/", tid, "/comm"))});
+        .pid = pid, .tid = tid, .comm = procfs::ReadComm(procfs::TaskPath(pid, tid, "comm"))});
   }
-  closedir(tasks);
   return out;
 }
 

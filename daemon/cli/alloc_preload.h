@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/procfs/paths.h"
 
 namespace pystrobe {
 
@@ -18,7 +19,8 @@ inline constexpr char kAllocationLibraryName[] = "libpystrobe-alloc.so";
 // The allocation sampler that goes with the binary at `self` (a path, by
 // default this process's executable): beside it (a build tree) or in
 // ../lib/pystrobe/ (installed). NotFound names the places looked at.
-absl::StatusOr<std::string> FindAllocationLibrary(const std::string& self = "/proc/self/exe");
+absl::StatusOr<std::string> FindAllocationLibrary(const std::string& self = procfs::PidPath("self",
+                                                                                            "exe"));
 
 // The file `command` runs, as execvp finds it (PATH searched when it has no
 // slash). NotFound when there is none.

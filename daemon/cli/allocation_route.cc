@@ -3,12 +3,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/cli/alloc_preload.h"
+#include "daemon/procfs/maps.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
 namespace {
@@ -16,17 +19,15 @@ namespace {
 // The C library process `pid` maps, as a path from here (through its root,
 // for a process in a container); "" when it maps none (yet).
 std::string LibcPath(const std::string& pid) {
-  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
-  std::string line;
-  while (std::getline(maps, line)) {
-    size_t slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    std::string path = line.substr(slash);
+  std::string maps = procfs::ReadSmallFile(procfs::PidPath(pid, "maps")).value_or("");
+  for (const procfs::MapsLine& line : procfs::ParseMaps(maps)) {
+    if (!absl::StartsWith(line.path, "/")) continue;
+    std::string path(line.path);
     if (!std::filesystem::path(path).filename().string().starts_with("libc.so")) continue;
     // Through the process's root only when it is not ours (a container).
     std::error_code error;
-    bool same_root = std::filesystem::equivalent(absl::StrCat("/proc/", pid, "/root"), "/", error);
-    return pid == "self" || same_root ? path : absl::StrCat("/proc/", pid, "/root", path);
+    bool same_root = std::filesystem::equivalent(procfs::PidPath(pid, "root"), "/", error);
+    return pid == "self" || same_root ? path : procfs::RootPath(pid, path);
   }
   return "";
 }

@@ -6,8 +6,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -20,6 +18,10 @@
 #include "daemon/cli/dump_options.h"
 #include "daemon/cli/dump_report.h"
 #include "daemon/cli/exit_status.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
+#include "daemon/procfs/small_file.h"
+#include "daemon/procfs/stat.h"
 #include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"
@@ -40,17 +42,9 @@ constexpr std::chrono::microseconds kWalkRetryPause{500};
 
 bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string CommandLine(pid_t pid) {
-  std::optional<std::string> raw = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
-  if (!raw) return "?";
+  absl::StatusOr<std::string> raw = procfs::ReadSmallFile(procfs::PidPath(pid, "cmdline"));
+  if (!raw.ok()) return "?";
   std::string text = std::string(absl::StripSuffix(*raw, absl::string_view("\0", 1)));
   std::replace(text.begin(), text.end(), '\0', ' ');
   return text;
@@ -59,13 +53,13 @@ std::string CommandLine(pid_t pid) {
 // Name and state of one thread from /proc; empty name and '?' once it is gone.
 void ReadThreadProcInfo(pid_t pid, DumpThread& thread) {
   if (!thread.tid) return;
-  const std::string task = absl::StrCat("/proc/", pid, "/task/", *thread.tid);
-  if (std::optional<std::string> comm = ReadFile(task + "/comm")) {
-    thread.name = std::string(absl::StripSuffix(*comm, "\n"));
+  if (std::string comm = procfs::ReadComm(procfs::TaskPath(pid, *thread.tid, "comm"));
+      !comm.empty()) {
+    thread.name = std::move(comm);
   }
-  if (std::optional<std::string> stat = ReadFile(task + "/stat")) {
-    thread.proc_state = ProcStatState(*stat);
-  }
+  absl::StatusOr<procfs::StatLine> stat =
+      procfs::ReadStat(procfs::TaskPath(pid, *thread.tid, "stat"));
+  if (stat.ok()) thread.proc_state = stat->state();
 }
 
 // Fills in the kernel tid of threads whose interpreter does not record it
@@ -220,10 +214,8 @@ int RunDumpCommand(const std::vector<std::string>& args) {
 
   // Without CAP_SYS_PTRACE over the target even its maps are closed to us:
   // say so, rather than that it runs no Python.
-  const std::string maps = absl::StrCat("/proc/", pid, "/maps");
-  if (FILE* file = fopen(maps.c_str(), "r"); file != nullptr) {
-    fclose(file);
-  } else if (errno == EACCES || errno == EPERM) {
+  const std::string maps = procfs::PidPath(pid, "maps");
+  if (absl::IsPermissionDenied(procfs::ReadSmallFile(maps).status())) {
     return Fail("dump",
                 absl::StrCat("cannot read ", maps,
                              ": permission denied; pystrobe dump must run as root (it needs "

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/procfs/stat.h"
 #include "exporters/json_string.h"
 
 namespace pystrobe {
@@ -27,13 +28,8 @@ absl::string_view ThreadActivity(char proc_state) {
 }
 
 char ProcStatState(absl::string_view stat_line) {
-  const size_t paren = stat_line.rfind(')');
-  if (paren == absl::string_view::npos || paren + 2 >= stat_line.size() ||
-      stat_line[paren + 1] != ' ') {
-    return '?';
-  }
-  const char state = stat_line[paren + 2];
-  return (state >= 'A' && state <= 'Z') || (state >= 'a' && state <= 'z') ? state : '?';
+  std::optional<procfs::StatLine> stat = procfs::StatLine::Parse(stat_line);
+  return stat ? stat->state() : '?';
 }
 
 std::string FormatDumpJson(const DumpReport& report) {

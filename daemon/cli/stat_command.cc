@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -36,6 +35,8 @@
 #include "daemon/loader/capabilities.h"
 #include "daemon/loader/cpu_clock_events.h"
 #include "daemon/loader/libbpf_errors.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
 #include "daemon/recording/profile_builder.h"
 #include "daemon/recording/recorder.h"
 #include "daemon/recording/recording_profile.h"
@@ -148,11 +149,8 @@ int RunStatCommand(const std::vector<std::string>& args) {
   }
   // A kernel thread has no executable, and a process may have exited or be
   // out of reach: then there is no GC to measure, and the rest goes on.
-  std::error_code unreadable;
-  std::string binary =
-      command
-          ? ResolveExecutable(options.command[0])
-          : std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), unreadable).string();
+  std::string binary = command ? ResolveExecutable(options.command[0])
+                               : procfs::ReadLink(procfs::PidPath(pid, "exe")).value_or("");
   bool gc_measured = false;
   if (!binary.empty()) {
     absl::Status gc = (*session)->sampler().AttachPythonGcProbes(binary);

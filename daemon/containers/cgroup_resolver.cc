@@ -10,8 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
 namespace {
@@ -75,18 +75,13 @@ std::optional<std::string> FindCgroup2Mount(absl::string_view mountinfo) {
 }
 
 absl::StatusOr<std::string> FindCgroup2MountOfThisHost() {
-  std::ifstream in("/proc/self/mountinfo");
-  if (!in) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot read /proc/self/mountinfo: ", ErrnoText(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  std::optional<std::string> mount = FindCgroup2Mount(text.str());
+  const std::string path = procfs::Path("self/mountinfo");
+  absl::StatusOr<std::string> text = procfs::ReadSmallFile(path);
+  if (!text.ok()) return absl::FailedPreconditionError(text.status().message());
+  std::optional<std::string> mount = FindCgroup2Mount(*text);
   if (!mount) {
-    return absl::NotFoundError(
-        "no cgroup2 file system is mounted (see /proc/self/mountinfo); cgroup paths and "
-        "container ids need cgroup v2");
+    return absl::NotFoundError(absl::StrCat("no cgroup2 file system is mounted (see ", path,
+                                            "); cgroup paths and container ids need cgroup v2"));
   }
   return *mount;
 }
@@ -231,7 +226,7 @@ absl::StatusOr<std::string> CgroupResolver::PathByHandle(uint64_t id) {
     return absl::UnavailableError(absl::StrCat("open_by_handle_at: ", ErrnoText(err)));
   }
   char target[4096];
-  std::string link = absl::StrCat("/proc/self/fd/", fd);
+  std::string link = procfs::SelfFdPath(fd);
   ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
   int err = errno;
   close(fd);

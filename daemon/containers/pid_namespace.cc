@@ -2,10 +2,7 @@
 
 #include <sys/stat.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,39 +12,32 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
 
 absl::StatusOr<std::vector<int32_t>> ParseNsPids(absl::string_view status_text) {
-  for (absl::string_view line : absl::StrSplit(status_text, '\n')) {
-    if (!absl::ConsumePrefix(&line, "NSpid:")) continue;
-    std::vector<int32_t> pids;
-    for (absl::string_view field :
-         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
-      int32_t pid;
-      if (!absl::SimpleAtoi(field, &pid) || pid <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat("bad NSpid line: \"", line, "\""));
-      }
-      pids.push_back(pid);
+  std::optional<absl::string_view> line = procfs::StatusField(status_text, "NSpid");
+  if (!line) return absl::NotFoundError("no NSpid line in /proc/PID/status");
+  std::vector<int32_t> pids;
+  for (absl::string_view field : absl::StrSplit(*line, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+    int32_t pid;
+    if (!absl::SimpleAtoi(field, &pid) || pid <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("bad NSpid line: \"", *line, "\""));
     }
-    if (pids.empty()) return absl::InvalidArgumentError("empty NSpid line");
-    return pids;
+    pids.push_back(pid);
   }
-  return absl::NotFoundError("no NSpid line in /proc/PID/status");
+  if (pids.empty()) return absl::InvalidArgumentError("empty NSpid line");
+  return pids;
 }
 
 absl::StatusOr<PidNamespaceInfo> ReadPidNamespaceInfo(int32_t pid, const std::string& proc_root) {
-  std::string status_path = absl::StrCat(proc_root, "/", pid, "/status");
-  std::ifstream in(status_path);
-  if (!in) {
-    int err = errno;
-    std::string message = absl::StrCat("cannot read ", status_path, ": ", strerror(err));
-    return err == ENOENT || err == ESRCH ? absl::NotFoundError(message)
-                                         : absl::FailedPreconditionError(message);
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<std::vector<int32_t>> ns_pids = ParseNsPids(text.str());
+  std::string status_path = procfs::PidPath(pid, "status", proc_root);
+  absl::StatusOr<std::string> text = procfs::ReadSmallFile(status_path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<int32_t>> ns_pids = ParseNsPids(*text);
   if (!ns_pids.ok()) {
     return absl::Status(ns_pids.status().code(),
                         absl::StrCat(status_path, ": ", ns_pids.status().message()));
@@ -57,15 +47,14 @@ absl::StatusOr<PidNamespaceInfo> ReadPidNamespaceInfo(int32_t pid, const std::st
   info.ns_pids = std::move(*ns_pids);
   info.ns_pid = info.ns_pids.back();
   struct stat st;
-  if (stat(absl::StrCat(proc_root, "/", pid, "/ns/pid").c_str(), &st) == 0) {
+  if (stat(procfs::PidPath(pid, "ns/pid", proc_root).c_str(), &st) == 0) {
     info.pid_ns_inode = st.st_ino;
   }
   return info;
 }
 
 std::string PathInProcessRoot(int32_t pid, absl::string_view path, const std::string& proc_root) {
-  if (!absl::StartsWith(path, "/")) return absl::StrCat(proc_root, "/", pid, "/root/", path);
-  return absl::StrCat(proc_root, "/", pid, "/root", path);
+  return procfs::RootPath(pid, path, proc_root);
 }
 
 }  // namespace pystrobe

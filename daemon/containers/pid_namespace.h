@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "daemon/procfs/paths.h"
 
 namespace pystrobe {
 
@@ -29,13 +30,13 @@ struct PidNamespaceInfo {
 // Reads PROC_ROOT/PID/status and PROC_ROOT/PID/ns/pid. NotFound when the
 // process is gone. The namespace inode needs ptrace access to the process
 // (root, or CAP_SYS_PTRACE); without it pid_ns_inode stays 0.
-absl::StatusOr<PidNamespaceInfo> ReadPidNamespaceInfo(int32_t pid,
-                                                      const std::string& proc_root = "/proc");
+absl::StatusOr<PidNamespaceInfo> ReadPidNamespaceInfo(
+    int32_t pid, const std::string& proc_root = std::string(procfs::kRoot));
 
 // Where a path inside the process's mount namespace (a binary, a library) can be
 // read from the daemon: "/proc/PID/root/usr/bin/python3".
 std::string PathInProcessRoot(int32_t pid, absl::string_view path,
-                              const std::string& proc_root = "/proc");
+                              const std::string& proc_root = std::string(procfs::kRoot));
 
 }  // namespace pystrobe
 

@@ -1,29 +1,20 @@
 #include "daemon/containers/process_container_info.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
 
 absl::StatusOr<ProcessContainerInfo> ReadProcessContainerInfo(int32_t pid,
                                                               const std::string& proc_root) {
-  std::string cgroup_file = absl::StrCat(proc_root, "/", pid, "/cgroup");
-  std::ifstream in(cgroup_file);
-  if (!in) {
-    int err = errno;
-    std::string message = absl::StrCat("cannot read ", cgroup_file, ": ", strerror(err));
-    return err == ENOENT || err == ESRCH ? absl::NotFoundError(message)
-                                         : absl::FailedPreconditionError(message);
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  std::vector<ProcCgroupEntry> entries = ParseProcCgroup(text.str());
+  absl::StatusOr<std::string> text =
+      procfs::ReadSmallFile(procfs::PidPath(pid, "cgroup", proc_root));
+  if (!text.ok()) return text.status();
+  std::vector<ProcCgroupEntry> entries = ParseProcCgroup(*text);
 
   ProcessContainerInfo info;
   info.pid = pid;
@@ -32,8 +23,8 @@ absl::StatusOr<ProcessContainerInfo> ReadProcessContainerInfo(int32_t pid,
   absl::StatusOr<PidNamespaceInfo> ns = ReadPidNamespaceInfo(pid, proc_root);
   if (!ns.ok()) return ns.status();
   info.pid_namespace = std::move(*ns);
-  info.root = PathInProcessRoot(pid, "/", proc_root);
-  info.root.pop_back();  // "/proc/PID/root", without the trailing slash
+  info.root = procfs::RootPath(pid, "", proc_root);
+  info.root.pop_back();  // without the trailing slash
   return info;
 }
 

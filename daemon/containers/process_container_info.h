@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/containers/container_id.h"
 #include "daemon/containers/pid_namespace.h"
+#include "daemon/procfs/paths.h"
 
 namespace pystrobe {
 
@@ -21,13 +22,13 @@ struct ProcessContainerInfo {
   std::string cgroup_path;
   ContainerInfo container;  // from the v2 path, else from the v1 lines
   PidNamespaceInfo pid_namespace;
-  std::string root;  // "/proc/PID/root": read the process's binaries through it
+  std::string root;  // PROC_ROOT/PID/root, no trailing slash: read its binaries through it
 };
 
 // Reads PROC_ROOT/PID/cgroup, /status and /ns/pid. NotFound when the process is
 // gone (it may exit between reads: callers treat NotFound as "exited").
 absl::StatusOr<ProcessContainerInfo> ReadProcessContainerInfo(
-    int32_t pid, const std::string& proc_root = "/proc");
+    int32_t pid, const std::string& proc_root = std::string(procfs::kRoot));
 
 }  // namespace pystrobe
 

@@ -445,12 +445,4 @@ std::string ReadKernelBuildId(const std::string& notes_path) {
   return GnuBuildIdInNotes(notes).value_or("");
 }
 
-std::string PathOfMappedFile(int pid, absl::string_view path) {
-  std::string in_root = absl::StrCat("/proc/", pid, "/root", path);
-  if (access(in_root.c_str(), F_OK) == 0 || access(std::string(path).c_str(), F_OK) != 0) {
-    return in_root;
-  }
-  return std::string(path);
-}
-
 }  // namespace pystrobe

@@ -195,13 +195,6 @@ class ElfFile {
 // empty when there is none or its headers are implausible.
 absl::Span<const uint8_t> VdsoImage();
 
-// The path under which this process can open the file that process `pid`
-// maps at `path`, as its /proc/PID/maps names it: through the process's root
-// (a container's mount namespace has files of its own at the path), or the
-// name itself where that finds nothing, since /proc/PID/maps names files from
-// the reader's root: a chrooted process's files already carry the chroot.
-std::string PathOfMappedFile(int pid, absl::string_view path);
-
 // The GNU build id in a run of ELF notes (a PT_NOTE segment, a
 // .note.gnu.build-id section, or /sys/kernel/notes, which is the kernel's
 // notes as is), in lowercase hex; `align` is the segment's alignment (4 or

@@ -3,8 +3,6 @@
 #include <sys/stat.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -12,9 +10,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
 namespace {
@@ -178,22 +177,20 @@ absl::StatusOr<std::optional<AsyncioDebugOffsets>> FindAsyncioDebugOffsets(
     const PythonInterpreter& interpreter) {
   // The section is new in 3.14: older binaries are not worth opening.
   if (interpreter.version.major != 3 || interpreter.version.minor < 14) return std::nullopt;
-  const std::string proc = absl::StrCat("/proc/", interpreter.pid);
-  std::ifstream maps_file(proc + "/maps");
-  if (!maps_file) {
+  absl::StatusOr<std::string> text =
+      procfs::ReadSmallFile(procfs::PidPath(interpreter.pid, "maps"));
+  if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat("process ", interpreter.pid, " exited"));
   }
-  std::stringstream text;
-  text << maps_file.rdbuf();
   absl::flat_hash_set<std::string> seen;
   absl::Status unopened = absl::OkStatus();
-  for (const MemoryMapping& mapping : ParseProcMaps(text.str())) {
+  for (const MemoryMapping& mapping : ParseProcMaps(*text)) {
     if (mapping.path.empty() || mapping.path[0] != '/') continue;
     if (mapping.path != interpreter.binary_path && !IsAsyncioModule(mapping.path)) continue;
     if (!seen.insert(mapping.path).second) continue;
     absl::StatusOr<std::optional<AsyncioDebugOffsets>> found = SectionCache::Shared().Get(
-        proc + "/root" + mapping.path,
-        absl::StrFormat("%s/map_files/%x-%x", proc, mapping.start, mapping.end));
+        procfs::RootPath(interpreter.pid, mapping.path),
+        procfs::MapFilesPath(interpreter.pid, mapping.start, mapping.end));
     if (!found.ok() && !absl::IsDataLoss(found.status())) {
       unopened = found.status();  // another candidate may still have it
       continue;

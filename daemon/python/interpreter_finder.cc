@@ -4,11 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -16,10 +13,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/procfs/maps.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
+#include "daemon/procfs/small_file.h"
 #include "daemon/python/elf_symbol_cache.h"
 #include "daemon/python/process_memory.h"
 
@@ -61,21 +61,13 @@ bool IsCandidate(absl::string_view path, absl::string_view exe) {
   return path == exe || absl::StartsWith(BaseName(path), "libpython");
 }
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("read ", path, ": ", std::strerror(errno)));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 // Opens the binary as the target sees it: through its root (containers), then
 // through map_files (deleted or replaced files).
 absl::StatusOr<ElfFile> OpenTargetBinary(pid_t pid, const MemoryMapping& mapping) {
-  absl::StatusOr<ElfFile> file = ElfFile::Open(PathOfMappedFile(pid, mapping.path));
+  absl::StatusOr<ElfFile> file = ElfFile::Open(procfs::MappedFilePath(pid, mapping.path));
   if (file.ok()) return file;
   absl::StatusOr<ElfFile> mapped =
-      ElfFile::Open(absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end));
+      ElfFile::Open(procfs::MapFilesPath(pid, mapping.start, mapping.end));
   if (mapped.ok()) return mapped;
   return file.status();
 }
@@ -206,23 +198,12 @@ pystrobe_python_process PythonInterpreter::ToBpf() const {
 
 std::vector<MemoryMapping> ParseProcMaps(absl::string_view text) {
   std::vector<MemoryMapping> maps;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    // start-end perms offset dev inode [path]
-    std::vector<absl::string_view> fields =
-        absl::StrSplit(line, absl::MaxSplits(' ', 5), absl::SkipEmpty());
-    if (fields.size() < 5) continue;
-    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(fields[0], '-');
-    MemoryMapping mapping;
-    if (!absl::SimpleHexAtoi(range.first, &mapping.start) ||
-        !absl::SimpleHexAtoi(range.second, &mapping.end) ||
-        !absl::SimpleHexAtoi(fields[2], &mapping.offset)) {
-      continue;
-    }
-    mapping.perms = std::string(fields[1]);
-    if (fields.size() == 6) {
-      mapping.path = std::string(absl::StripLeadingAsciiWhitespace(fields[5]));
-    }
-    maps.push_back(std::move(mapping));
+  for (const procfs::MapsLine& line : procfs::ParseMaps(text)) {
+    maps.push_back(MemoryMapping{.start = line.start,
+                                 .end = line.end,
+                                 .offset = line.offset,
+                                 .perms = std::string(line.perms),
+                                 .path = std::string(line.path)});
   }
   return maps;
 }
@@ -247,15 +228,13 @@ PythonVersion PythonVersionFromFileName(absl::string_view path) {
 }
 
 absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
-  absl::StatusOr<std::string> maps_text = ReadTextFile(absl::StrCat("/proc/", pid, "/maps"));
+  const std::string maps_path = procfs::PidPath(pid, "maps");
+  absl::StatusOr<std::string> maps_text = procfs::ReadSmallFile(maps_path);
   if (!maps_text.ok()) {
-    return absl::NotFoundError(absl::StrCat("process ", pid, " exited (no /proc/", pid, "/maps)"));
+    return absl::NotFoundError(absl::StrCat("process ", pid, " exited (no ", maps_path, ")"));
   }
   const std::vector<MemoryMapping> maps = ParseProcMaps(*maps_text);
-  char exe_buffer[4096];
-  const ssize_t exe_length =
-      readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), exe_buffer, sizeof(exe_buffer) - 1);
-  const std::string exe = exe_length > 0 ? std::string(exe_buffer, exe_length) : std::string();
+  const std::string exe = procfs::ReadLink(procfs::PidPath(pid, "exe")).value_or("");
 
   PythonInterpreter interpreter;
   interpreter.pid = pid;

@@ -1,13 +1,12 @@
 #include "daemon/python/pthread_tid.h"
 
-#include <dirent.h>
-
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/procfs/process_files.h"
 
 namespace pystrobe {
 namespace {
@@ -70,16 +69,8 @@ absl::StatusOr<uint32_t> FindPthreadTidOffset(const ProcessMemory& memory, pid_t
 }
 
 absl::flat_hash_set<pid_t> ReadTaskTids(pid_t pid) {
-  absl::flat_hash_set<pid_t> tids;
-  const std::string path = absl::StrCat("/proc/", pid, "/task");
-  DIR* dir = opendir(path.c_str());
-  if (dir == nullptr) return tids;
-  while (const dirent* entry = readdir(dir)) {
-    int32_t tid = 0;
-    if (absl::SimpleAtoi(entry->d_name, &tid) && tid > 0) tids.insert(tid);
-  }
-  closedir(dir);
-  return tids;
+  std::vector<int32_t> tids = procfs::ReadTaskIds(pid);
+  return absl::flat_hash_set<pid_t>(tids.begin(), tids.end());
 }
 
 }  // namespace pystrobe

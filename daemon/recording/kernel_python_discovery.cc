@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/procfs/paths.h"
 #include "daemon/symbolizer/proc_maps.h"
 
 namespace pystrobe {
@@ -35,7 +36,7 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> KernelPythonDiscovery::Discover(u
 
 void KernelPythonDiscovery::AttachFinalizeProbe(uint32_t pid,
                                                 const PythonInterpreter& interpreter) {
-  std::string binary = absl::StrCat("/proc/", pid, "/root", interpreter.binary_path);
+  std::string binary = procfs::RootPath(pid, interpreter.binary_path);
   absl::Status status = sampler_->AttachPythonFinalizeProbe(binary);
   if (!status.ok() && warned_.insert(absl::StrCat("finalize ", interpreter.binary_path)).second) {
     fprintf(stderr,
@@ -46,7 +47,7 @@ void KernelPythonDiscovery::AttachFinalizeProbe(uint32_t pid,
 
 void KernelPythonDiscovery::AttachGcProbes(uint32_t pid, const PythonInterpreter& interpreter) {
   // Through the process's root: the path is as its mount namespace sees it.
-  std::string binary = PathOfMappedFile(static_cast<int>(pid), interpreter.binary_path);
+  std::string binary = procfs::MappedFilePath(pid, interpreter.binary_path);
   if (!sampler_->AttachPythonGcProbes(binary).ok()) return;  // no probes: gc_measured false
   if (gc_measured_.size() >= gc_measured_sweep_at_) {
     absl::erase_if(gc_measured_, [](uint32_t old) {

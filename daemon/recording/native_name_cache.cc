@@ -1,18 +1,22 @@
 #include "daemon/recording/native_name_cache.h"
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "bpf/pystrobe_abi.h"
+#include "daemon/procfs/maps.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
+namespace {
+
+constexpr size_t kMaxPerfMapBytes = size_t{256} << 20;
+
+}  // namespace
 
 const NativeFrameName& NativeNameCache::Name(const ProcessImage& image, uint64_t address) {
   auto [it, inserted] = names_[image.id].try_emplace(address);
@@ -101,26 +105,19 @@ std::string NativeNameCache::JitName(const ProcessImage& image, uint64_t address
   jit.read_at = absl::Now();
   // The map is written by the process under the pid it sees, in its /tmp.
   uint32_t own_pid = image.pid_in_namespace ? image.pid_in_namespace : image.pid;
-  std::ifstream perf_map(absl::StrCat("/proc/", image.pid, "/root/tmp/perf-", own_pid, ".map"));
-  if (perf_map) {
-    std::stringstream text;
-    text << perf_map.rdbuf();
-    jit.perf_map = PerfMap::Parse(text.str());
-  }
+  // A perf map only grows, a line per compiled function: read up to a bound
+  // far above any /proc file's, its oldest entries kept when it is longer.
+  absl::StatusOr<std::string> perf_map = procfs::ReadSmallFile(
+      procfs::RootPath(image.pid, absl::StrCat("/tmp/perf-", own_pid, ".map")),
+      {.max_bytes = kMaxPerfMapBytes, .truncate = true});
+  if (perf_map.ok()) jit.perf_map = PerfMap::Parse(*perf_map);
   jit.anonymous_code.clear();
-  std::ifstream maps(absl::StrCat("/proc/", image.pid, "/maps"));
-  for (std::string line; std::getline(maps, line);) {
-    // "start-end perms offset dev inode [path]": executable, no file.
-    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (fields.size() < 5 || fields[1].size() < 3 || fields[1][2] != 'x' || fields[4] != "0") {
-      continue;
-    }
-    if (fields.size() >= 6 && fields[5] == "[vdso]") continue;
-    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(fields[0], '-');
-    uint64_t start, end;
-    if (absl::SimpleHexAtoi(range.first, &start) && absl::SimpleHexAtoi(range.second, &end)) {
-      jit.anonymous_code.emplace_back(start, end);
-    }
+  // None once the process is gone.
+  std::string maps = procfs::ReadSmallFile(procfs::PidPath(image.pid, "maps")).value_or("");
+  for (const procfs::MapsLine& line : procfs::ParseMaps(maps)) {
+    // Executable, no file.
+    if (!line.executable() || line.inode != 0 || line.path == "[vdso]") continue;
+    jit.anonymous_code.emplace_back(line.start, line.end);
   }
   return lookup();
 }

@@ -5,17 +5,16 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <variant>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/procfs/maps.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
 namespace {
@@ -25,46 +24,25 @@ namespace {
 // each would cost more than the samples.
 constexpr absl::Duration kRefreshInterval = absl::Milliseconds(20);
 
-std::string ReadLink(const std::string& path) {
-  char target[4096];
-  ssize_t n = readlink(path.c_str(), target, sizeof(target));
-  return n > 0 ? std::string(target, n) : "";
-}
-
 bool IsCLibrary(absl::string_view path) {
   absl::string_view name = path.substr(path.rfind('/') + 1);
   return absl::StartsWith(name, "libc.so") || absl::StartsWith(name, "libc-") ||
          absl::StartsWith(name, "ld-linux");
 }
 
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 std::vector<ExecutableRegion> ParseExecutableRegions(absl::string_view maps) {
   std::vector<ExecutableRegion> regions;
-  for (absl::string_view line : absl::StrSplit(maps, '\n', absl::SkipEmpty())) {
-    // start-end perms offset dev inode [path]
-    std::vector<absl::string_view> fields =
-        absl::StrSplit(line, absl::MaxSplits(' ', 5), absl::SkipEmpty());
-    if (fields.size() < 5 || fields[1].size() < 3 || fields[1][2] != 'x') continue;
+  for (const procfs::MapsLine& line : procfs::ParseMaps(maps)) {
+    if (!line.executable()) continue;
+    absl::string_view path = line.path;
     ExecutableRegion region;
-    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(fields[0], '-');
-    if (!absl::SimpleHexAtoi(range.first, &region.start) ||
-        !absl::SimpleHexAtoi(range.second, &region.end) ||
-        !absl::SimpleHexAtoi(fields[2], &region.file_offset)) {
-      continue;
-    }
-    if (fields.size() == 6) {
-      absl::string_view path = absl::StripLeadingAsciiWhitespace(fields[5]);
-      if (absl::ConsumeSuffix(&path, " (deleted)")) region.deleted = true;
-      region.path = std::string(path);
-    }
+    region.start = line.start;
+    region.end = line.end;
+    region.file_offset = line.offset;
+    region.deleted = absl::ConsumeSuffix(&path, " (deleted)");
+    region.path = std::string(path);
     if (region.path == "[vsyscall]") continue;
     regions.push_back(std::move(region));
   }
@@ -95,7 +73,7 @@ std::string NativeUnwindTracker::VdsoPath() {
     }
     vdso_fd_ = fd;
   }
-  return absl::StrCat("/proc/self/fd/", vdso_fd_);
+  return procfs::SelfFdPath(vdso_fd_);
 }
 
 uint32_t NativeUnwindTracker::TableFor(uint32_t pid, const ExecutableRegion& region,
@@ -106,14 +84,14 @@ uint32_t NativeUnwindTracker::TableFor(uint32_t pid, const ExecutableRegion& reg
   if (region.path == "[vdso]") {
     path = VdsoPath();
   } else if (region.deleted) {
-    path = absl::StrFormat("%s/%u/map_files/%x-%x", proc_, pid, region.start, region.end);
+    path = procfs::MapFilesPath(pid, region.start, region.end, proc_);
   } else {
     // As the process sees it: another mount namespace (a container) may
     // have another file at the path.
-    path = absl::StrCat(proc_, "/", pid, "/root", region.path);
+    path = procfs::RootPath(pid, region.path, proc_);
     // /proc/PID/maps names files from the reader's root: a chrooted
     // process's already carry the chroot's folder.
-    if (proc_ == "/proc") path = PathOfMappedFile(pid, region.path);
+    if (proc_ == procfs::kRoot) path = procfs::MappedFilePath(pid, region.path);
   }
   if (path.empty()) return PYSTROBE_UNWIND_TABLE_NONE;
   absl::StatusOr<UnwindTableCache::Handle> handle = cache_.Acquire(path);
@@ -210,7 +188,7 @@ void NativeUnwindTracker::Settle(absl::Duration timeout) {
 }
 
 absl::Status NativeUnwindTracker::Track(uint32_t pid) {
-  std::string maps = ReadWholeFile(absl::StrCat(proc_, "/", pid, "/maps"));
+  std::string maps = procfs::ReadSmallFile(procfs::PidPath(pid, "maps", proc_)).value_or("");
   if (maps.empty()) {
     // Gone, or a kernel thread: nothing to walk; not read again per sample.
     Forget(pid);
@@ -225,7 +203,7 @@ absl::Status NativeUnwindTracker::Track(uint32_t pid) {
   fresh.read_at = absl::Now();
   std::vector<pystrobe_unwind_mapping> mappings;
   mappings.reserve(regions.size());
-  std::string executable = ReadLink(absl::StrCat(proc_, "/", pid, "/exe"));
+  std::string executable = procfs::ReadLink(procfs::PidPath(pid, "exe", proc_)).value_or("");
   for (const ExecutableRegion& region : regions) {
     pystrobe_unwind_mapping mapping{};
     mapping.start = region.start;

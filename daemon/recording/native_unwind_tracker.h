@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "bpf/pystrobe_abi.h"
+#include "daemon/procfs/paths.h"
 #include "daemon/records/record_decoder.h"
 #include "daemon/unwind/unwind_table_builder.h"
 #include "daemon/unwind/unwind_table_cache.h"
@@ -47,7 +48,8 @@ struct ExecutableRegion {
 std::vector<ExecutableRegion> ParseExecutableRegions(absl::string_view maps);
 
 struct NativeUnwindTrackerOptions {
-  std::string proc = "/proc";  // where processes are found (a fake tree in tests)
+  std::string proc =
+      std::string(procfs::kRoot);  // where processes are found (a fake tree in tests)
   // Only samples of processes the kernel walks as CPython start tracking.
   bool python_only = false;
   UnwindTableOptions tables;

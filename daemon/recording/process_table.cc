@@ -3,33 +3,27 @@
 #include <signal.h>
 
 #include <cerrno>
-#include <fstream>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
 #include "daemon/containers/pid_namespace.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
+#include "daemon/procfs/stat.h"
 
 namespace pystrobe {
 
 bool ProcessIsAlive(uint32_t pid) {
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
-  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat;
-  std::getline(stat_file, stat);
-  // The state follows the command name, which is in parentheses and may
-  // itself hold spaces and parentheses.
-  size_t name_end = stat.rfind(')');
-  return name_end == std::string::npos || name_end + 2 >= stat.size() || stat[name_end + 2] != 'Z';
+  // A zombie still answers kill. A stat file gone since (the process was
+  // reaped meanwhile) is left to the next look.
+  absl::StatusOr<procfs::StatLine> stat = procfs::ReadStat(procfs::PidPath(pid, "stat"));
+  return !stat.ok() || stat->state() != 'Z';
 }
 
 std::string ProcessTable::ReadProcComm(uint32_t pid) {
-  std::ifstream file(absl::StrCat("/proc/", pid, "/comm"));
-  std::string comm;
-  std::getline(file, comm);
-  return std::string(absl::StripTrailingAsciiWhitespace(comm));
+  return procfs::ReadComm(procfs::PidPath(pid, "comm"));
 }
 
 uint32_t ProcessTable::ReadPidInNamespace(uint32_t pid) {

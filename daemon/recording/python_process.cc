@@ -5,23 +5,18 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
+#include "daemon/procfs/small_file.h"
 #include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/object_reader.h"
 
 namespace pystrobe {
 namespace {
-
-std::string ReadLink(const std::string& path) {
-  char buffer[4096];
-  ssize_t length = readlink(path.c_str(), buffer, sizeof(buffer) - 1);
-  return length > 0 ? std::string(buffer, length) : std::string();
-}
 
 // The part of `path` after the last "lib/pythonX.Y/" (or pythonX.Y/ under
 // any lib directory), or npos.
@@ -189,11 +184,9 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t 
   absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(static_cast<pid_t>(pid));
   if (!interpreter.ok()) return interpreter.status();
 
-  std::ifstream maps_file(absl::StrCat("/proc/", pid, "/maps"));
-  std::stringstream maps_text;
-  maps_text << maps_file.rdbuf();
+  std::string maps_text = procfs::ReadSmallFile(procfs::PidPath(pid, "maps")).value_or("");
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const MemoryMapping& mapping : ParseProcMaps(maps_text.str())) {
+  for (const MemoryMapping& mapping : ParseProcMaps(maps_text)) {
     if (mapping.path == interpreter->binary_path && absl::StrContains(mapping.perms, "x")) {
       ranges.emplace_back(mapping.start, mapping.end);
     }
@@ -201,13 +194,13 @@ absl::StatusOr<std::unique_ptr<PythonProcess>> PythonProcess::Discover(uint32_t 
   // The eval loop, for putting Python frames where its native frames are.
   std::vector<std::pair<uint64_t, uint64_t>> eval_ranges;
   absl::StatusOr<ElfFile> binary =
-      ElfFile::Open(PathOfMappedFile(static_cast<int>(pid), interpreter->binary_path));
+      ElfFile::Open(procfs::MappedFilePath(pid, interpreter->binary_path));
   if (binary.ok()) {
     for (auto [start, end] : EvalLoopRangeCache::Shared().For(*binary)) {
       eval_ranges.emplace_back(start + interpreter->load_bias, end + interpreter->load_bias);
     }
   }
-  std::string cwd = ReadLink(absl::StrCat("/proc/", pid, "/cwd"));
+  std::string cwd = procfs::ReadLink(procfs::PidPath(pid, "cwd")).value_or("");
   auto process = std::make_unique<PythonProcess>(std::move(*interpreter),
                                                  std::make_unique<RemoteProcessMemory>(pid),
                                                  std::move(ranges), std::move(cwd));

@@ -1,10 +1,10 @@
 #include "daemon/recording/sampling_session.h"
 
-#include <filesystem>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
 
 namespace pystrobe {
 
@@ -40,11 +40,9 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
         std::make_unique<NativeUnwindTracker>(session->unwind_maps_.get(), std::move(options));
     // A command pystrobe launched is still pystrobe until it execs: its
     // exec reads its mappings.
-    std::error_code error;
-    std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+    std::string self = procfs::ReadLink(procfs::PidPath("self", "exe")).value_or("");
     for (uint32_t pid : c.target_pids) {
-      std::filesystem::path exe =
-          std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), error);
+      std::string exe = procfs::ReadLink(procfs::PidPath(pid, "exe")).value_or("");
       if (exe != self && !c.native_unwind_python_only) {
         session->native_unwind_->Track(pid).IgnoreError();
       }

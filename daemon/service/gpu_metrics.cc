@@ -1,22 +1,15 @@
 #include "daemon/service/gpu_metrics.h"
 
-#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
 #include "daemon/service/metrics_snapshot.h"
 
 namespace pystrobe {
 
 using Labels = std::vector<prometheus::ClientMetric::Label>;
-
-std::string ReadProcessComm(uint32_t pid) {
-  std::ifstream file(absl::StrCat("/proc/", pid, "/comm"));
-  std::string comm;
-  std::getline(file, comm);
-  return comm;
-}
 
 GpuMetrics::GpuMetrics(std::unique_ptr<GpuSampler> sampler,
                        ProcessMetrics::PlacementLookup placement,
@@ -40,7 +33,8 @@ void GpuMetrics::Update(absl::Time now) {
     if (it != processes_.end()) {
       kept.emplace(pid, std::move(it->second));
     } else {
-      kept.emplace(pid, Process{.comm = ReadProcessComm(pid), .placement = placement_(pid)});
+      kept.emplace(pid, Process{.comm = procfs::ReadComm(procfs::PidPath(pid, "comm")),
+                                .placement = placement_(pid)});
     }
   }
   processes_ = std::move(kept);

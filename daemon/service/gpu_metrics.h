@@ -49,9 +49,6 @@ class GpuMetrics {
   uint64_t processes_left_out_ = 0;
 };
 
-// The command name of a live process (/proc/PID/comm), "" when it is gone.
-std::string ReadProcessComm(uint32_t pid);
-
 }  // namespace pystrobe
 
 #endif  // PYSTROBE_DAEMON_SERVICE_GPU_METRICS_H_

@@ -2,39 +2,37 @@
 
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "daemon/loader/drop_reasons.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/small_file.h"
+#include "daemon/procfs/stat.h"
 #include "daemon/service/metrics_snapshot.h"
 
 namespace pystrobe {
 
 SelfUsage ReadSelfUsage() {
   SelfUsage usage;
-  std::ifstream stat_file("/proc/self/stat");
-  std::string stat;
-  std::getline(stat_file, stat);
-  // Fields after the command name (which may hold spaces): state is field 3,
-  // utime and stime are fields 14 and 15.
-  size_t name_end = stat.rfind(')');
-  if (name_end != std::string::npos) {
-    std::istringstream fields(stat.substr(name_end + 2));
-    std::string field;
+  if (absl::StatusOr<procfs::StatLine> stat = procfs::ReadStat(procfs::PidPath("self", "stat"));
+      stat.ok()) {
+    // utime and stime, in clock ticks.
     double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-    for (int i = 3; fields >> field; ++i) {
-      if (i == 14) usage.cpu_user_seconds = std::stod(field) / ticks;
-      if (i == 15) {
-        usage.cpu_system_seconds = std::stod(field) / ticks;
-        break;
-      }
+    if (std::optional<uint64_t> user = stat->Number(14)) usage.cpu_user_seconds = *user / ticks;
+    if (std::optional<uint64_t> system = stat->Number(15)) {
+      usage.cpu_system_seconds = *system / ticks;
     }
   }
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size_pages = 0, resident_pages = 0;
-  if (statm >> size_pages >> resident_pages) {
+  // "size resident shared text lib data dirty", in pages.
+  std::string statm = procfs::ReadSmallFile(procfs::PidPath("self", "statm")).value_or("");
+  std::vector<absl::string_view> pages = absl::StrSplit(statm, ' ', absl::SkipEmpty());
+  uint64_t resident_pages = 0;
+  if (pages.size() >= 2 && absl::SimpleAtoi(pages[1], &resident_pages)) {
     usage.resident_bytes = resident_pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   }
   return usage;

@@ -2,15 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <system_error>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "daemon/containers/container_id.h"
 #include "daemon/containers/process_container_info.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/process_files.h"
 
 namespace pystrobe {
 namespace {
@@ -71,14 +69,11 @@ bool TargetSelector::NameMatches(const std::string& comm, const std::string& exe
 }
 
 bool TargetSelector::ProcessNameMatches(uint32_t pid) const {
-  std::ifstream comm_file(absl::StrCat("/proc/", pid, "/comm"));
-  std::string comm;
-  std::getline(comm_file, comm);
-  std::error_code link_error;
-  std::string exe =
-      std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), link_error).string();
+  std::string comm = procfs::ReadComm(procfs::PidPath(pid, "comm"));
+  absl::StatusOr<std::string> link = procfs::ReadLink(procfs::PidPath(pid, "exe"));
+  std::string exe = link.ok() ? *link : "";
   // A kernel thread has no executable: it is never a target.
-  if (link_error && comm.empty()) return false;
+  if (!link.ok() && comm.empty()) return false;
   return NameMatches(comm, std::filesystem::path(exe).filename().string());
 }
 
@@ -115,10 +110,7 @@ bool TargetSelector::Includes(uint32_t pid) {
 
 void TargetSelector::ScanProcesses() {
   absl::flat_hash_set<uint32_t> present;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
-    uint32_t pid = 0;
-    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+  for (uint32_t pid : procfs::ReadPids()) {
     present.insert(pid);
     if (checked_pids_.contains(pid)) continue;
     if (ProcessNameMatches(pid)) {

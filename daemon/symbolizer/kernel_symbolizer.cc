@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/procfs/small_file.h"
 
 namespace pystrobe {
 namespace {
@@ -55,15 +56,9 @@ std::optional<ParsedLine> ParseLine(absl::string_view line) {
 }  // namespace
 
 absl::StatusOr<KernelSymbolizer> KernelSymbolizer::FromFile(const std::string& path) {
-  std::unique_ptr<FILE, decltype(&fclose)> file(fopen(path.c_str(), "re"), &fclose);
-  if (file == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  // /proc files report size 0, so read until EOF instead of by size.
-  std::string text;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), file.get())) > 0) text.append(buffer, n);
-  if (ferror(file.get())) return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
-  absl::StatusOr<KernelSymbolizer> symbolizer = FromText(text);
+  absl::StatusOr<std::string> text = procfs::ReadSmallFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<KernelSymbolizer> symbolizer = FromText(*text);
   if (!symbolizer.ok()) {
     return absl::Status(symbolizer.status().code(),
                         absl::StrCat(path, ": ", symbolizer.status().message()));

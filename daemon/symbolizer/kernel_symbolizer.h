@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/procfs/paths.h"
 
 namespace pystrobe {
 
@@ -36,7 +37,8 @@ class KernelSymbolizer {
   // Reads and parses `path` (normally /proc/kallsyms). Fails when the file is
   // unreadable, and with PermissionDenied when the kernel hides addresses
   // (kptr_restrict, or not root), because every frame would then be unknown.
-  static absl::StatusOr<KernelSymbolizer> FromFile(const std::string& path = "/proc/kallsyms");
+  static absl::StatusOr<KernelSymbolizer> FromFile(
+      const std::string& path = procfs::Path("kallsyms"));
 
   // Parses kallsyms text, e.g. a test fixture. Malformed lines are skipped and
   // counted in malformed_lines(); only "all addresses hidden" is an error.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/procfs/paths.h"
 
 namespace pystrobe {
 namespace {
@@ -23,9 +24,9 @@ int64_t Nanoseconds(const struct timespec& time) {
 // namespace.
 std::string PathInProcess(uint32_t pid, const ExecutableMapping& mapping) {
   if (mapping.deleted) {
-    return absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end);
+    return procfs::MapFilesPath(pid, mapping.start, mapping.end);
   }
-  return PathOfMappedFile(static_cast<int>(pid), mapping.path);
+  return procfs::MappedFilePath(pid, mapping.path);
 }
 
 }  // namespace

@@ -1,11 +1,10 @@
 #include "daemon/symbolizer/proc_maps.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,118 +15,68 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/procfs/maps.h"
+#include "daemon/procfs/paths.h"
+#include "daemon/procfs/small_file.h"
+#include "daemon/procfs/stat.h"
 
 namespace pystrobe {
 namespace {
 
-absl::Status ProcError(int error, uint32_t pid, absl::string_view what) {
-  if (error == ENOENT || error == ESRCH) {
-    return absl::NotFoundError(absl::StrCat("process ", pid, " is gone (", what, ")"));
+// procfs's status, said of the process: NotFound says that it is gone.
+absl::Status ProcError(uint32_t pid, const absl::Status& status) {
+  if (absl::IsNotFound(status)) {
+    return absl::NotFoundError(absl::StrCat("process ", pid, " is gone (", status.message(), ")"));
   }
-  return absl::ErrnoToStatus(error, absl::StrCat("process ", pid, ": ", what));
-}
-
-// Splits off the text up to the next space and skips the spaces after it.
-absl::string_view NextField(absl::string_view& line) {
-  size_t space = line.find(' ');
-  absl::string_view field = line.substr(0, space);
-  line = space == absl::string_view::npos ? absl::string_view()
-                                          : absl::StripLeadingAsciiWhitespace(line.substr(space));
-  return field;
-}
-
-bool ParseLine(absl::string_view line, ExecutableMapping& mapping) {
-  absl::string_view range = NextField(line);
-  absl::string_view perms = NextField(line);
-  absl::string_view offset = NextField(line);
-  absl::string_view dev = NextField(line);
-  absl::string_view inode = NextField(line);
-  absl::string_view path = line;  // The rest: paths may contain spaces.
-  if (perms.size() != 4 || perms[2] != 'x') return false;
-  if (!absl::StartsWith(path, "/") && path != "[vdso]") return false;
-  size_t dash = range.find('-');
-  size_t colon = dev.find(':');
-  uint32_t major = 0;
-  uint32_t minor = 0;
-  if (dash == absl::string_view::npos || colon == absl::string_view::npos ||
-      !absl::SimpleHexAtoi(range.substr(0, dash), &mapping.start) ||
-      !absl::SimpleHexAtoi(range.substr(dash + 1), &mapping.end) ||
-      !absl::SimpleHexAtoi(offset, &mapping.file_offset) ||
-      !absl::SimpleHexAtoi(dev.substr(0, colon), &major) ||
-      !absl::SimpleHexAtoi(dev.substr(colon + 1), &minor) ||
-      !absl::SimpleAtoi(inode, &mapping.inode)) {
-    return false;
-  }
-  mapping.dev = makedev(major, minor);
-  mapping.deleted = absl::ConsumeSuffix(&path, " (deleted)");
-  mapping.path = std::string(path);
-  return true;
+  return absl::Status(status.code(), absl::StrCat("process ", pid, ": ", status.message()));
 }
 
 }  // namespace
 
 std::vector<ExecutableMapping> ParseExecutableMappings(absl::string_view maps) {
   std::vector<ExecutableMapping> mappings;
-  for (absl::string_view line : absl::StrSplit(maps, '\n', absl::SkipEmpty())) {
+  for (absl::string_view text : absl::StrSplit(maps, '\n', absl::SkipEmpty())) {
+    std::optional<procfs::MapsLine> line = procfs::ParseMapsLine(text);
+    if (!line || line->perms.size() != 4 || !line->executable()) continue;
+    absl::string_view path = line->path;
+    if (!absl::StartsWith(path, "/") && path != "[vdso]") continue;
     ExecutableMapping mapping;
-    if (ParseLine(line, mapping)) mappings.push_back(std::move(mapping));
+    mapping.start = line->start;
+    mapping.end = line->end;
+    mapping.file_offset = line->offset;
+    mapping.dev = makedev(line->dev_major, line->dev_minor);
+    mapping.inode = line->inode;
+    mapping.deleted = absl::ConsumeSuffix(&path, " (deleted)");
+    mapping.path = std::string(path);
+    mappings.push_back(std::move(mapping));
   }
   return mappings;
 }
 
 absl::StatusOr<std::vector<ExecutableMapping>> ReadExecutableMappings(uint32_t pid) {
-  absl::StatusOr<std::string> maps = ReadProcFile(pid, "maps");
-  if (!maps.ok()) return maps.status();
+  absl::StatusOr<std::string> maps = procfs::ReadSmallFile(procfs::PidPath(pid, "maps"));
+  if (!maps.ok()) return ProcError(pid, maps.status());
   return ParseExecutableMappings(*maps);
-}
-
-absl::StatusOr<std::string> ReadProcFile(uint32_t pid, absl::string_view name) {
-  std::string path = absl::StrCat("/proc/", pid, "/", name);
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ProcError(errno, pid, absl::StrCat("open ", path));
-  std::string text;
-  size_t size = 0;
-  for (;;) {
-    text.resize(size + 16384);
-    ssize_t n = read(fd, text.data() + size, text.size() - size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      close(fd);
-      return ProcError(error, pid, absl::StrCat("read ", path));
-    }
-    if (n == 0) break;
-    size += static_cast<size_t>(n);
-  }
-  close(fd);
-  text.resize(size);
-  return text;
 }
 
 absl::StatusOr<ImageIdentity> ReadImageIdentity(uint32_t pid) {
   ImageIdentity identity;
   struct stat exe;
-  std::string exe_path = absl::StrCat("/proc/", pid, "/exe");
-  if (stat(exe_path.c_str(), &exe) != 0) {
-    return ProcError(errno, pid, absl::StrCat("stat ", exe_path));
-  }
+  std::string exe_path = procfs::PidPath(pid, "exe");
+  if (stat(exe_path.c_str(), &exe) != 0) return ProcError(pid, procfs::FileError(exe_path, errno));
   identity.exe_dev = exe.st_dev;
   identity.exe_inode = exe.st_ino;
 
-  absl::StatusOr<std::string> stat_text = ReadProcFile(pid, "stat");
-  if (!stat_text.ok()) return stat_text.status();
-  // The command name may contain spaces and parentheses; fields resume after
-  // the last ')'. starttime is field 22, the 20th after it; startcode 26.
-  size_t paren = stat_text->rfind(')');
-  std::vector<absl::string_view> fields;
-  if (paren != std::string::npos) {
-    fields =
-        absl::StrSplit(absl::string_view(*stat_text).substr(paren + 1), ' ', absl::SkipEmpty());
-  }
-  if (fields.size() < 24 || !absl::SimpleAtoi(fields[19], &identity.start_time) ||
-      !absl::SimpleAtoi(fields[23], &identity.start_code)) {
+  absl::StatusOr<procfs::StatLine> stat = procfs::ReadStat(procfs::PidPath(pid, "stat"));
+  if (absl::IsNotFound(stat.status())) return ProcError(pid, stat.status());
+  std::optional<uint64_t> start_time = stat.ok() ? stat->Number(22) : std::nullopt;
+  std::optional<uint64_t> start_code = stat.ok() ? stat->Number(26) : std::nullopt;
+  if (!start_time || !start_code) {
+    if (!stat.ok() && !absl::IsInvalidArgument(stat.status())) return ProcError(pid, stat.status());
     return absl::InternalError(absl::StrCat("process ", pid, ": unexpected /proc/pid/stat"));
   }
+  identity.start_time = *start_time;
+  identity.start_code = *start_code;
   return identity;
 }
 

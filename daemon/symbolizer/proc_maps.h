@@ -57,10 +57,6 @@ struct ImageIdentity {
 // NotFound when the process is gone.
 absl::StatusOr<ImageIdentity> ReadImageIdentity(uint32_t pid);
 
-// Reads a whole /proc file with plain read(2) (no stream buffers: ForProcess
-// runs for every new process). NotFound when the process is gone.
-absl::StatusOr<std::string> ReadProcFile(uint32_t pid, absl::string_view name);
-
 }  // namespace pystrobe
 
 #endif  // PYSTROBE_DAEMON_SYMBOLIZER_PROC_MAPS_H_

@@ -18,8 +18,9 @@ ALLOWED = {
     "bpf/asm": set(),
     "preload": set(),  # the library record preloads into a command: nothing of ours
     "model": set(),  # the Profile and frame names: what every layer above speaks
-    "config": set(),
-    "daemon/containers": set(),
+    "daemon/procfs": set(),  # /proc, read in one place
+    "config": {"daemon/procfs"},  # its bounded file reader
+    "daemon/containers": {"daemon/procfs"},
     "daemon/elf": set(),  # the one ELF reader
     "daemon/gpu": set(),
     # Command-line flags: the flag table facility and record's options, low
@@ -29,30 +30,30 @@ ALLOWED = {
     # Writers and pushers of profiles.
     "exporters": {"model"},
     # Reading processes and binaries.
-    "daemon/python": {"bpf", "daemon/elf"},
+    "daemon/python": {"bpf", "daemon/elf", "daemon/procfs"},
     "daemon/unwind": {"bpf", "daemon/elf"},
-    "daemon/symbolizer": {"daemon/elf"},
+    "daemon/symbolizer": {"daemon/elf", "daemon/procfs"},
     "daemon/control": {"model", "daemon/flags"},
     "daemon/loader": {"bpf", "daemon/unwind"},
     # The one decoder of the ring buffer's records (a code copy parsed by python).
     "daemon/records": {"bpf", "daemon/python"},
     # Records to profiles, and records to counters.
     "daemon/recording": {"bpf", "model", "daemon/loader", "daemon/records", "daemon/elf",
-                         "daemon/python", "daemon/unwind", "daemon/symbolizer",
+                         "daemon/procfs", "daemon/python", "daemon/unwind", "daemon/symbolizer",
                          "daemon/containers", "daemon/gpu"},
     "daemon/accounting": {"bpf", "model", "exporters", "daemon/loader", "daemon/records",
-                          "daemon/gpu"},
+                          "daemon/gpu", "daemon/procfs"},
     "daemon/reports": {"model", "exporters"},
     # The daemon: its loop, windows, metrics, pages (reports), the control server.
     "daemon/service": {"bpf", "model", "exporters", "config", "daemon/loader", "daemon/records",
                        "daemon/recording", "daemon/unwind", "daemon/accounting",
                        "daemon/control", "daemon/python", "daemon/symbolizer",
-                       "daemon/containers", "daemon/gpu", "daemon/reports"},
+                       "daemon/containers", "daemon/gpu", "daemon/reports", "daemon/procfs"},
     # The commands: parse, call, print.
     "daemon/cli": {"bpf", "model", "exporters", "config", "daemon/flags", "daemon/loader",
                    "daemon/recording", "daemon/unwind", "daemon/elf", "daemon/accounting",
                    "daemon/control", "daemon/python", "daemon/symbolizer", "daemon/containers",
-                   "daemon/service", "daemon/reports", "daemon/gpu"},
+                   "daemon/service", "daemon/reports", "daemon/gpu", "daemon/procfs"},
     "daemon": {"daemon/cli"},  # main.cc
 }
 

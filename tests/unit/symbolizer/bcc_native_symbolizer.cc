@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "daemon/procfs/paths.h"
 #include "daemon/symbolizer/proc_maps.h"
 
 // BCC's headers stay in this file: they pull in BCC's own copies of kernel and
@@ -55,11 +56,10 @@ std::string Demangle(const char* name) {
 class DeletedFileSymbols {
  public:
   static std::shared_ptr<const DeletedFileSymbols> Load(uint32_t pid, const Mapping& mapping) {
-    std::string map_file =
-        absl::StrFormat("/proc/%d/map_files/%x-%x", pid, mapping.start, mapping.end);
+    std::string map_file = procfs::MapFilesPath(pid, mapping.start, mapping.end);
     int fd = open(map_file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return nullptr;
-    std::string path = absl::StrCat("/proc/self/fd/", fd);
+    std::string path = procfs::SelfFdPath(fd);
     auto symbols = std::make_shared<DeletedFileSymbols>();
     bcc_symbol_option option = {
         .use_debug_file = 1,  // Found by build id; the debuglink's directory is gone.
