@@ -188,8 +188,42 @@ absl::StatusOr<uint64_t> PythonObjectReader::DictGetStr(uint64_t dict, std::stri
 
 absl::StatusOr<std::vector<uint64_t>> PythonObjectReader::SetItems(uint64_t set) {
   if (absl::Status status = ExpectType(set, {"set"}, "set"); !status.ok()) return status;
+  if (layout_.set_table + 8 > kMaxHeader) return absl::InternalError("set layout too large");
+  // The target runs on: a set that grows or shrinks while its table is read
+  // moves to a new table, which it fills entry by entry after its head already
+  // points there, and frees the old one (a task that was there all along goes
+  // missing). Adds and discards in place do not matter: a slot once taken
+  // stays taken (a discarded key leaves the dummy), so a table read whole
+  // holds at least the head's fill (live and deleted keys) from before it was
+  // read. The table is kept when it is the one the head named before and
+  // after, and holds that many.
+  constexpr int kAttempts = 8;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    absl::StatusOr<SetTable> before = ReadSetHead(set);
+    if (!before.ok()) return before.status();
+    std::vector<uint64_t> slots(static_cast<size_t>(before->mask + 1) * 2);
+    absl::Status read = memory_.Read(before->table, slots.data(), slots.size() * 8);
+    absl::StatusOr<SetTable> after = ReadSetHead(set);
+    if (!after.ok()) return after.status();
+    // A table freed (or a head caught between its mask and its table) may
+    // not be readable at all: that too is a set that changed.
+    if (after->table != before->table || after->mask != before->mask) continue;
+    if (!read.ok()) return read;
+    // setentry is {key, hash}; free slots are NULL, deleted ones the dummy key
+    // (which callers reject by type, as anything else they do not expect).
+    std::vector<uint64_t> keys;
+    for (size_t i = 0; i < slots.size(); i += 2) {
+      if (slots[i] != 0) keys.push_back(slots[i]);
+    }
+    if (static_cast<int64_t>(keys.size()) < before->fill) continue;
+    return keys;
+  }
+  return absl::UnavailableError(
+      absl::StrFormat("set 0x%x changed under %d reads of its table", set, kAttempts));
+}
+
+absl::StatusOr<PythonObjectReader::SetTable> PythonObjectReader::ReadSetHead(uint64_t set) {
   uint8_t header[kMaxHeader];
-  if (layout_.set_table + 8 > sizeof(header)) return absl::InternalError("set layout too large");
   if (absl::Status status = memory_.Read(set, header, layout_.set_table + 8); !status.ok()) {
     return status;
   }
@@ -198,17 +232,9 @@ absl::StatusOr<std::vector<uint64_t>> PythonObjectReader::SetItems(uint64_t set)
   if (mask < 0 || static_cast<uint64_t>(mask) >= kMaxTableSlots || ((mask + 1) & mask) != 0) {
     return absl::DataLossError(absl::StrFormat("set 0x%x has implausible mask %d", set, mask));
   }
-  // setentry is {key, hash}; free slots are NULL, deleted ones the dummy key
-  // (which callers reject by type, as anything else they do not expect).
-  std::vector<uint64_t> slots(static_cast<size_t>(mask + 1) * 2);
-  if (absl::Status status = memory_.Read(table, slots.data(), slots.size() * 8); !status.ok()) {
-    return status;
-  }
-  std::vector<uint64_t> keys;
-  for (size_t i = 0; i < slots.size(); i += 2) {
-    if (slots[i] != 0) keys.push_back(slots[i]);
-  }
-  return keys;
+  // fill (slots that are not free) sits just before used in every version.
+  return SetTable{
+      .fill = Load<int64_t>(header + layout_.set_used - 8), .mask = mask, .table = table};
 }
 
 absl::StatusOr<std::vector<uint64_t>> PythonObjectReader::Sequence(uint64_t object,

@@ -50,7 +50,8 @@ class PythonObjectReader {
   absl::StatusOr<std::vector<std::pair<uint64_t, uint64_t>>> DictItems(uint64_t dict);
   // The value under the str key `key`, or 0 when there is none.
   absl::StatusOr<uint64_t> DictGetStr(uint64_t dict, std::string_view key);
-  // The keys of every live entry of a set.
+  // The keys of every live entry of a set (Unavailable when it kept changing
+  // while read).
   absl::StatusOr<std::vector<uint64_t>> SetItems(uint64_t set);
   absl::StatusOr<std::vector<uint64_t>> ListItems(uint64_t list);
   absl::StatusOr<std::vector<uint64_t>> TupleItems(uint64_t tuple);
@@ -61,6 +62,13 @@ class PythonObjectReader {
   absl::StatusOr<uint64_t> Attribute(uint64_t object, std::string_view name);
 
  private:
+  // Where a set's slots are, as its head says at one read.
+  struct SetTable {
+    int64_t fill = 0;  // slots holding a key, live or deleted
+    int64_t mask = 0;  // slots - 1
+    uint64_t table = 0;
+  };
+
   absl::Status ExpectType(uint64_t object, std::initializer_list<std::string_view> names,
                           std::string_view what);
   // Entries of a dict's keys object; values from `values` when it is split.
@@ -68,6 +76,7 @@ class PythonObjectReader {
                                                                        uint64_t values);
   absl::StatusOr<std::vector<uint64_t>> Sequence(uint64_t object, uint32_t items_offset,
                                                  std::string_view type_name);
+  absl::StatusOr<SetTable> ReadSetHead(uint64_t set);
 
   const ProcessMemory& memory_;
   const PythonInterpreter& interpreter_;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -195,6 +196,52 @@ TEST(ObjectReaderTest, ReadsContainersWeakrefsAndAttributesOfALiveProcess) {
         interpreter->runtime_address + interpreter->layout.abi.runtime_interpreters_head);
     ASSERT_TRUE(interp.ok());
     EXPECT_EQ(*reader.Pointer(*interp + layout->interp_modules), ids.at("modules"));
+  }
+}
+
+// A set that grows and shrinks while it is read (asyncio's WeakSet of tasks
+// under churn), in bursts: its table is refilled and freed under the reader.
+// Every read that succeeds holds the element that was there all along; one
+// that cannot get a stable table says so, and between bursts reads succeed.
+TEST(ObjectReaderTest, ASetResizedWhileReadIsReadWholeOrRefused) {
+  constexpr char kChurn[] =
+      "import sys, time\n"
+      "steady = object()\n"
+      "churn = {steady}\n"
+      "sys.stdout.write('steady=%d\\nset=%d\\nready\\n' % (id(steady), id(churn)))\n"
+      "sys.stdout.flush()\n"
+      "while True:\n"
+      "    for burst in range(10):\n"
+      "        for i in range(2000):\n"
+      "            churn.add(i)\n"
+      "        for i in range(2000):\n"
+      "            churn.discard(i)\n"
+      "    time.sleep(0.002)\n";
+  for (const InstalledPython& python :
+       InstalledPythons(testing::PythonSet::kModern, /*with_free_threaded=*/false)) {
+    SCOPED_TRACE(python.label);
+    ReadyChild child({python.executable, "-c", kChurn});
+    const std::map<std::string, uint64_t> ids = ParseLines(child.output());
+    ASSERT_TRUE(ids.count("set")) << child.output();
+    absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
+    ASSERT_TRUE(interpreter.ok()) << interpreter.status();
+    absl::StatusOr<PythonObjectLayout> layout =
+        PythonObjectLayoutFor(interpreter->version, interpreter->layout);
+    ASSERT_TRUE(layout.ok());
+    RemoteProcessMemory memory(child.pid());
+    PythonObjectReader reader(memory, *interpreter, *layout);
+    int whole = 0;
+    for (int read = 0; read < 3000; ++read) {
+      absl::StatusOr<std::vector<uint64_t>> items = reader.SetItems(ids.at("set"));
+      if (!items.ok()) {
+        EXPECT_EQ(items.status().code(), absl::StatusCode::kUnavailable) << items.status();
+        continue;
+      }
+      ++whole;
+      EXPECT_NE(std::find(items->begin(), items->end(), ids.at("steady")), items->end())
+          << "read " << read << ": " << items->size() << " items without the steady one";
+    }
+    EXPECT_GT(whole, 0);
   }
 }
 
