@@ -88,4 +88,17 @@ absl::Status AttachAllocationRoute(BpfSampler& sampler, const AllocationRoute& r
   return absl::OkStatus();
 }
 
+absl::StatusOr<HeldCommand> HoldCommand(const std::vector<std::string>& command, bool allocations,
+                                        uint32_t alloc_sample_bytes) {
+  HeldCommand held;
+  if (allocations) held.allocation_route = ChooseAllocationRoute(command, alloc_sample_bytes);
+  if (!command.empty()) {
+    absl::StatusOr<LaunchedCommand> launched =
+        LaunchedCommand::Start(command, held.allocation_route.environment);
+    if (!launched.ok()) return launched.status();
+    held.launched.emplace(std::move(*launched));
+  }
+  return held;
+}
+
 }  // namespace pystrobe

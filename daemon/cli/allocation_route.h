@@ -6,10 +6,13 @@
 #define PYSTROBE_DAEMON_CLI_ALLOCATION_ROUTE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/cli/target_launcher.h"
 #include "daemon/loader/bpf_sampler.h"
 
 namespace pystrobe {
@@ -30,6 +33,19 @@ struct AllocationRoute {
 // and says on stderr why when it falls back to uprobes.
 AllocationRoute ChooseAllocationRoute(const std::vector<std::string>& command,
                                       uint32_t sample_bytes);
+
+// The command `record` or `stat` starts, held at the door until sampling is
+// ready, and the route its allocations take: chosen before it starts, since a
+// preloaded library must be in its environment.
+struct HeldCommand {
+  AllocationRoute allocation_route;         // the default (none) without --allocations
+  std::optional<LaunchedCommand> launched;  // nullopt: no command, running processes only
+};
+
+// `allocations`: whether --allocations asked for them. The error is the
+// launch's (the fork, or the pipe that holds the child).
+absl::StatusOr<HeldCommand> HoldCommand(const std::vector<std::string>& command, bool allocations,
+                                        uint32_t alloc_sample_bytes);
 
 // Attaches what `route` needs once the session is started: the library's
 // probe functions, or uprobes on the allocator of each of `targets` (a

@@ -218,17 +218,11 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   }
 
   LibbpfLog::Capture(options.verbose);
-  AllocationRoute allocation_route;
-  if (options.allocations) {
-    allocation_route = ChooseAllocationRoute(options.command, options.alloc_sample_bytes);
-  }
-  std::optional<LaunchedCommand> command;
-  if (!options.command.empty()) {
-    absl::StatusOr<LaunchedCommand> launched =
-        LaunchedCommand::Start(options.command, allocation_route.environment);
-    if (!launched.ok()) return Fail("record", launched.status());
-    command.emplace(std::move(*launched));
-  }
+  absl::StatusOr<HeldCommand> held =
+      HoldCommand(options.command, options.allocations, options.alloc_sample_bytes);
+  if (!held.ok()) return Fail("record", held.status());
+  const AllocationRoute& allocation_route = held->allocation_route;
+  std::optional<LaunchedCommand>& command = held->launched;
 
   std::vector<uint32_t> targets = options.pids;
   if (command) targets.push_back(static_cast<uint32_t>(command->pid()));

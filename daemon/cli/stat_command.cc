@@ -88,17 +88,11 @@ int RunStatCommand(const std::vector<std::string>& args) {
   // 1. The target: a command held at the door, or a running process.
   // With --allocations, a command is started with the allocation sampler
   // preloaded where it can be (as record's).
-  AllocationRoute allocation_route;
-  if (options.allocations) {
-    allocation_route = ChooseAllocationRoute(options.command, options.alloc_sample_bytes);
-  }
-  std::optional<LaunchedCommand> command;
-  if (!options.command.empty()) {
-    absl::StatusOr<LaunchedCommand> launched =
-        LaunchedCommand::Start(options.command, allocation_route.environment);
-    if (!launched.ok()) return Fail("stat", launched.status());
-    command.emplace(std::move(*launched));
-  }
+  absl::StatusOr<HeldCommand> held =
+      HoldCommand(options.command, options.allocations, options.alloc_sample_bytes);
+  if (!held.ok()) return Fail("stat", held.status());
+  const AllocationRoute& allocation_route = held->allocation_route;
+  std::optional<LaunchedCommand>& command = held->launched;
   uint32_t pid = command ? static_cast<uint32_t>(command->pid()) : *options.pid;
 
   // 2. Open, configure and load: only the target is looked at. Off-CPU
