@@ -268,7 +268,10 @@ absl::Status ValidatePushUrl(absl::string_view text) {
   return absl::OkStatus();
 }
 
-absl::Status ValidatePushHeader(absl::string_view name, absl::string_view value) {
+namespace {
+
+// A header's name is an HTTP token (RFC 9110 5.6.2).
+absl::Status CheckHeaderName(absl::string_view name) {
   auto is_token_char = [](char c) {
     return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
            absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
@@ -277,6 +280,23 @@ absl::Status ValidatePushHeader(absl::string_view name, absl::string_view value)
     return absl::InvalidArgumentError(
         absl::StrCat(Quoted(name), " is not a header name (letters, digits, '-')"));
   }
+  return absl::OkStatus();
+}
+
+// A header's value holds no line break or other control character but tabs.
+absl::Status CheckHeaderValue(absl::string_view value) {
+  for (char c : value) {
+    if (absl::ascii_iscntrl(static_cast<unsigned char>(c)) && c != '\t') {
+      return absl::InvalidArgumentError("the value has a control character (a line break?)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidatePushHeader(absl::string_view name, absl::string_view value) {
+  if (absl::Status token = CheckHeaderName(name); !token.ok()) return token;
   for (absl::string_view reserved : {"Host", "Content-Length", "Content-Type", "Content-Encoding",
                                      "Transfer-Encoding", "Connection", "Expect", "User-Agent",
                                      "Authorization", "Proxy-Authorization", "X-Scope-OrgID"}) {
@@ -287,23 +307,11 @@ absl::Status ValidatePushHeader(absl::string_view name, absl::string_view value)
           "X-Scope-OrgID: tenant_id)"));
     }
   }
-  for (char c : value) {
-    if (absl::ascii_iscntrl(static_cast<unsigned char>(c)) && c != '\t') {
-      return absl::InvalidArgumentError("the value has a control character (a line break?)");
-    }
-  }
-  return absl::OkStatus();
+  return CheckHeaderValue(value);
 }
 
 absl::Status ValidateOtlpHeader(absl::string_view name, absl::string_view value) {
-  auto is_token_char = [](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
-           absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
-  };
-  if (name.empty() || !std::all_of(name.begin(), name.end(), is_token_char)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Quoted(name), " is not a header name (letters, digits, '-')"));
-  }
+  if (absl::Status token = CheckHeaderName(name); !token.ok()) return token;
   for (absl::string_view reserved :
        {"Host", "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding",
         "Connection", "Expect", "User-Agent", "TE", "Upgrade", "Keep-Alive"}) {
@@ -315,12 +323,7 @@ absl::Status ValidateOtlpHeader(absl::string_view name, absl::string_view value)
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": grpc-* headers are gRPC's own, set by the OTLP export"));
   }
-  for (char c : value) {
-    if (absl::ascii_iscntrl(static_cast<unsigned char>(c)) && c != '\t') {
-      return absl::InvalidArgumentError("the value has a control character (a line break?)");
-    }
-  }
-  return absl::OkStatus();
+  return CheckHeaderValue(value);
 }
 
 absl::Status ValidateOtlpProtocol(absl::string_view text) {

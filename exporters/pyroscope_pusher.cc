@@ -45,20 +45,6 @@ bool IsTokenChar(char c) {
 
 }  // namespace
 
-PushRetryPolicy RetryPolicyOf(const PyroscopePushOptions& options) {
-  return PushRetryPolicy{.timeout = options.timeout,
-                         .max_queue = options.max_queue,
-                         .max_attempts = options.max_attempts,
-                         .initial_backoff = options.initial_backoff,
-                         .max_backoff = options.max_backoff,
-                         .jitter = options.jitter,
-                         .max_retry_after = options.max_retry_after};
-}
-
-absl::Duration PushBackoff(const PyroscopePushOptions& options, int retry, double uniform) {
-  return PushBackoff(RetryPolicyOf(options), retry, uniform);
-}
-
 bool IsRetryableStatus(int status) { return status == 408 || status == 429 || status >= 500; }
 
 std::string IngestName(const PyroscopePushOptions& options, std::string_view suffix) {
@@ -168,7 +154,7 @@ absl::StatusOr<HttpUrl> ValidatePushOptions(const PyroscopePushOptions& options)
           absl::StrCat("push: header ", name, ": the value has a control character"));
     }
   }
-  if (absl::Status policy = ValidatePushRetryPolicy(RetryPolicyOf(options), "push"); !policy.ok()) {
+  if (absl::Status policy = ValidatePushRetryPolicy(options.policy, "push"); !policy.ok()) {
     return policy;
   }
   return url;
@@ -189,7 +175,7 @@ PyroscopePusher::PyroscopePusher(PyroscopePushOptions options, HttpUrl url,
     : options_(std::move(options)),
       url_(std::move(url)),
       random_(std::random_device{}()),
-      queue_(RetryPolicyOf(options_), std::move(client),
+      queue_(options_.policy, std::move(client),
              [this](const HttpRequest&, const HttpResponse& response) { return Judge(response); }) {
 }
 

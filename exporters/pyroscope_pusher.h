@@ -46,8 +46,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "exporters/http_client.h"
-#include "model/profile.h"
 #include "exporters/push_queue.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 
@@ -76,26 +76,9 @@ struct PyroscopePushOptions {
   std::string spy_name = "pystrobe";
   PushBodyEncoding encoding = PushBodyEncoding::kMultipart;
 
-  // One request, from connect to the last byte of the response.
-  absl::Duration timeout = absl::Seconds(10);
-  // Windows waiting to be sent, besides the one being sent.
-  int max_queue = 16;
-  // Attempts per window (the first included) before it counts as failed.
-  int max_attempts = 5;
-  // Backoff before retry n (n = 1, 2, ...): initial_backoff * 2^(n-1), at most
-  // max_backoff, scaled by a random factor in [1 - jitter, 1].
-  absl::Duration initial_backoff = absl::Milliseconds(500);
-  absl::Duration max_backoff = absl::Seconds(30);
-  double jitter = 0.5;
-  // A Retry-After longer than this is cut to it.
-  absl::Duration max_retry_after = absl::Minutes(5);
+  // Timeout, queue bound, attempts and backoff: the queue's part.
+  PushRetryPolicy policy;
 };
-
-// The queue's part of the options: timeout, queue bound, attempts, backoff.
-PushRetryPolicy RetryPolicyOf(const PyroscopePushOptions& options);
-
-// PushBackoff of the options' retry policy.
-absl::Duration PushBackoff(const PyroscopePushOptions& options, int retry, double uniform);
 
 // Whether a response status is worth retrying: 408, 429 and 5xx.
 bool IsRetryableStatus(int status);

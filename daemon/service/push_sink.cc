@@ -11,8 +11,8 @@ namespace {
 
 bool SameOptions(const PyroscopePushOptions& a, const PyroscopePushOptions& b) {
   return a.url == b.url && a.app_name == b.app_name && a.labels == b.labels &&
-         a.timeout == b.timeout && a.max_queue == b.max_queue && a.client == b.client &&
-         a.tenant_id == b.tenant_id && a.headers == b.headers;
+         a.policy.timeout == b.policy.timeout && a.policy.max_queue == b.policy.max_queue &&
+         a.client == b.client && a.tenant_id == b.tenant_id && a.headers == b.headers;
 }
 
 }  // namespace
@@ -34,8 +34,8 @@ absl::StatusOr<PyroscopePushOptions> PushOptionsFrom(const DaemonConfig& config)
   const PushConfig& push = config.exporters.push;
   PyroscopePushOptions options;
   options.url = push.url;
-  options.timeout = push.timeout;
-  options.max_queue = push.max_queue;
+  options.policy.timeout = push.timeout;
+  options.policy.max_queue = push.max_queue;
   options.labels = config.labels;
   options.tenant_id = push.tenant_id;
   for (const auto& [name, value] : push.headers) options.headers.emplace_back(name, value);

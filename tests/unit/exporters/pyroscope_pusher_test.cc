@@ -27,10 +27,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "exporters/http_client.h"
-#include "model/profile.h"
 #include "exporters/profile.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 namespace {
@@ -183,7 +183,7 @@ TEST(IngestRequestTest, OptionsAreValidatedWithClearErrors) {
   EXPECT_THAT(std::string(ValidatePushOptions(options).status().message()),
               HasSubstr("label name \"bad-key\""));
   options = Options("http://store");
-  options.max_queue = 0;
+  options.policy.max_queue = 0;
   EXPECT_FALSE(ValidatePushOptions(options).ok());
   options = Options("http://store");
   options.headers = {{"X-Key", "a\r\nInjected: yes"}};
@@ -206,21 +206,21 @@ TEST(IngestRequestTest, TenantAndExtraHeadersAreSent) {
 
 TEST(PushBackoffTest, DoublesFromInitialUpToMaxWithJitterBelow) {
   PyroscopePushOptions options;
-  options.initial_backoff = absl::Milliseconds(500);
-  options.max_backoff = absl::Seconds(4);
-  options.jitter = 0.5;
+  options.policy.initial_backoff = absl::Milliseconds(500);
+  options.policy.max_backoff = absl::Seconds(4);
+  options.policy.jitter = 0.5;
   // uniform 0: no jitter, the schedule itself.
-  EXPECT_EQ(PushBackoff(options, 1, 0.0), absl::Milliseconds(500));
-  EXPECT_EQ(PushBackoff(options, 2, 0.0), absl::Seconds(1));
-  EXPECT_EQ(PushBackoff(options, 3, 0.0), absl::Seconds(2));
-  EXPECT_EQ(PushBackoff(options, 4, 0.0), absl::Seconds(4));
-  EXPECT_EQ(PushBackoff(options, 5, 0.0), absl::Seconds(4));
-  EXPECT_EQ(PushBackoff(options, 1000, 0.0), absl::Seconds(4));  // no overflow
+  EXPECT_EQ(PushBackoff(options.policy, 1, 0.0), absl::Milliseconds(500));
+  EXPECT_EQ(PushBackoff(options.policy, 2, 0.0), absl::Seconds(1));
+  EXPECT_EQ(PushBackoff(options.policy, 3, 0.0), absl::Seconds(2));
+  EXPECT_EQ(PushBackoff(options.policy, 4, 0.0), absl::Seconds(4));
+  EXPECT_EQ(PushBackoff(options.policy, 5, 0.0), absl::Seconds(4));
+  EXPECT_EQ(PushBackoff(options.policy, 1000, 0.0), absl::Seconds(4));  // no overflow
   // Jitter takes at most half off.
-  EXPECT_EQ(PushBackoff(options, 2, 0.5), absl::Milliseconds(750));
-  EXPECT_EQ(PushBackoff(options, 2, 1.0), absl::Milliseconds(500));
+  EXPECT_EQ(PushBackoff(options.policy, 2, 0.5), absl::Milliseconds(750));
+  EXPECT_EQ(PushBackoff(options.policy, 2, 1.0), absl::Milliseconds(500));
   for (double u : {0.0, 0.1, 0.37, 0.99}) {
-    absl::Duration d = PushBackoff(options, 3, u);
+    absl::Duration d = PushBackoff(options.policy, 3, u);
     EXPECT_GE(d, absl::Seconds(1));
     EXPECT_LE(d, absl::Seconds(2));
   }
@@ -495,9 +495,9 @@ bool Eventually(F done) {
 
 PyroscopePushOptions FastOptions(std::string url) {
   PyroscopePushOptions options = Options(std::move(url));
-  options.initial_backoff = absl::Milliseconds(10);
-  options.max_backoff = absl::Milliseconds(40);
-  options.timeout = absl::Seconds(2);
+  options.policy.initial_backoff = absl::Milliseconds(10);
+  options.policy.max_backoff = absl::Milliseconds(40);
+  options.policy.timeout = absl::Seconds(2);
   return options;
 }
 
@@ -750,7 +750,7 @@ TEST(PyroscopePusherTest, FailedAfterMaxAttempts) {
   LoopbackReceiver receiver;
   receiver.Script({Status(500), Status(502), Status(503), Status(200)});
   PyroscopePushOptions options = FastOptions(receiver.url());
-  options.max_attempts = 3;
+  options.policy.max_attempts = 3;
   auto pusher = PyroscopePusher::Create(options);
   ASSERT_TRUE(pusher.ok());
   ASSERT_TRUE((*pusher)->Push(TestProfile(), absl::Now() - absl::Seconds(60), absl::Now()).ok());
@@ -765,8 +765,8 @@ TEST(PyroscopePusherTest, FailedAfterMaxAttempts) {
 // window, and the queue holds max_queue windows, dropping the oldest.
 TEST(PyroscopePusherTest, DeadReceiverBoundsTheQueueAndCountsDrops) {
   PyroscopePushOptions options = FastOptions(absl::StrCat("http://127.0.0.1:", ClosedPort()));
-  options.max_queue = 3;
-  options.max_attempts = 1000;
+  options.policy.max_queue = 3;
+  options.policy.max_attempts = 1000;
   auto pusher = PyroscopePusher::Create(options);
   ASSERT_TRUE(pusher.ok());
   ASSERT_TRUE((*pusher)->Push(TestProfile(), absl::Now() - absl::Seconds(60), absl::Now()).ok());
@@ -800,8 +800,8 @@ TEST(PyroscopePusherTest, SlowReceiverTimesOutAndShutdownKeepsItsDeadline) {
   LoopbackReceiver receiver;
   receiver.Script({Hang()});
   PyroscopePushOptions options = FastOptions(receiver.url());
-  options.timeout = absl::Milliseconds(300);
-  options.max_attempts = 2;
+  options.policy.timeout = absl::Milliseconds(300);
+  options.policy.max_attempts = 2;
   auto pusher = PyroscopePusher::Create(options);
   ASSERT_TRUE(pusher.ok());
   ASSERT_TRUE((*pusher)->Push(TestProfile(), absl::Now() - absl::Seconds(60), absl::Now()).ok());
