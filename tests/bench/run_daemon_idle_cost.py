@@ -23,20 +23,11 @@ import tempfile
 import threading
 import time
 
+from bench_common import cpu_seconds
+
 BUSY = "x = 0\nwhile True:\n    x = (x * 3 + 1) & 0xffff\n"
 
 
-def cpu_seconds(pid):
-    """Time on a CPU of every thread of `pid`, in nanoseconds from each
-    thread's schedstat: /proc/PID/stat counts 10 ms ticks, too coarse for a
-    process that runs a millisecond a second."""
-    total = 0
-    for schedstat in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-        try:
-            total += int(open(schedstat).read().split()[0])
-        except OSError:
-            pass  # a thread gone between listing and reading
-    return total / 1e9
 
 
 def voluntary_switches(pid):

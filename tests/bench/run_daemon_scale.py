@@ -22,7 +22,6 @@ Run as root:
     tests/bench/run_daemon_scale.py --bin build/pystrobe [--pythons 500 --others 500]
 """
 import argparse
-import glob
 import os
 import socket
 import subprocess
@@ -32,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from python_testlib import installed_pythons  # noqa: E402
+from bench_common import cpu_seconds  # noqa: E402
 
 # 2.7 too: no print function, no Thread(daemon=).
 SLEEPER = ("import sys, threading, time, json, re, collections, socket\n"
@@ -45,16 +45,6 @@ OTHERS = (["sleep", "86400"], ["tail", "-f", "/dev/null"], ["cat"],
           ["bash", "-c", "read"], ["perl", "-e", "sleep 86400"], ["awk", "{ print }"])
 
 
-def cpu_seconds(pid):
-    """Every thread's time on a CPU (schedstat, nanoseconds; /proc/PID/stat's ticks are too
-    coarse for a process that runs a millisecond a second)."""
-    total = 0
-    for schedstat in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-        try:
-            total += int(open(schedstat).read().split()[0])
-        except OSError:
-            pass  # a thread gone between listing and reading
-    return total / 1e9
 
 
 def status_kib(pid, field):
