@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "model/profile.h"
 #include "exporters/profile_writer.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -34,8 +34,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "model/profile.h"
 #include "exporters/profile_writer.h"
+#include "model/profile.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 
 namespace pystrobe {

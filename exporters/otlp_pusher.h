@@ -36,8 +36,8 @@
 #include "absl/time/time.h"
 #include "exporters/http_client.h"
 #include "exporters/otlp_encoder.h"
-#include "model/profile.h"
 #include "exporters/push_queue.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

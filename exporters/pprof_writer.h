@@ -41,9 +41,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "model/profile.h"
 #include "exporters/profile.pb.h"
 #include "exporters/profile_writer.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

@@ -11,8 +11,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "model/frame_names.h"
 #include "exporters/json_string.h"
+#include "model/frame_names.h"
 
 namespace pystrobe {
 namespace {

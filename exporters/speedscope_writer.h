@@ -24,8 +24,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "model/profile.h"
 #include "exporters/profile_writer.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

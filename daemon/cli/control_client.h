@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "daemon/cli/record_options.h"
 #include "daemon/control/control_protocol.h"
-#include "model/profile.h"
 #include "exporters/profile_writer.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 

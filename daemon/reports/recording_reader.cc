@@ -24,8 +24,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "model/frame_names.h"
 #include "exporters/profile.pb.h"
+#include "model/frame_names.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 
 namespace pystrobe {

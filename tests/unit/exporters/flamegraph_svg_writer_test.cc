@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "model/profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 namespace {

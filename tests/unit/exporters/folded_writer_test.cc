@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "model/profile.h"
 #include "gtest/gtest.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 namespace {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "model/profile.h"
 #include "exporters/profile_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 namespace {

@@ -12,11 +12,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
-#include "model/profile.h"
 #include "exporters/profile.pb.h"
 #include "exporters/profile_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 namespace {

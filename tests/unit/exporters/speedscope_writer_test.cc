@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "model/profile.h"
 #include "exporters/profile_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 namespace {

@@ -10,10 +10,10 @@
 
 #include "daemon/reports/flat_report.h"
 #include "exporters/pprof_writer.h"
-#include "model/profile.h"
 #include "exporters/profile_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/profile.h"
 
 namespace pystrobe {
 namespace {
