@@ -8,21 +8,22 @@
  * and in a process of any age some code objects are gone: a module's body
  * is freed as soon as it has run (imports), and so is the code of exec,
  * eval and compile. So each code object a sample meets is copied here,
- * while the sampled thread is stopped on it, and sent once; it costs one
- * hash lookup per frame after that.
+ * while the sampled thread is stopped on it, and sent once; after that it
+ * costs a look in a cache once per sample that meets it.
  *
- * A sample's frames are checked first against this CPU's small cache of
- * code objects known sent (python_codes_sent_cache: a few ns a frame), then
- * against the set of all sent (python_codes_sent: a hash lookup), so a deep
- * stack of old code costs little more than before copies were made for
- * processes of any age.
+ * The walk offers each code object once per sample, when it first reads
+ * it; the offer is checked first against this CPU's small cache of code
+ * objects known sent (python_codes_sent_cache: a few ns), then against the
+ * set of all sent (python_codes_sent: a hash lookup), so a deep stack of
+ * old code costs little more than before copies were made for processes
+ * of any age.
  *
  * Copies are bounded per CPU by a token bucket (python_code_budget), so a
  * process that makes new code without end cannot fill the ring buffer; a
  * copy the budget puts off is counted (PYSTROBE_COUNT_PYTHON_CODES_DEFERRED)
  * and tried again at the object's next sample.
  *
- * Inlined into each program that takes a sample; the maps are declared here
+ * Inlined into the walk (python_stack.bpf.c); the maps are declared here
  * and defined once, in python_code_copy.bpf.c.
  */
 #ifndef PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_
@@ -307,76 +308,61 @@ static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
 	return true;
 }
 
-/* What a step of the loop over a sample's frames works on. */
-struct code_copy_ctx {
-	const struct pystrobe_sample *sample;
-	const struct pystrobe_python_process *proc;
-	__u32 base; /* index in sample->data of the first Python frame */
+/* What one sample's copies have come to: how many were sent, and whether
+ * the ring buffer or the budget said stop. */
+struct code_copy_progress {
 	__u32 sent;
-	struct python_code_key last; /* the frame before: recursion repeats it */
+	bool stopped;
 };
 
-static long send_code_copy_step(__u32 index, void *ctx)
+/*
+ * Sends a copy of code object `code` (stamp `stamp`) of process `tgid` unless
+ * it was sent before, at time `now_ns` of the sample that met it. The walk
+ * offers each code object once per sample, when it first reads it, leaf
+ * first: the youngest code, likeliest to die, goes first. The walk runs
+ * before the sample is sent, so userspace has the copies when it names it.
+ */
+static __always_inline void offer_code_copy(struct code_copy_progress *progress, __u32 tgid,
+					    __u64 code, __u32 stamp, __u64 now_ns,
+					    const struct pystrobe_python_process *proc)
 {
-	struct code_copy_ctx *copy_ctx = ctx;
-	const struct pystrobe_sample *sample = copy_ctx->sample;
-	__u32 slot = copy_ctx->base + 2 * index;
-	struct python_code_key key = {
-	    .tgid = sample->pid,
-	    .stamp = (__u32)sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)],
-	    .code =
-		sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] & ~PYSTROBE_PY_FRAME_ENTRY,
-	};
+	struct python_code_key key = {.tgid = tgid, .stamp = stamp, .code = code};
 	struct python_code_key *cached;
 	__u64 started_ns;
 	__u8 one = 1;
 	bool sent;
 
-	if (key.code == copy_ctx->last.code && key.stamp == copy_ctx->last.stamp)
-		return 0;
-	copy_ctx->last = key;
+	if (progress->stopped)
+		return;
 	cached = sent_cache_slot(&key);
 	if (cached && cached->code == key.code && cached->stamp == key.stamp &&
 	    cached->tgid == key.tgid)
-		return 0;
+		return;
 	if (bpf_map_lookup_elem(&python_codes_sent, &key)) {
 		if (cached)
 			*cached = key;
-		return 0;
+		return;
 	}
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > PYTHON_CODE_RING_LIMIT) {
 		count_drop(PYSTROBE_DROP_PYTHON_CODE);
-		return 1;
+		progress->stopped = true;
+		return;
 	}
-	if (!take_code_copy_token(sample->time_ns)) {
+	if (!take_code_copy_token(now_ns)) {
 		count_sample(PYSTROBE_COUNT_PYTHON_CODES_DEFERRED);
-		return 1;
+		progress->stopped = true;
+		return;
 	}
 	started_ns = bpf_ktime_get_ns();
-	sent = send_code_copy(key.tgid, key.code, key.stamp, copy_ctx->proc);
+	sent = send_code_copy(key.tgid, key.code, key.stamp, proc);
 	count_sample_by(PYSTROBE_COUNT_PYTHON_CODE_COPY_NS, bpf_ktime_get_ns() - started_ns);
 	if (!sent)
-		return 0;
+		return;
 	bpf_map_update_elem(&python_codes_sent, &key, &one, BPF_ANY);
 	if (cached)
 		*cached = key;
-	return ++copy_ctx->sent >= PYTHON_CODES_PER_SAMPLE ? 1 : 0;
-}
-
-/*
- * Sends a copy of each code object of `sample`'s Python frames (which start
- * at word `base`, leaf first: the youngest code, likeliest to die, goes
- * first) not sent before. Must run before the sample is sent, so userspace
- * has the copies when it names it.
- */
-static __always_inline void send_new_code_copies(const struct pystrobe_sample *sample, __u32 base,
-						 const struct pystrobe_python_process *proc)
-{
-	struct code_copy_ctx copy_ctx = {.sample = sample, .proc = proc, .base = base};
-
-	if (sample->python_frames == 0)
-		return;
-	bpf_loop(sample->python_frames, send_code_copy_step, &copy_ctx, 0);
+	if (++progress->sent >= PYTHON_CODES_PER_SAMPLE)
+		progress->stopped = true;
 }
 
 #endif /* PYSTROBE_BPF_PYTHON_CODE_COPY_BPF_H_ */

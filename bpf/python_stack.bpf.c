@@ -3,16 +3,17 @@
  * The in-kernel CPython walk: for a sample of a process the daemon has marked
  * as CPython, find the sampled thread's PyThreadState, note whether it holds
  * the GIL, and record its frames (code object, instruction offset, stamp)
- * after the native stacks of the sample. See pystrobe_abi.h for the walk,
+ * after the native stacks of the sample, offering each code object it reads
+ * to the code copies. See pystrobe_abi.h for the walk,
  * step by step, and for who fills the offsets.
  *
  * Every read of the target's memory can fail (the process may be exiting or
  * corrupt); a failed read ends the walk with the frames so far, counted.
  * A read costs about 30 ns however few bytes it takes, several times the
- * rest of a frame's work, so reads are few and wide: a frame comes with the
- * frames below it in one block (frame_in_block), and a code object's head
- * is read once per walk however often it recurs (code_stamp), with fields
- * picked out of the copies.
+ * rest of a frame's work, so reads are few and wide: a thread state's head
+ * comes in one read, a frame with the frames below it in one block
+ * (frame_in_block), and a code object's head is read once per walk however
+ * often it recurs (code_stamp), with fields picked out of the copies.
  *
  * Here: walk_python_stack, the global function every sampling program calls
  * (python_stack.bpf.h), the frame walk's steps, and the definitions of the
@@ -25,6 +26,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "pystrobe_abi.h"
+#include "python_code_copy.bpf.h"
 #include "python_process.bpf.h"
 #include "python_stack.bpf.h"
 #include "python_thread_state.bpf.h"
@@ -36,22 +38,28 @@ const volatile __u32 python_max_frames = 128;
 struct python_thread_states_map python_thread_states SEC(".maps");
 struct python_walk_scratch_map python_walk_scratch SEC(".maps");
 
-/* The thread's innermost frame, by the version's frame model. */
+/* The thread's innermost frame, by the version's frame model, from the
+ * head of its thread state. */
 static __always_inline bool top_frame(struct python_walk *walk, __u64 *frame)
 {
 	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
 	__u64 cframe;
 
 	if (off->frame_model == PYSTROBE_PY_FRAMES_CFRAME) {
-		return read_target_u64(walk->tstate, off->tstate_frame, &cframe) &&
-		       (cframe == 0 ? (*frame = 0, true)
-				    : read_target_u64(cframe, off->cframe_current_frame, frame));
+		cframe = thread_state_u64(walk, off->tstate_frame);
+		if (cframe == 0) {
+			*frame = 0;
+			return true;
+		}
+		return read_target_u64(cframe, off->cframe_current_frame, frame);
 	}
-	return read_target_u64(walk->tstate, off->tstate_frame, frame);
+	*frame = thread_state_u64(walk, off->tstate_frame);
+	return true;
 }
 
 enum code_lookup {
-	CODE_STAMPED,	 /* *stamp is the code object's */
+	CODE_CACHED,	 /* *stamp is the code object's, met before in this walk */
+	CODE_READ,	 /* *stamp is the code object's, met first in this walk */
 	CODE_NOT_CODE,	 /* 3.13's f_executable may hold something else: skip the frame */
 	CODE_UNREADABLE, /* the walk ends */
 };
@@ -67,7 +75,7 @@ static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u
 	if (slot->code == code && slot->walk_id == walk->walk_id) {
 		*stamp = slot->stamp;
 		*tlbc = slot->tlbc;
-		return CODE_STAMPED;
+		return CODE_CACHED;
 	}
 	if (bpf_probe_read_user(walk->code_copy, walk->code_copy_size & (PYTHON_COPY_SIZE - 1),
 				(void *)code))
@@ -85,7 +93,7 @@ static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u
 	slot->walk_id = walk->walk_id;
 	slot->stamp = *stamp;
 	slot->tlbc = *tlbc;
-	return CODE_STAMPED;
+	return CODE_READ;
 }
 
 /*
@@ -161,9 +169,11 @@ static __always_inline __u64 bytecode_base(struct python_walk *walk, __u64 at, _
 struct python_walk_ctx {
 	struct python_walk *walk;
 	struct pystrobe_sample *sample;
+	struct code_copy_progress copies;
 };
 
-/* One frame: find its copy, skip shims and non-code frames, record the rest. */
+/* One frame: find its copy, skip shims and non-code frames, record the
+ * rest, and offer a code object met first to the code copies. */
 static long walk_frame_step(__u32 index, void *ctx)
 {
 	struct python_walk_ctx *walk_ctx = ctx;
@@ -196,7 +206,11 @@ static long walk_frame_step(__u32 index, void *ctx)
 
 	code = pystrobe_python_frame_code(block_u64(walk, at, off->frame_code), off);
 	switch (code == 0 ? CODE_UNREADABLE : code_stamp(walk, code, &stamp, &tlbc)) {
-	case CODE_STAMPED:
+	case CODE_CACHED:
+		break;
+	case CODE_READ:
+		offer_code_copy(&walk_ctx->copies, sample->pid, code, stamp, sample->time_ns,
+				&walk->proc);
 		break;
 	case CODE_NOT_CODE:
 		return 0;
@@ -235,6 +249,60 @@ static long walk_frame_step(__u32 index, void *ctx)
 	return walk->frames >= walk->max_frames ? 1 : 0;
 }
 
+/*
+ * How many bytes the walk copies of a frame, of a code object and of a
+ * thread state's head: just past the last field it uses of each, from the
+ * process's offsets; 0 when a field lies beyond what a copy holds. Global
+ * functions, each verified once on its own: inlined, their branches
+ * multiplied the paths through the walk past the verifier's limit.
+ */
+__noinline int python_frame_copy_size(const struct pystrobe_python_offsets *off)
+{
+	__u16 size;
+
+	if (!off || !offset_fits_copy(off->frame_previous) || !offset_fits_copy(off->frame_code) ||
+	    !offset_fits_copy(off->frame_instr) || !offset_fits_copy(off->frame_owner) ||
+	    !offset_fits_copy(off->frame_tlbc_index))
+		return 0;
+	size = copy_size_covering(0, off->frame_previous, 8);
+	size = copy_size_covering(size, off->frame_code, 8);
+	size = copy_size_covering(size, off->frame_instr, 8);
+	size = copy_size_covering(size, off->frame_owner, 1);
+	size = copy_size_covering(size, off->frame_tlbc_index, 4);
+	if (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE)
+		size = copy_size_covering(size, off->frame_is_entry, 1);
+	return (size + 7) & ~7;
+}
+
+__noinline int python_code_copy_size(const struct pystrobe_python_offsets *off)
+{
+	__u16 size;
+
+	if (!off || !offset_fits_copy(off->object_type) || !offset_fits_copy(off->code_filename) ||
+	    !offset_fits_copy(off->code_name) || !offset_fits_copy(off->code_firstlineno) ||
+	    !offset_fits_copy(off->code_tlbc))
+		return 0;
+	size = copy_size_covering(0, off->object_type, 8);
+	size = copy_size_covering(size, off->code_filename, 8);
+	size = copy_size_covering(size, off->code_name, 8);
+	size = copy_size_covering(size, off->code_firstlineno, 4);
+	return copy_size_covering(size, off->code_tlbc, 8);
+}
+
+__noinline int python_tstate_head_size(const struct pystrobe_python_offsets *off)
+{
+	__u16 size;
+
+	if (!off || !offset_fits_copy(off->tstate_thread_id) ||
+	    !offset_fits_copy(off->tstate_status) || !offset_fits_copy(off->tstate_interp) ||
+	    !offset_fits_copy(off->tstate_frame))
+		return 0;
+	size = copy_size_covering(0, off->tstate_thread_id, 8);
+	size = copy_size_covering(size, off->tstate_status, 4);
+	size = copy_size_covering(size, off->tstate_interp, 8);
+	return copy_size_covering(size, off->tstate_frame, 8);
+}
+
 /* Declared, and its contract given, in python_stack.bpf.h. */
 __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 				 const struct pystrobe_python_process *proc)
@@ -254,33 +322,15 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 		return 0;
 	__builtin_memcpy(&walk->proc, proc, sizeof(walk->proc));
 	off = &walk->proc.offsets;
-	if (!offset_fits_copy(off->frame_previous) || !offset_fits_copy(off->frame_code) ||
-	    !offset_fits_copy(off->frame_instr) || !offset_fits_copy(off->frame_owner) ||
-	    !offset_fits_copy(off->object_type) || !offset_fits_copy(off->code_filename) ||
-	    !offset_fits_copy(off->code_name) || !offset_fits_copy(off->code_firstlineno) ||
-	    !offset_fits_copy(off->frame_tlbc_index) || !offset_fits_copy(off->code_tlbc)) {
-		sample->python_status = PYSTROBE_PY_READ_FAILED;
+	walk->frame_copy_size = python_frame_copy_size(off);
+	walk->code_copy_size = python_code_copy_size(off);
+	walk->tstate_head_size = python_tstate_head_size(off);
+	if (walk->frame_copy_size == 0 || walk->code_copy_size == 0 || walk->tstate_head_size == 0)
 		return 0;
-	}
-
-	walk->frame_copy_size = copy_size_covering(0, off->frame_previous, 8);
-	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_code, 8);
-	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_instr, 8);
-	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_owner, 1);
-	walk->frame_copy_size = copy_size_covering(walk->frame_copy_size, off->frame_tlbc_index, 4);
-	if (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE)
-		walk->frame_copy_size =
-		    copy_size_covering(walk->frame_copy_size, off->frame_is_entry, 1);
-	walk->frame_copy_size = (walk->frame_copy_size + 7) & ~7;
 	/* Frame objects before 3.11 are each on the heap: read them one by one. */
 	walk->block_span = off->frame_model >= PYSTROBE_PY_FRAMES_CFRAME ? PYTHON_FRAME_BLOCK
 									 : walk->frame_copy_size;
 	walk->block_len = 0;
-	walk->code_copy_size = copy_size_covering(0, off->object_type, 8);
-	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_filename, 8);
-	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_name, 8);
-	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_firstlineno, 4);
-	walk->code_copy_size = copy_size_covering(walk->code_copy_size, off->code_tlbc, 8);
 
 	walk->walk_id++;
 	walk->pthread_self = thread->thread.fsbase;
@@ -293,14 +343,13 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 		sample->flags |= PYSTROBE_SAMPLE_FREE_THREADED;
 	/* 3.12+: the thread state's own interpreter (0 before: the GIL is the
 	 * process's), its GIL and its id. */
-	interp = 0;
-	if (off->tstate_interp == PYSTROBE_PY_OFFSET_NONE ||
-	    read_target_u64(walk->tstate, off->tstate_interp, &interp)) {
-		if (interp && off->interp_id != PYSTROBE_PY_OFFSET_NONE)
-			read_target_u64(interp, off->interp_id, &sample->interpreter_id);
-		if (holds_gil(walk, interp))
-			sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
-	}
+	interp = off->tstate_interp == PYSTROBE_PY_OFFSET_NONE
+		     ? 0
+		     : thread_state_u64(walk, off->tstate_interp);
+	if (interp && off->interp_id != PYSTROBE_PY_OFFSET_NONE)
+		read_target_u64(interp, off->interp_id, &sample->interpreter_id);
+	if (holds_gil(walk, interp))
+		sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
 
 	walk->status = PYSTROBE_PY_WALKED;
 	walk->frames = 0;
@@ -319,6 +368,8 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 	walk->cursor = frame;
 	walk_ctx.walk = walk;
 	walk_ctx.sample = sample;
+	walk_ctx.copies.sent = 0;
+	walk_ctx.copies.stopped = false;
 	bpf_loop(walk->max_frames, walk_frame_step, &walk_ctx, 0);
 	if (walk->status == PYSTROBE_PY_WALKED && walk->cursor != 0)
 		sample->flags |= PYSTROBE_SAMPLE_PY_TRUNCATED;

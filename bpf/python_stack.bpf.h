@@ -24,7 +24,9 @@
 /*
  * Walks the current thread's Python stack into `sample`, after `base`
  * words; `proc` is its process's entry in python_processes. Fills the
- * sample's python_frames, python_status and GIL flags. Returns 0.
+ * sample's python_frames, python_status and GIL flags, and sends a copy of
+ * each code object it meets that was not sent before (python_code_copy.bpf.h),
+ * so the sample's pid and time must be set. Returns 0.
  *
  * A global function: the verifier checks it once, on its own, instead of
  * once in every program that takes a sample (cpu-clock, resident growth,

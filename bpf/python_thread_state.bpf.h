@@ -44,6 +44,33 @@ struct python_thread_states_map {
 };
 extern struct python_thread_states_map python_thread_states SEC(".maps");
 
+/* Reads the head of thread state `tstate` into walk->tstate_head. */
+static __always_inline bool read_thread_state_head(struct python_walk *walk, __u64 tstate)
+{
+	walk->tstate_head_of = 0;
+	if (bpf_probe_read_user(walk->tstate_head, walk->tstate_head_size & (PYTHON_COPY_SIZE - 1),
+				(void *)tstate))
+		return false;
+	walk->tstate_head_of = tstate;
+	return true;
+}
+
+/* A field of the thread state head last read. */
+static __always_inline __u64 thread_state_u64(const struct python_walk *walk, __u32 offset)
+{
+	return copied_u64(walk->tstate_head, offset);
+}
+
+/* True when the thread state head last read is its thread's current one
+ * (see thread_state_active). */
+static __always_inline bool thread_state_head_active(const struct python_walk *walk)
+{
+	if (walk->proc.offsets.tstate_status == PYSTROBE_PY_OFFSET_NONE)
+		return true;
+	return copied_u32(walk->tstate_head, walk->proc.offsets.tstate_status) &
+	       PYSTROBE_PY_TSTATE_ACTIVE;
+}
+
 /* True when thread state `tstate` is its thread's current one (3.12+; always
  * before, where a thread has one thread state). */
 static __always_inline bool thread_state_active(struct python_walk *walk, __u64 tstate)
@@ -91,21 +118,20 @@ static long find_thread_state_step(__u32 index, void *ctx)
 	return 0;
 }
 
-/* Finds (or revalidates) the sampled thread's PyThreadState into walk->tstate. */
+/* Finds (or revalidates) the sampled thread's PyThreadState into
+ * walk->tstate, with its head in walk->tstate_head. */
 static __always_inline void find_thread_state(struct python_walk *walk, struct task_struct *thread)
 {
 	struct python_thread_cache *cached =
 	    bpf_task_storage_get(&python_thread_states, thread, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	__u64 thread_id;
 
 	walk->tstate = 0;
 	walk->inactive_match = 0;
-	if (cached && cached->tstate != 0 &&
-	    read_target_u64(cached->tstate, walk->proc.offsets.tstate_thread_id, &thread_id) &&
-	    thread_id == walk->pthread_self) {
+	if (cached && cached->tstate != 0 && read_thread_state_head(walk, cached->tstate) &&
+	    thread_state_u64(walk, walk->proc.offsets.tstate_thread_id) == walk->pthread_self) {
 		/* Not its current one: the thread may run in another interpreter
 		 * now, or have let the GIL go; look again, now and then. */
-		if (thread_state_active(walk, cached->tstate) ||
+		if (thread_state_head_active(walk) ||
 		    (++cached->inactive & (PYTHON_INACTIVE_SEARCH_EVERY - 1)) != 0) {
 			walk->tstate = cached->tstate;
 			return;
@@ -123,6 +149,9 @@ static __always_inline void find_thread_state(struct python_walk *walk, struct t
 		cached->tstate = walk->tstate;
 		cached->inactive = 0;
 	}
+	/* The walk goes on from the head of the one found. */
+	if (walk->tstate && !read_thread_state_head(walk, walk->tstate))
+		walk->tstate = 0;
 }
 
 /* True when the thread state `tstate` holds the GIL right now. `interp`:

@@ -59,7 +59,13 @@ struct python_walk {
 	/* Bytes read below a frame with it: frame_copy_size, or up to
 	 * PYTHON_FRAME_BLOCK where frames sit side by side (3.11+). */
 	__u16 block_span;
-	__u64 walk_id; /* counts this CPU's walks: tells the stamp cache's walks apart */
+	/* Bytes of a thread state's head that the walk uses: every field of it
+	 * the walk reads, copied in one read (thread id, status, interpreter,
+	 * frame). */
+	__u16 tstate_head_size;
+	__u64 walk_id;	      /* counts this CPU's walks: tells the stamp cache's walks apart */
+	__u64 tstate_head_of; /* the thread state tstate_head was read from, or 0 */
+	__u8 tstate_head[PYTHON_COPY_SIZE];
 	/* Copy of [block_addr, block_addr + block_len) of the target: the
 	 * frame being walked and, with luck, the frames it was called from. */
 	__u64 block_addr;

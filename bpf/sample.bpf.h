@@ -18,7 +18,6 @@
 #include "compat.bpf.h"
 #include "native_unwind.bpf.h"
 #include "pystrobe_abi.h"
-#include "python_code_copy.bpf.h"
 #include "python_process.bpf.h"
 #include "python_stack.bpf.h"
 #include "sampler_output.bpf.h"
@@ -204,10 +203,8 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	native_frames = sample->kernel_frames + sample->user_frames;
 	sample->python_frames = 0;
 	sample->python_status = PYSTROBE_PY_NOT_PYTHON;
-	if (python) {
+	if (python)
 		walk_python_stack(sample, native_frames, python);
-		send_new_code_copies(sample, native_frames, python);
-	}
 	switch (sample->python_status) {
 	case PYSTROBE_PY_WALKED:
 		count_sample(PYSTROBE_COUNT_PYTHON_WALKED);

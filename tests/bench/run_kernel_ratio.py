@@ -90,8 +90,9 @@ def ns_per_run(before, after):
     return (after[0] - before[0]) / runs if runs > 0 else float("nan"), runs
 
 
-def measure(binary, python, native, seconds, tmp):
-    """(pystrobe ns/run, reference ns/run, pystrobe runs) on two spinners of `python`."""
+def measure(binaries, python, native, seconds, tmp):
+    """([pystrobe ns/run per binary], reference ns/run, [runs per binary]) on two
+    spinners of `python`, every binary recording them in the same seconds."""
     script = os.path.join(tmp, "deep.py")
     with open(script, "w") as f:
         f.write(DEEP_PY)
@@ -103,21 +104,25 @@ def measure(binary, python, native, seconds, tmp):
             ["bpftrace", "-e", REFERENCE % (spinners[0].pid, spinners[1].pid)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(reference)
-        args = [binary, "record", "-r", "99", "-f", "folded", "-o", os.path.join(tmp, "p.folded"),
-                "--pid", str(spinners[0].pid), "--pid", str(spinners[1].pid)]
-        if native:
-            args.append("--native")
-        pystrobe = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(pystrobe)
-        ours = wait_for_program(pystrobe.pid, lambda name, _: name == "sample_cpu")
+        ours = []
+        for i, binary in enumerate(binaries):
+            args = [binary, "record", "-r", "99", "-f", "folded",
+                    "-o", os.path.join(tmp, f"p{i}.folded"),
+                    "--pid", str(spinners[0].pid), "--pid", str(spinners[1].pid)]
+            if native:
+                args.append("--native")
+            pystrobe = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+            procs.append(pystrobe)
+            ours.append(wait_for_program(pystrobe.pid, lambda name, _: name == "sample_cpu"))
         theirs = wait_for_program(reference.pid, lambda _, info: info.get("type") == "perf_event")
         time.sleep(2)  # pystrobe reads the processes and loads their tables first
-        ours_before, theirs_before = run_stats(ours), run_stats(theirs)
+        before = [run_stats(prog) for prog in ours], run_stats(theirs)
         time.sleep(seconds)
-        ours_after, theirs_after = run_stats(ours), run_stats(theirs)
-        pystrobe_ns, runs = ns_per_run(ours_before, ours_after)
-        reference_ns, _ = ns_per_run(theirs_before, theirs_after)
-        return pystrobe_ns, reference_ns, runs
+        after = [run_stats(prog) for prog in ours], run_stats(theirs)
+        measured = [ns_per_run(b, a) for b, a in zip(before[0], after[0])]
+        reference_ns, _ = ns_per_run(before[1], after[1])
+        return [ns for ns, _ in measured], reference_ns, [runs for _, runs in measured]
     finally:
         for p in procs + spinners:
             p.terminate()
@@ -131,10 +136,16 @@ def measure(binary, python, native, seconds, tmp):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", default="build/pystrobe")
+    parser.add_argument("--bin", action="append", default=[],
+                        help="a pystrobe binary (default build/pystrobe); repeat to compare "
+                             "binaries recording the same programs in the same seconds")
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", action="append", default=[],
+                        help="a generation to measure (3.11, 3.12, 3.10, 3.8); repeatable")
+    parser.add_argument("--mode", choices=("python", "native", "both"), default="both")
     options = parser.parse_args()
+    binaries = options.bin or ["build/pystrobe"]
     for tool in ("bpftool", "bpftrace"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (scripts/install-deps.sh --tests)")
@@ -142,19 +153,24 @@ def main():
           f"per figure, {options.rounds} rounds; reference: bpftrace, {DEPTH} user reads per "
           f"sample, in the same seconds")
     print(f"{'CPython':14} {'mode':10} {'pystrobe ns':>12} {'reference ns':>13} "
-          f"{'ratio':>6} {'runs':>6}")
+          f"{'ratio':>6} {'runs':>6}" + ("  binary" if len(binaries) > 1 else ""))
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
         for generation, python in PYTHONS:
+            if options.only and generation.split()[0] not in options.only:
+                continue
             if not os.access(python, os.X_OK):
                 print(f"skipped: {generation} ({python} is not installed)")
                 continue
-            for native in (False, True):
+            for native in {"python": (False,), "native": (True,),
+                           "both": (False, True)}[options.mode]:
                 mode = "--native" if native else "python"
                 for _ in range(options.rounds):
-                    ours, reference, runs = measure(options.bin, python, native, options.seconds,
+                    ours, reference, runs = measure(binaries, python, native, options.seconds,
                                                     tmp)
-                    print(f"{generation:14} {mode:10} {ours:12.0f} {reference:13.0f} "
-                          f"{ours / reference:6.2f} {runs:6d}", flush=True)
+                    for binary, ns, count in zip(binaries, ours, runs):
+                        print(f"{generation:14} {mode:10} {ns:12.0f} {reference:13.0f} "
+                              f"{ns / reference:6.2f} {count:6d}"
+                              + (f"  {binary}" if len(binaries) > 1 else ""), flush=True)
 
 
 if __name__ == "__main__":
