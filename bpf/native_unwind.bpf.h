@@ -41,6 +41,37 @@
 /* The largest JIT frame followed through rbp. */
 #define UNWIND_JIT_MAX_FRAME (1 << 20)
 
+/*
+ * The rules found during this walk, direct-mapped by pc, per CPU. The pcs
+ * of a stack repeat: before 3.11 every Python call recurses through the
+ * same few return addresses of the eval loop, so a 100-deep Python stack
+ * is 500 native frames of about 8 pcs. A hit skips the mapping's and the
+ * row's binary searches, a score of bpf_loop steps and map lookups.
+ *
+ * A hit counts within one walk only (slot.walk is the walk's start time):
+ * across walks the tables may be unloaded or the process remapped.
+ */
+#define UNWIND_RULE_CACHE_SLOTS 64
+
+struct native_rule_slot {
+	__u64 walk;   /* native_walk.now of the walk that found it */
+	__u64 key;    /* pc << 1 | exact_pc */
+	__u64 lookup; /* the address looked up in the table */
+	struct pystrobe_unwind_rule rule;
+};
+
+struct native_rule_cache {
+	struct native_rule_slot slots[UNWIND_RULE_CACHE_SLOTS];
+};
+
+struct native_rule_cache_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct native_rule_cache);
+};
+extern struct native_rule_cache_map native_rule_cache SEC(".maps");
+
 /* The walk's registers and where its frames go. */
 struct native_walk {
 	struct pystrobe_sample *sample;
@@ -49,10 +80,11 @@ struct native_walk {
 	__u32 base;   /* index in sample->data of the first user frame */
 	__u32 frames; /* frames written */
 	__u32 max_frames;
-	__u32 jit_frames; /* frames in JIT code walked through by rbp */
-	__u64 now;	  /* bpf_ktime_get_ns() at the walk's start */
-	__u8 exact_pc;	  /* the pc was interrupted, not a return address */
-	__u8 outcome;	  /* enum native_walk_outcome */
+	__u32 jit_frames;		 /* frames in JIT code walked through by rbp */
+	__u64 now;			 /* bpf_ktime_get_ns() at the walk's start */
+	struct native_rule_cache *rules; /* or null */
+	__u8 exact_pc;			 /* the pc was interrupted, not a return address */
+	__u8 outcome;			 /* enum native_walk_outcome */
 };
 
 enum native_walk_outcome {
@@ -255,6 +287,45 @@ static __always_inline long native_jit_step(struct native_walk *w)
 	return 0;
 }
 
+static __always_inline struct native_rule_slot *native_rule_slot(struct native_walk *w)
+{
+	__u64 key = w->pc << 1 | w->exact_pc;
+
+	if (!w->rules)
+		return NULL;
+	return &w->rules->slots[(key ^ (key >> 7)) & (UNWIND_RULE_CACHE_SLOTS - 1)];
+}
+
+/* The rule of w->pc and the address looked up for it, when this walk found
+ * them before. */
+static __always_inline bool native_cached_rule(struct native_walk *w,
+					       struct pystrobe_unwind_rule *rule, __u64 *lookup)
+{
+	struct native_rule_slot *slot = native_rule_slot(w);
+
+	if (!slot || slot->walk != w->now || slot->key != (w->pc << 1 | w->exact_pc))
+		return false;
+	*rule = slot->rule;
+	*lookup = slot->lookup;
+	/* A program in process context (allocations, resident growth) may be
+	 * interrupted by a cpu-clock walk that takes the slot: a copy made
+	 * across that is not this walk's. */
+	return slot->walk == w->now;
+}
+
+static __always_inline void native_cache_rule(struct native_walk *w,
+					      const struct pystrobe_unwind_rule *rule, __u64 lookup)
+{
+	struct native_rule_slot *slot = native_rule_slot(w);
+
+	if (!slot)
+		return;
+	slot->walk = w->now;
+	slot->key = w->pc << 1 | w->exact_pc;
+	slot->lookup = lookup;
+	slot->rule = *rule;
+}
+
 /* One frame: record the pc, then find the caller's registers. */
 static long native_unwind_step(__u32 index, void *ctx)
 {
@@ -269,23 +340,27 @@ static long native_unwind_step(__u32 index, void *ctx)
 		return 1;
 	}
 	native_emit(w, w->pc);
-	mapping = native_find_mapping(w->proc, w->pc);
-	if (!mapping) {
-		w->outcome = NATIVE_WALK_STALE;
-		return 1;
-	}
-	if (mapping->table_id == PYSTROBE_UNWIND_TABLE_JIT)
-		return native_jit_step(w);
-	/* A return address is the instruction after the call: the call itself,
-	 * one byte earlier, is in the calling function (which may end with it). */
-	lookup = w->pc - mapping->bias - (w->exact_pc ? 0 : 1);
-	found = mapping->table_id == PYSTROBE_UNWIND_TABLE_NONE
-		    ? NATIVE_LOOKUP_NONE
-		    : native_find_rule(w, mapping->table_id, lookup, row);
-	if (found != NATIVE_LOOKUP_FOUND) {
-		w->outcome =
-		    found == NATIVE_LOOKUP_ABSENT ? NATIVE_WALK_ABSENT : NATIVE_WALK_UNKNOWN;
-		return 1;
+	if (!native_cached_rule(w, row, &lookup)) {
+		mapping = native_find_mapping(w->proc, w->pc);
+		if (!mapping) {
+			w->outcome = NATIVE_WALK_STALE;
+			return 1;
+		}
+		if (mapping->table_id == PYSTROBE_UNWIND_TABLE_JIT)
+			return native_jit_step(w);
+		/* A return address is the instruction after the call: the call
+		 * itself, one byte earlier, is in the calling function (which
+		 * may end with it). */
+		lookup = w->pc - mapping->bias - (w->exact_pc ? 0 : 1);
+		found = mapping->table_id == PYSTROBE_UNWIND_TABLE_NONE
+			    ? NATIVE_LOOKUP_NONE
+			    : native_find_rule(w, mapping->table_id, lookup, row);
+		if (found != NATIVE_LOOKUP_FOUND) {
+			w->outcome = found == NATIVE_LOOKUP_ABSENT ? NATIVE_WALK_ABSENT
+								   : NATIVE_WALK_UNKNOWN;
+			return 1;
+		}
+		native_cache_rule(w, row, lookup);
 	}
 	switch (row->cfa_rule) {
 	case PYSTROBE_UNWIND_CFA_RSP:
@@ -355,7 +430,7 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 					  __u32 max_frames, __u64 ip, __u64 sp, __u64 bp,
 					  bool python)
 {
-	__u32 tgid = sample->pid;
+	__u32 tgid = sample->pid, zero = 0;
 	struct native_walk w = {};
 
 	if (!native_unwinding)
@@ -374,6 +449,7 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		return w.frames;
 	}
 	w.now = bpf_ktime_get_ns();
+	w.rules = bpf_map_lookup_elem(&native_rule_cache, &zero);
 	w.base = base;
 	w.max_frames = max_frames;
 	w.pc = ip;

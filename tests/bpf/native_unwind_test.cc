@@ -50,6 +50,7 @@ namespace pystrobe::bpf_test {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 
 constexpr uint32_t kFaultTable = 1;
 constexpr uint32_t kLibraryTable = 2;
@@ -169,6 +170,36 @@ TEST_F(NativeUnwindTest, StackIsWalkedThroughRspAndRbpRulesToTheOutermostFrame) 
   SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, kInOutermost));
   EXPECT_TRUE(sample.kernel_ips.empty());
   EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+  EXPECT_EQ(sample.flags, 0u);
+  SamplerCounters counters = sampler_->counters();
+  EXPECT_EQ(counters.native_complete, 1u);
+  EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 0u);
+}
+
+TEST_F(NativeUnwindTest, RecursionThroughTheSamePcsTakesEachFramesOwnRegisters) {
+  // Thirty times an rbp-based frame then an rsp-based one, as a recursion
+  // through the same two return addresses: from the third frame on the
+  // walk finds their rules in its cache, and each rule must still be
+  // applied to that frame's own rsp and rbp.
+  constexpr int kRecursions = 30;
+  std::vector<uint64_t> expected = {fault_ip()};
+  uint64_t sp = stack_;
+  memory_.WriteU64(sp, sp + 16);  // the faulting frame's saved rbp: the next frame's rsp
+  memory_.WriteU64(sp + 8, kInRbpFrame);
+  sp += 16;
+  for (int i = 0; i < kRecursions; i++) {
+    expected.push_back(kInRbpFrame);
+    memory_.WriteU64(sp, sp + 24);  // the rbp of the next rbp-based frame, one rsp frame out
+    memory_.WriteU64(sp + 8, kInRspFrame);
+    sp += 16;
+    expected.push_back(kInRspFrame);
+    memory_.WriteU64(sp, i + 1 < kRecursions ? kInRbpFrame : kInOutermost);
+    sp += 8;
+  }
+  expected.push_back(kInOutermost);
+
+  SampleRecord sample = SampleOnCraftedStack(0x1234);
+  EXPECT_THAT(sample.user_ips, ElementsAreArray(expected));
   EXPECT_EQ(sample.flags, 0u);
   SamplerCounters counters = sampler_->counters();
   EXPECT_EQ(counters.native_complete, 1u);
