@@ -4,8 +4,8 @@
  * as CPython, find the sampled thread's PyThreadState, note whether it holds
  * the GIL, and record its frames (code object, instruction offset, stamp)
  * after the native stacks of the sample, offering each code object it reads
- * to the code copies. See pystrobe_abi.h for the walk,
- * step by step, and for who fills the offsets.
+ * to the code copies. See pystrobe_abi.h for the walk, step by step, and for
+ * who fills the offsets.
  *
  * Every read of the target's memory can fail (the process may be exiting or
  * corrupt); a failed read ends the walk with the frames so far, counted.

@@ -127,6 +127,7 @@ static __always_inline void find_thread_state(struct python_walk *walk, struct t
 
 	walk->tstate = 0;
 	walk->inactive_match = 0;
+	walk->tstate_head_of = 0; /* an earlier walk's, maybe of another process */
 	if (cached && cached->tstate != 0 && read_thread_state_head(walk, cached->tstate) &&
 	    thread_state_u64(walk, walk->proc.offsets.tstate_thread_id) == walk->pthread_self) {
 		/* Not its current one: the thread may run in another interpreter
@@ -149,8 +150,10 @@ static __always_inline void find_thread_state(struct python_walk *walk, struct t
 		cached->tstate = walk->tstate;
 		cached->inactive = 0;
 	}
-	/* The walk goes on from the head of the one found. */
-	if (walk->tstate && !read_thread_state_head(walk, walk->tstate))
+	/* The walk goes on from the head of the one found, which the search
+	 * may have found to be the cached one after all. */
+	if (walk->tstate && walk->tstate_head_of != walk->tstate &&
+	    !read_thread_state_head(walk, walk->tstate))
 		walk->tstate = 0;
 }
 
