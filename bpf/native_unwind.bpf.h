@@ -8,12 +8,14 @@
  * (a JIT) ends it where it is, named by userspace.
  *
  * Cost per frame: a binary search over the process's mappings, a page
- * index entry pair, a few rows (a page of 4 KiB holds a few dozen), and one
- * read of the target's stack for the return address (two when rbp was
- * saved).
+ * index entry pair and a few rows (a page of 4 KiB holds a few dozen), or
+ * none of these for a pc met before in the walk (native_walk_scratch's
+ * rules); its return address (and rbp, when saved) come out of a window on
+ * the stack read once for many frames.
  *
- * The walk is inlined into each program that takes a sample; the tables it
- * reads, and its knobs, are in unwind_tables.bpf.h.
+ * The walk runs in one global function, unwind_native_stack
+ * (native_stack.bpf.h, native_unwind.bpf.c); the tables it reads, and its
+ * knobs, are in unwind_tables.bpf.h.
  */
 #ifndef PYSTROBE_BPF_NATIVE_UNWIND_BPF_H_
 #define PYSTROBE_BPF_NATIVE_UNWIND_BPF_H_
@@ -42,11 +44,11 @@
 #define UNWIND_JIT_MAX_FRAME (1 << 20)
 
 /*
- * The rules found during this walk, direct-mapped by pc, per CPU. The pcs
- * of a stack repeat: before 3.11 every Python call recurses through the
- * same few return addresses of the eval loop, so a 100-deep Python stack
- * is 500 native frames of about 8 pcs. A hit skips the mapping's and the
- * row's binary searches, a score of bpf_loop steps and map lookups.
+ * The rules found during this walk, direct-mapped by pc. The pcs of a stack
+ * repeat: before 3.11 every Python call recurses through the same few
+ * return addresses of the eval loop, so a 100-deep Python stack is 500
+ * native frames of about 8 pcs. A hit skips the mapping's and the row's
+ * binary searches, a score of bpf_loop steps and map lookups.
  *
  * A hit counts within one walk only (slot.walk is the walk's start time):
  * across walks the tables may be unloaded or the process remapped.
@@ -60,17 +62,33 @@ struct native_rule_slot {
 	struct pystrobe_unwind_rule rule;
 };
 
-struct native_rule_cache {
-	struct native_rule_slot slots[UNWIND_RULE_CACHE_SLOTS];
+/*
+ * Bytes of the stack read at once. A frame's return address and saved rbp
+ * are two 8-byte reads, and the frames it returns into are just above it:
+ * one read of the stack from the frame's sp serves them all, where a read
+ * costs about the same however few bytes it takes.
+ */
+#define UNWIND_STACK_WINDOW 1024
+
+/* What a walk keeps per CPU: too big for the BPF stack. */
+struct native_walk_scratch {
+	struct native_rule_slot rules[UNWIND_RULE_CACHE_SLOTS];
+	/* The walk (native_walk.now) that read `stack`: a program in process
+	 * context (allocations, resident growth) may be interrupted by a
+	 * cpu-clock walk that reads another. */
+	__u64 stack_walk;
+	/* [window_addr, window_addr + UNWIND_STACK_WINDOW) of the stack, and
+	 * 8 bytes of slack so a read at any offset in it stays in bounds. */
+	__u8 stack[UNWIND_STACK_WINDOW + 8];
 };
 
-struct native_rule_cache_map {
+struct native_walk_scratch_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct native_rule_cache);
+	__type(value, struct native_walk_scratch);
 };
-extern struct native_rule_cache_map native_rule_cache SEC(".maps");
+extern struct native_walk_scratch_map native_walk_scratch SEC(".maps");
 
 /* The walk's registers and where its frames go. */
 struct native_walk {
@@ -80,11 +98,14 @@ struct native_walk {
 	__u32 base;   /* index in sample->data of the first user frame */
 	__u32 frames; /* frames written */
 	__u32 max_frames;
-	__u32 jit_frames;		 /* frames in JIT code walked through by rbp */
-	__u64 now;			 /* bpf_ktime_get_ns() at the walk's start */
-	struct native_rule_cache *rules; /* or null */
-	__u8 exact_pc;			 /* the pc was interrupted, not a return address */
-	__u8 outcome;			 /* enum native_walk_outcome */
+	__u32 jit_frames; /* frames in JIT code walked through by rbp */
+	__u64 now;	  /* bpf_ktime_get_ns() at the walk's start */
+	struct native_walk_scratch *scratch;
+	__u64 window_addr; /* where scratch->stack was read from */
+	__u64 stack_value; /* what native_stack_read read */
+	__u8 no_window;	   /* a read of it failed: read alone */
+	__u8 exact_pc;	   /* the pc was interrupted, not a return address */
+	__u8 outcome;	   /* enum native_walk_outcome */
 };
 
 enum native_walk_outcome {
@@ -248,6 +269,37 @@ static __always_inline bool native_read(__u64 address, __u64 *value)
 }
 
 /*
+ * 8 bytes of the stack at `address` (a frame's return address or saved
+ * rbp) into w->stack_value, out of the walk's copy of the stack, read anew
+ * from the frame's sp when `address` is outside it; read alone when it is
+ * below sp or a window or more above it. (Into the walk, not through a
+ * pointer to the step's own stack: that trips a bug of the 6.18
+ * verifier.) A read of the window that fails (it would reach past the
+ * stack's top) ends the copies for the rest of the walk: each such read
+ * faults, at the cost of many good ones.
+ */
+static __always_inline bool native_stack_read(struct native_walk *w, __u64 address)
+{
+	struct native_walk_scratch *scratch = w->scratch;
+
+	if (w->no_window || address - w->sp > UNWIND_STACK_WINDOW - 8)
+		return native_read(address, &w->stack_value);
+	if (scratch->stack_walk != w->now || w->sp < w->window_addr ||
+	    address + 8 > w->window_addr + UNWIND_STACK_WINDOW) {
+		if (bpf_probe_read_user(scratch->stack, UNWIND_STACK_WINDOW, (void *)w->sp)) {
+			w->no_window = 1;
+			return native_read(address, &w->stack_value);
+		}
+		scratch->stack_walk = w->now;
+		w->window_addr = w->sp;
+	}
+	w->stack_value =
+	    *(__u64 *)(scratch->stack + ((address - w->window_addr) & (UNWIND_STACK_WINDOW - 1)));
+	/* Taken by an interrupting walk while copied: read it alone. */
+	return scratch->stack_walk == w->now || native_read(address, &w->stack_value);
+}
+
+/*
  * A frame in anonymous executable memory has no table. The walk goes on
  * where the code's shape says how: CPython 3.12's perf trampolines return
  * with `add $8,%rsp; ret` (the caller's frame is 16 bytes up), code that
@@ -291,9 +343,7 @@ static __always_inline struct native_rule_slot *native_rule_slot(struct native_w
 {
 	__u64 key = w->pc << 1 | w->exact_pc;
 
-	if (!w->rules)
-		return NULL;
-	return &w->rules->slots[(key ^ (key >> 7)) & (UNWIND_RULE_CACHE_SLOTS - 1)];
+	return &w->scratch->rules[(key ^ (key >> 7)) & (UNWIND_RULE_CACHE_SLOTS - 1)];
 }
 
 /* The rule of w->pc and the address looked up for it, when this walk found
@@ -303,7 +353,7 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 {
 	struct native_rule_slot *slot = native_rule_slot(w);
 
-	if (!slot || slot->walk != w->now || slot->key != (w->pc << 1 | w->exact_pc))
+	if (slot->walk != w->now || slot->key != (w->pc << 1 | w->exact_pc))
 		return false;
 	*rule = slot->rule;
 	*lookup = slot->lookup;
@@ -318,8 +368,6 @@ static __always_inline void native_cache_rule(struct native_walk *w,
 {
 	struct native_rule_slot *slot = native_rule_slot(w);
 
-	if (!slot)
-		return;
 	slot->walk = w->now;
 	slot->key = w->pc << 1 | w->exact_pc;
 	slot->lookup = lookup;
@@ -396,15 +444,17 @@ static long native_unwind_step(__u32 index, void *ctx)
 		return 1;
 	}
 	/* The caller's frame is above this one; anything else is garbage. */
-	if (cfa <= w->sp || !native_read(cfa - 8, &ra)) {
+	if (cfa <= w->sp || !native_stack_read(w, cfa - 8)) {
 		w->outcome = NATIVE_WALK_UNKNOWN;
 		return 1;
 	}
+	ra = w->stack_value;
 	if (row->rbp_rule == PYSTROBE_UNWIND_RBP_OFFSET) {
-		if (!native_read(cfa + row->rbp_offset, &w->bp)) {
+		if (!native_stack_read(w, cfa + row->rbp_offset)) {
 			w->outcome = NATIVE_WALK_UNKNOWN;
 			return 1;
 		}
+		w->bp = w->stack_value;
 	} else if (row->rbp_rule == PYSTROBE_UNWIND_RBP_UNKNOWN) {
 		w->bp = 0;
 	}
@@ -449,7 +499,9 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		return w.frames;
 	}
 	w.now = bpf_ktime_get_ns();
-	w.rules = bpf_map_lookup_elem(&native_rule_cache, &zero);
+	w.scratch = bpf_map_lookup_elem(&native_walk_scratch, &zero);
+	if (!w.scratch)
+		return -1;
 	w.base = base;
 	w.max_frames = max_frames;
 	w.pc = ip;

@@ -16,7 +16,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "compat.bpf.h"
-#include "native_unwind.bpf.h"
+#include "native_stack.bpf.h"
 #include "pystrobe_abi.h"
 #include "python_process.bpf.h"
 #include "python_stack.bpf.h"
@@ -175,13 +175,8 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		    compat_user_ip(compat_current_user_regs());
 		user_bytes = sizeof(__u64);
 	} else {
-		/* The interrupt or syscall that the sample came in on saved the
-		 * thread's user registers at the top of its kernel stack. */
-		struct pt_regs *regs = compat_current_user_regs();
 		long frames =
-		    native_unwind(sample, kernel_bytes / sizeof(__u64), PYSTROBE_MAX_USER_FRAMES,
-				  compat_user_ip(regs), compat_user_sp(regs), compat_user_fp(regs),
-				  python != NULL);
+		    unwind_native_stack(sample, kernel_bytes / sizeof(__u64), python != NULL);
 
 		if (frames >= 0)
 			user_bytes = frames * sizeof(__u64);

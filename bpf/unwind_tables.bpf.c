@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The one definition of the unwind tables' maps, the native walk's rule
- * cache and its knobs (unwind_tables.bpf.h and native_unwind.bpf.h say what
- * each holds and who sizes it). The walk
+ * The one definition of the unwind tables' maps, the native walk's scratch
+ * (its rule cache and window on the stack) and its knobs (unwind_tables.bpf.h
+ * and native_unwind.bpf.h say what each holds and who sizes it). The walk
  * itself is inlined from native_unwind.bpf.h into each program that takes a
  * sample.
  */
@@ -18,4 +18,4 @@ struct unwind_rules_map unwind_rules SEC(".maps");
 struct unwind_tables_map unwind_tables SEC(".maps");
 struct unwind_wanted_map unwind_wanted SEC(".maps");
 struct unwind_processes_map unwind_processes SEC(".maps");
-struct native_rule_cache_map native_rule_cache SEC(".maps");
+struct native_walk_scratch_map native_walk_scratch SEC(".maps");

@@ -57,13 +57,16 @@ constexpr uint32_t kLibraryTable = 2;
 // A library that is nowhere mapped: the walk reads no code, only the stack,
 // so its return addresses need only lie in a mapping the kernel was given.
 constexpr uint64_t kLibraryStart = 0x200000;
-constexpr uint64_t kLibraryEnd = 0x204000;
+constexpr uint64_t kLibraryEnd = 0x205000;
 constexpr uint64_t kLibraryLinkBase = 0x10000;
-// Return addresses into its four pages, whose rules are (see SetUp):
-constexpr uint64_t kInRbpFrame = kLibraryStart + 0x0010;   // CFA = rbp + 16
-constexpr uint64_t kInRspFrame = kLibraryStart + 0x1010;   // CFA = rsp + 8
-constexpr uint64_t kInOutermost = kLibraryStart + 0x2010;  // the stack's end
-constexpr uint64_t kInGap = kLibraryStart + 0x3010;        // no rule
+// Return addresses into its five pages, whose rules are (see SetUp):
+constexpr uint64_t kInRbpFrame = kLibraryStart + 0x0010;    // CFA = rbp + 16
+constexpr uint64_t kInRspFrame = kLibraryStart + 0x1010;    // CFA = rsp + 8
+constexpr uint64_t kInOutermost = kLibraryStart + 0x2010;   // the stack's end
+constexpr uint64_t kInLargeFrame = kLibraryStart + 0x3010;  // CFA = rsp + kLargeFrame
+constexpr uint64_t kInGap = kLibraryStart + 0x4010;         // no rule
+// Larger than the walk's window on the stack (UNWIND_STACK_WINDOW).
+constexpr int32_t kLargeFrame = 3000;
 
 pystrobe_unwind_row Row(uint32_t addr, uint8_t cfa_rule, int32_t cfa_offset,
                         uint8_t rbp_rule = PYSTROBE_UNWIND_RBP_SAME, int16_t rbp_offset = 0) {
@@ -102,12 +105,14 @@ class NativeUnwindTest : public ::testing::Test {
                     .ok());
     ASSERT_TRUE(
         maps_
-            ->LoadTable(kLibraryTable,
-                        TableOf({Row(kLibraryLinkBase, PYSTROBE_UNWIND_CFA_RBP, 16,
-                                     PYSTROBE_UNWIND_RBP_OFFSET, -16),
-                                 Row(kLibraryLinkBase + 0x1000, PYSTROBE_UNWIND_CFA_RSP, 8),
-                                 Row(kLibraryLinkBase + 0x2000, PYSTROBE_UNWIND_CFA_END, 0),
-                                 Row(kLibraryLinkBase + 0x3000, PYSTROBE_UNWIND_CFA_INVALID, 0)}))
+            ->LoadTable(
+                kLibraryTable,
+                TableOf({Row(kLibraryLinkBase, PYSTROBE_UNWIND_CFA_RBP, 16,
+                             PYSTROBE_UNWIND_RBP_OFFSET, -16),
+                         Row(kLibraryLinkBase + 0x1000, PYSTROBE_UNWIND_CFA_RSP, 8),
+                         Row(kLibraryLinkBase + 0x2000, PYSTROBE_UNWIND_CFA_END, 0),
+                         Row(kLibraryLinkBase + 0x3000, PYSTROBE_UNWIND_CFA_RSP, kLargeFrame),
+                         Row(kLibraryLinkBase + 0x4000, PYSTROBE_UNWIND_CFA_INVALID, 0)}))
             .ok());
     const pystrobe_unwind_mapping mappings[] = {
         {.start = kLibraryStart,
@@ -204,6 +209,31 @@ TEST_F(NativeUnwindTest, RecursionThroughTheSamePcsTakesEachFramesOwnRegisters) 
   SamplerCounters counters = sampler_->counters();
   EXPECT_EQ(counters.native_complete, 1u);
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 0u);
+}
+
+TEST_F(NativeUnwindTest, FramesLargerThanTheStackWindowAndStacksLongerThanItAreWalkedWhole) {
+  // A frame whose return address lies further above its rsp than the walk
+  // copies of the stack at once, then 200 frames of 8 bytes, two windows'
+  // worth: each return address comes from the right place.
+  constexpr int kSmallFrames = 200;
+  std::vector<uint64_t> expected = {fault_ip(), kInLargeFrame};
+  uint64_t sp = stack_;
+  memory_.WriteU64(sp, 0x5a5a);  // the faulting frame's saved rbp
+  memory_.WriteU64(sp + 8, kInLargeFrame);
+  sp += 16;
+  memory_.WriteU64(sp + kLargeFrame - 8, kInRspFrame);
+  sp += kLargeFrame;
+  for (int i = 0; i < kSmallFrames; i++) {
+    expected.push_back(kInRspFrame);
+    memory_.WriteU64(sp, i + 1 < kSmallFrames ? kInRspFrame : kInOutermost);
+    sp += 8;
+  }
+  expected.push_back(kInOutermost);
+
+  SampleRecord sample = SampleOnCraftedStack(0x1234);
+  EXPECT_THAT(sample.user_ips, ElementsAreArray(expected));
+  EXPECT_EQ(sample.flags, 0u);
+  EXPECT_EQ(sampler_->counters().native_complete, 1u);
 }
 
 TEST_F(NativeUnwindTest, ReturnAddressAtAFunctionsEndTakesTheCallersRule) {
