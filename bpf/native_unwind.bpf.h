@@ -9,7 +9,7 @@
  *
  * Cost per frame: a binary search over the process's mappings, a page
  * index entry pair and a few rows (a page of 4 KiB holds a few dozen), or
- * none of these for a pc met before in the walk (native_walk_scratch's
+ * none of these for a pc met before in the process (native_walk_scratch's
  * rules); its return address (and rbp, when saved) come out of a window on
  * the stack read once for many frames.
  *
@@ -44,22 +44,30 @@
 #define UNWIND_JIT_MAX_FRAME (1 << 20)
 
 /*
- * The rules found during this walk, direct-mapped by pc. The pcs of a stack
- * repeat: before 3.11 every Python call recurses through the same few
- * return addresses of the eval loop, so a 100-deep Python stack is 500
- * native frames of about 8 pcs. A hit skips the mapping's and the row's
- * binary searches, a score of bpf_loop steps and map lookups.
+ * The rules found for the pcs of a process, direct-mapped by pc, per CPU.
+ * The pcs of a stack repeat: a busy program's stacks differ little from
+ * one sample to the next, and before 3.11 every Python call recurses
+ * through the same few return addresses of the eval loop (a 100-deep
+ * Python stack is 500 native frames of about 8 pcs). A hit skips the
+ * mapping's and the row's binary searches, a score of bpf_loop steps and
+ * map lookups.
  *
- * A hit counts within one walk only (slot.walk is the walk's start time):
- * across walks the tables may be unloaded or the process remapped.
+ * A slot holds while the process's mappings stand: it names the process and
+ * the generation of its mappings, which userspace renews with every write
+ * (a library loaded or unloaded, an exec, a pid reused). A rule is a fact
+ * of the binary mapped there, so it holds even when its table has been
+ * unloaded since.
  */
-#define UNWIND_RULE_CACHE_SLOTS 64
+#define UNWIND_RULE_CACHE_SLOTS 256
 
 struct native_rule_slot {
-	__u64 walk;   /* native_walk.now of the walk that found it */
-	__u64 key;    /* pc << 1 | exact_pc */
-	__u64 lookup; /* the address looked up in the table */
+	__u64 key;	  /* pc << 1 | exact_pc */
+	__u32 tgid;	  /* the process, */
+	__u32 generation; /* and the generation of its mappings */
+	__u64 lookup;	  /* the address looked up in the table */
 	struct pystrobe_unwind_rule rule;
+	__u32 table_id; /* marked used on a hit, as a lookup would */
+	__u32 _pad;
 };
 
 /*
@@ -343,35 +351,54 @@ static __always_inline struct native_rule_slot *native_rule_slot(struct native_w
 {
 	__u64 key = w->pc << 1 | w->exact_pc;
 
-	return &w->scratch->rules[(key ^ (key >> 7)) & (UNWIND_RULE_CACHE_SLOTS - 1)];
+	return &w->scratch
+		    ->rules[(key ^ (key >> 7) ^ w->sample->pid) & (UNWIND_RULE_CACHE_SLOTS - 1)];
 }
 
-/* The rule of w->pc and the address looked up for it, when this walk found
- * them before. */
+static __always_inline bool native_slot_is(const struct native_rule_slot *slot,
+					   const struct native_walk *w)
+{
+	return slot->key == (w->pc << 1 | w->exact_pc) && slot->tgid == w->sample->pid &&
+	       slot->generation == w->proc->generation;
+}
+
+/* The rule of w->pc and the address looked up for it, when found before
+ * in the process's mappings as they stand. */
 static __always_inline bool native_cached_rule(struct native_walk *w,
 					       struct pystrobe_unwind_rule *rule, __u64 *lookup)
 {
 	struct native_rule_slot *slot = native_rule_slot(w);
+	struct pystrobe_unwind_table *table;
+	__u32 table_id;
 
-	if (slot->walk != w->now || slot->key != (w->pc << 1 | w->exact_pc))
+	if (w->proc->generation == 0 || !native_slot_is(slot, w))
 		return false;
 	*rule = slot->rule;
 	*lookup = slot->lookup;
+	table_id = slot->table_id;
 	/* A program in process context (allocations, resident growth) may be
 	 * interrupted by a cpu-clock walk that takes the slot: a copy made
-	 * across that is not this walk's. */
-	return slot->walk == w->now;
+	 * across that is not this pc's. */
+	if (!native_slot_is(slot, w))
+		return false;
+	table = bpf_map_lookup_elem(&unwind_tables, &table_id);
+	if (table && table->used_ns != w->now)
+		table->used_ns = w->now;
+	return true;
 }
 
 static __always_inline void native_cache_rule(struct native_walk *w,
-					      const struct pystrobe_unwind_rule *rule, __u64 lookup)
+					      const struct pystrobe_unwind_rule *rule, __u64 lookup,
+					      __u32 table_id)
 {
 	struct native_rule_slot *slot = native_rule_slot(w);
 
-	slot->walk = w->now;
 	slot->key = w->pc << 1 | w->exact_pc;
+	slot->tgid = w->sample->pid;
+	slot->generation = w->proc->generation;
 	slot->lookup = lookup;
 	slot->rule = *rule;
+	slot->table_id = table_id;
 }
 
 /* One frame: record the pc, then find the caller's registers. */
@@ -408,7 +435,7 @@ static long native_unwind_step(__u32 index, void *ctx)
 								   : NATIVE_WALK_UNKNOWN;
 			return 1;
 		}
-		native_cache_rule(w, row, lookup);
+		native_cache_rule(w, row, lookup, mapping->table_id);
 	}
 	switch (row->cfa_rule) {
 	case PYSTROBE_UNWIND_CFA_RSP:

@@ -149,7 +149,9 @@ PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_mapping) == 32, "ABI: pystrobe
 /* A process's executable mappings: map unwind_processes, by tgid. */
 struct pystrobe_unwind_process {
 	__u32 count;
-	__u32 generation; /* bumped by userspace on each rewrite */
+	/* New with each write by userspace, never 0: the kernel keeps the
+	 * rules it found for this process's pcs while it stands. */
+	__u32 generation;
 	struct pystrobe_unwind_mapping mappings[PYSTROBE_UNWIND_MAX_MAPPINGS];
 };
 PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_process) == 8 + 32 * PYSTROBE_UNWIND_MAX_MAPPINGS,

@@ -204,6 +204,10 @@ absl::Status UnwindMaps::SetProcessMappings(uint32_t pid,
   value.count =
       static_cast<uint32_t>(std::min<size_t>(mappings.size(), PYSTROBE_UNWIND_MAX_MAPPINGS));
   std::memcpy(value.mappings, mappings.data(), value.count * sizeof(mappings[0]));
+  // New with every write, never 0, so no process (nor a pid reused) meets
+  // rules cached for other mappings.
+  if (++last_generation_ == 0) ++last_generation_;
+  value.generation = last_generation_;
   if (bpf_map__update_elem(maps_.processes, &pid, sizeof(pid), &value, sizeof(value), BPF_ANY) !=
       0) {
     return LibbpfError(-errno, absl::StrCat("write the mappings of process ", pid));

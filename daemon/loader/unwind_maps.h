@@ -76,6 +76,9 @@ class UnwindMaps : public UnwindTableStore {
   uint32_t page_capacity_;
   absl::flat_hash_map<uint32_t, Placement> placed_;
   uint64_t peak_bytes_used_ = 0;
+  // The generation of the last process mappings written: the kernel keeps
+  // the rules it found for a process's pcs while its generation stands.
+  uint32_t last_generation_ = 0;
 };
 
 }  // namespace pystrobe

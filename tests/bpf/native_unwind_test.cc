@@ -274,6 +274,26 @@ TEST_F(NativeUnwindTest, PcOutsideEveryMappingIsFlaggedStale) {
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 1u);
 }
 
+TEST_F(NativeUnwindTest, RulesFoundBeforeTheProcessWasRemappedAreNotUsedAfter) {
+  // The walk keeps the rules it found for the process's pcs from sample to
+  // sample; once the library is unmapped, its pcs are stale however often
+  // they were walked before.
+  uint64_t bp = WriteStack(kInRbpFrame, kInOutermost);
+  SampleRecord before = SampleOnCraftedStack(bp);
+  EXPECT_THAT(before.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+
+  const uint64_t fault_page = fault_ip() & ~uint64_t{0xfff};
+  const pystrobe_unwind_mapping without_library[] = {{.start = fault_page,
+                                                      .end = fault_page + 0x1000,
+                                                      .bias = fault_page - 0x1000,
+                                                      .table_id = kFaultTable,
+                                                      ._pad = 0}};
+  ASSERT_TRUE(maps_->SetProcessMappings(static_cast<uint32_t>(getpid()), without_library).ok());
+  SampleRecord after = SampleOnCraftedStack(bp);
+  EXPECT_THAT(after.user_ips, ElementsAre(fault_ip(), kInRbpFrame, PYSTROBE_UNWIND_FRAME_UNKNOWN));
+  EXPECT_EQ(after.flags, PYSTROBE_SAMPLE_NATIVE_STALE);
+}
+
 TEST_F(NativeUnwindTest, FramePointerBelowTheStackPointerEndsTheStackUnknown) {
   // The rbp frame's saved rbp points below its own frame: garbage, not a caller.
   WriteStack(kInRbpFrame, kInOutermost);
