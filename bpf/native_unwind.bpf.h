@@ -81,7 +81,7 @@ struct native_rule_slot {
 /* What a walk keeps per CPU: too big for the BPF stack. */
 struct native_walk_scratch {
 	struct native_rule_slot rules[UNWIND_RULE_CACHE_SLOTS];
-	/* The walk (native_walk.now) that read `stack`: a program in process
+	/* The walk (native_walk.now) that claimed `stack`: a program in process
 	 * context (allocations, resident growth) may be interrupted by a
 	 * cpu-clock walk that reads another. */
 	__u64 stack_walk;
@@ -294,11 +294,15 @@ static __always_inline bool native_stack_read(struct native_walk *w, __u64 addre
 		return native_read(address, &w->stack_value);
 	if (scratch->stack_walk != w->now || w->sp < w->window_addr ||
 	    address + 8 > w->window_addr + UNWIND_STACK_WINDOW) {
+		/* Claimed before the read: a walk that interrupts this one
+		 * claims it for itself, and this one then reads alone. */
+		scratch->stack_walk = w->now;
 		if (bpf_probe_read_user(scratch->stack, UNWIND_STACK_WINDOW, (void *)w->sp)) {
 			w->no_window = 1;
 			return native_read(address, &w->stack_value);
 		}
-		scratch->stack_walk = w->now;
+		if (scratch->stack_walk != w->now)
+			return native_read(address, &w->stack_value);
 		w->window_addr = w->sp;
 	}
 	w->stack_value =
@@ -393,12 +397,17 @@ static __always_inline void native_cache_rule(struct native_walk *w,
 {
 	struct native_rule_slot *slot = native_rule_slot(w);
 
+	/* Generation 0 holds for no process: a walk that interrupts this one
+	 * while the slot is half written does not take it. */
+	slot->generation = 0;
+	asm volatile("" ::: "memory");
 	slot->key = w->pc << 1 | w->exact_pc;
 	slot->tgid = w->sample->pid;
-	slot->generation = w->proc->generation;
 	slot->lookup = lookup;
 	slot->rule = *rule;
 	slot->table_id = table_id;
+	asm volatile("" ::: "memory");
+	slot->generation = w->proc->generation;
 }
 
 /* One frame: record the pc, then find the caller's registers. */
