@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 # The fast tier first: a broken build or unit test fails in minutes. Then
 # everything else, the longest first (ctest keeps their last times in
-# build/Testing/Temporary/CTestCostData.txt and starts the costly ones early).
+# build/Testing/Temporary/CTestCostData.txt and starts the costly ones early),
+# one more at a time than there are cores: the e2e files also wait on their
+# programs (a daemon's windows, a sleeping workload), and one more keeps the
+# cores busy meanwhile.
 ctest --test-dir build --output-on-failure -L fast -j"$(nproc)"
-ctest --test-dir build --output-on-failure --timeout 900 -LE fast -j"$(nproc)"
+ctest --test-dir build --output-on-failure --timeout 900 -LE fast -j"$(($(nproc) + 1))"

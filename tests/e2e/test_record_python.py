@@ -574,7 +574,7 @@ class GilTest(PythonRecordTest):
 
     def test_gil_keeps_only_samples_of_the_gil_holder(self):
         def check(python):
-            everything = self.record_python(python, "gil_threads.py", ["--seconds", "1"],
+            everything = self.record_python(python, "gil_threads.py", ["--seconds", "0.6"],
                                             flags=["--threads"], name="gil-all")
             truth = json_line(everything.stdout)
             cpu = {name: thread["cpu_s"] for name, thread in truth["threads"].items()}
@@ -596,7 +596,7 @@ class GilTest(PythonRecordTest):
                                f"hashing is native code: want a {NATIVE} leaf\n{summarize(mine)}")
             self.assertWellShaped(mine, "nogil_hasher", threads=True)
 
-            gil = self.record_python(python, "gil_threads.py", ["--seconds", "1"],
+            gil = self.record_python(python, "gil_threads.py", ["--seconds", "0.6"],
                                      flags=["--threads", "--gil"], name="gil-only")
             truth = json_line(gil.stdout)
             if python.free_threaded:
@@ -630,7 +630,7 @@ class GilTest(PythonRecordTest):
 
     def test_native_keeps_extension_frames_above_the_python_caller(self):
         def check(python):
-            recording = self.record_python(python, "gil_threads.py", ["--seconds", "0.75"],
+            recording = self.record_python(python, "gil_threads.py", ["--seconds", "0.5"],
                                            flags=["--native"], name="gil-native")
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.stacks, truth["pid"])
