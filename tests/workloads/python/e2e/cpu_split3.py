@@ -5,9 +5,11 @@ Each round gives split_alpha, split_beta and split_gamma their share of a
 slice of thread CPU time (by default 50/30/20), measured with
 time.thread_time() around each call (time.process_time on 3.6, time.clock on
 2.7: the program has one thread). Slices are long (100 to 200 ms, varied)
-so that the round does not beat against the sampling period. Prints "ready", runs for --seconds
-(0: until SIGTERM), then prints one JSON line (with --go-on-sigusr1 it sleeps
-after "ready" until SIGUSR1, for a test that attaches to it first):
+so that the round does not beat against the sampling period. Prints "ready",
+runs for --seconds of wall time (0: until SIGTERM) or --cpu-seconds of its
+own CPU time (the same number of samples however loaded the machine), then
+prints one JSON line (with --go-on-sigusr1 it sleeps after "ready" until
+SIGUSR1, for a test that attaches to it first):
   {"pid", "alpha_cpu_s", "beta_cpu_s", "gamma_cpu_s", "process_cpu_s"}
 Runs on 2.7 and 3.6+.
 """
@@ -60,6 +62,7 @@ def split_gamma(budget):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=4)
+    parser.add_argument("--cpu-seconds", type=float, default=0)
     parser.add_argument("--shares", default="50,30,20")
     parser.add_argument("--go-on-sigusr1", action="store_true")
     args = parser.parse_args()
@@ -72,7 +75,13 @@ def main():
     while args.go_on_sigusr1 and not go and not stop:
         time.sleep(0.01)  # 2.7 has no sigwait
     deadline = portable.monotonic() + args.seconds
-    while not stop and (args.seconds == 0 or portable.monotonic() < deadline):
+
+    def more():
+        if args.cpu_seconds:
+            return sum(used) < args.cpu_seconds
+        return args.seconds == 0 or portable.monotonic() < deadline
+
+    while not stop and more():
         slice_s = random.uniform(0.1, 0.2)
         for k, function in enumerate(functions):
             start = portable.cpu_time()
