@@ -120,15 +120,20 @@ class LargeLibraryTest(BpfTestCase):
         print(f"large library, first run: {cold}/{total(in_leaf)} whole; {native}")
 
         # Second run: the tables walks went through before come from the disk
-        # cache as the process starts (its first samples, before they are in
-        # the kernel, end in [unknown]: about 0.3 s of 8 here).
+        # cache as the process starts. Its first samples, taken before they
+        # are in the kernel, end in [unknown] and are counted as such: how
+        # many depends on how soon the loaded machine lets pystrobe load them
+        # (about 0.3 s of 8 on a quiet one), so they are left out. Every other
+        # sample reads whole.
         second, in_leaf = self.record_chains("big-second", cache)
         warm = sum(c for s, c in in_leaf.items() if whole(s))
         native = second.summary["native_unwind"]
         self.assertGreaterEqual(native["tables_from_disk"], 2, native)
-        self.assertGreaterEqual(warm, 0.95 * total(in_leaf),
-                                f"{warm} of {total(in_leaf)} whole:\n"
-                                f"{summarize(in_leaf)}\n{second.summary}")
+        dropped = second.summary["dropped"]
+        early = dropped["native_table_absent"] + dropped["native_mappings_stale"]
+        self.assertGreaterEqual(warm, 0.95 * (total(in_leaf) - early),
+                                f"{warm} of {total(in_leaf)} whole, {early} before the "
+                                f"tables:\n{summarize(in_leaf)}\n{second.summary}")
         print(f"large library, second run: {warm}/{total(in_leaf)} whole; {native}")
 
 
