@@ -367,6 +367,7 @@ class StatAllocationsTest(BpfTestCase):
     estimate is within 10% of them."""
 
     TRUTH_TOLERANCE = 0.10
+    stat_output = ""  # what the last stat printed, shown when a figure is off
 
     def stat(self, name, *flags):
         truth_path = os.path.join(self.tmp, f"{name}-truth.json")
@@ -376,14 +377,14 @@ class StatAllocationsTest(BpfTestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("--allocations samples inside the command", err)
         self.assertNotIn("traps every malloc", err)
-        self.stat_output = f"{out}\n{err}"  # shown when a figure is off
+        self.stat_output = f"{out}\n{err}"
         with open(truth_path) as f:
             return out, json.load(f)
 
     def assertNear(self, measured, truth, what):
         self.assertLessEqual(abs(measured - truth) / truth, self.TRUTH_TOLERANCE,
                              f"{what}: sampled {measured} bytes, the program counted {truth}; "
-                             f"what stat printed:\n{getattr(self, 'stat_output', '')}")
+                             f"what stat printed:\n{self.stat_output}")
 
     def test_json_puts_the_held_and_the_churned_bytes_on_their_lines(self):
         out, truth = self.stat("json", "--json")
