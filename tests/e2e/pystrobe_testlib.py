@@ -292,6 +292,17 @@ def sample_floor(cpu_seconds, rate_hz, fraction=0.5):
     return fraction * rate_hz * cpu_seconds
 
 
+def samples_before_native_tables(summary):
+    """How many samples the native walk took before pystrobe had loaded the
+    unwind tables for the code they were in, as the recording counted them
+    (`dropped.native_table_absent` and `native_mappings_stale`). Each ends in
+    one [unknown]; how many there are depends on how soon a loaded machine
+    lets pystrobe load the tables, so a share judged on whole stacks leaves
+    them out."""
+    dropped = summary["dropped"]
+    return dropped["native_table_absent"] + dropped["native_mappings_stale"]
+
+
 class Workload:
     """A workload started with --announce; knows its pid once it is running.
 
