@@ -26,7 +26,7 @@ import threading
 import time
 from concurrent import futures
 
-from pystrobe_testlib import BpfTestCase, PYSTROBE_BIN
+from pystrobe_testlib import BpfTestCase, PYSTROBE_BIN, wait_for
 import test_daemon
 import test_daemon_push
 
@@ -407,15 +407,21 @@ class DaemonOtlpTest(BpfTestCase):
     def test_a_receiver_that_is_down_costs_no_window_on_disk_and_is_counted_until_it_is_up(self):
         port = test_daemon.free_port()
         daemon = self.daemon(otlp_config(f"http://127.0.0.1:{port}"))
-        time.sleep(6)
-        text = daemon.metrics()
-        self.assertGreaterEqual(test_daemon.metric(text, "pystrobe_push_errors_total",
-                                                   exporter="otlp", reason="connect"), 1, text)
-        self.assertGreaterEqual(len(self.disk_windows(daemon)), 2,
-                                "windows reach the disk while the receiver is down")
+
+        def down_for_two_windows():
+            text = daemon.metrics()
+            errors = test_daemon.metric(text, "pystrobe_push_errors_total", exporter="otlp",
+                                        reason="connect") or 0
+            windows = len(self.disk_windows(daemon))
+            said = "otlp failed" in daemon.output()
+            return errors >= 1 and windows >= 2 and said, (errors, windows, said, text)
+
+        # Windows reach the disk while the receiver is down, and each failed
+        # push is counted and said.
+        *_, text = wait_for("a connect error counted and said, and two windows on disk",
+                            down_for_two_windows, timeout=60, interval=0.5)
         samples = test_daemon.metric(text, "pystrobe_samples_total")
         self.assertGreater(samples, 0)
-        self.assertIn("otlp failed", daemon.output())
         # It comes up on the same port: the queued windows go through.
         receiver = self.keep(GrpcReceiver(port=port))
         requests = receiver.wait_for(2, timeout=30)
