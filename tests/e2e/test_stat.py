@@ -247,13 +247,18 @@ class StatTest(BpfTestCase):
         self.assertEqual(rc, 0, err)
 
 
-    def test_a_process_without_an_executable_is_an_error_not_a_crash(self):
-        # kthreadd has no /proc/2/exe: stat says what it found, as for any
-        # process it cannot measure, and exits 1.
+    def test_a_process_without_an_executable_is_measured_or_named_never_a_crash(self):
+        # kthreadd has no /proc/2/exe. It runs only when a kernel thread is
+        # made, which a busy machine may do in the half second: then stat
+        # measures it as any process; otherwise it says that nothing was
+        # counted for process 2 and exits 1.
         rc, out, err, _ = run_pystrobe(["stat", "--pid", "2", "-d", "0.5"], timeout=60)
-        self.assertEqual(rc, 1, err)
         self.assertNotIn("terminate called", err)
-        self.assertRegex(err, r"^pystrobe stat: .*process 2", err)
+        if rc == 0:
+            self.assertIn("verdict", out.lower(), err)
+        else:
+            self.assertEqual(rc, 1, err)
+            self.assertRegex(err, r"^pystrobe stat: .*process 2", err)
 
 
 class TopTest(BpfTestCase):
