@@ -295,8 +295,9 @@ def sample_floor(cpu_seconds, rate_hz, fraction=0.5):
 def samples_before_native_tables(summary):
     """How many samples the native walk took before pystrobe had loaded the
     unwind tables for the code they were in, as the recording counted them
-    (`dropped.native_table_absent` and `native_mappings_stale`). Each ends in
-    one [unknown]; how many there are depends on how soon a loaded machine
+    (`dropped.native_table_absent` and `native_mappings_stale`). Each ends at
+    its pc ([unknown] after it with --native; a CPython stack's [native]
+    leaf without); how many there are depends on how soon a loaded machine
     lets pystrobe load the tables, so a share judged on whole stacks leaves
     them out."""
     dropped = summary["dropped"]
