@@ -128,7 +128,7 @@ class PythonWorkload:
     stdout (a later JSON line is kept in `final`) and reaps it when it exits.
     """
 
-    def __init__(self, argv, timeout=30, cwd=None, env=None):
+    def __init__(self, argv, timeout=60, cwd=None, env=None):
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, cwd=cwd, env=env)
         self.pid = self.proc.pid
@@ -157,8 +157,14 @@ class PythonWorkload:
         self._reader = threading.Thread(target=read, daemon=True)
         self._reader.start()
         if not ready.wait(timeout) or self.proc.poll() is not None and not lines:
+            # Whether it ended or was still starting, and what it said: the
+            # reader has its stderr once it has reaped it.
+            exited = self.proc.poll()
             self.kill()
-            raise AssertionError(f"{argv} did not get ready: {lines!r} {self._stderr!r}")
+            how = (f"exited with status {exited}" if exited is not None
+                   else f"did not print ready within {timeout} s")
+            raise AssertionError(f"{argv} {how}; its stdout: {lines!r}; "
+                                 f"its stderr: {self._stderr!r}")
         for line in lines:
             if line.startswith("{"):
                 self.info = json.loads(line)
