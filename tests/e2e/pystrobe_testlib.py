@@ -76,6 +76,7 @@ class Recording:
         self.elapsed = elapsed
         self.summary_path = summary_path
         self._stacks = None
+        self._nanoseconds = None
 
     def describe(self):
         return (f"`pystrobe {' '.join(self.args)}` exited {self.returncode} after "
@@ -84,10 +85,28 @@ class Recording:
     @property
     def stacks(self):
         """{tuple of frames: count} parsed from a folded output file."""
+        if self.output_path.endswith(".speedscope"):
+            raise AssertionError(f"no counts in {self.output_path}: read its nanoseconds")
         if self._stacks is None:
             with open(self.output_path, encoding="utf-8", errors="replace") as f:
                 self._stacks = parse_folded(f.read())
         return self._stacks
+
+    @property
+    def nanoseconds(self):
+        """{tuple of frames: nanoseconds}, the time each stack's samples stand for,
+        parsed from a speedscope output file (record(..., fmt="speedscope")).
+
+        A share or a total of CPU time is judged by these, not by counts: on a
+        virtual machine whose host steals its CPU, a tick due while the guest did
+        not run comes late, as one sample that weighs the whole interval, while
+        the workload's own CPU clock counts the stolen time as its own."""
+        if not self.output_path.endswith(".speedscope"):
+            raise AssertionError(f"no weights in {self.output_path}: record with fmt='speedscope'")
+        if self._nanoseconds is None:
+            with open(self.output_path, encoding="utf-8") as f:
+                self._nanoseconds = parse_speedscope(json.load(f))
+        return self._nanoseconds
 
     @property
     def summary(self):
@@ -190,6 +209,20 @@ def process_pid(stack):
     """The pid in the stack's process frame (its first frame), or None."""
     match = PROCESS_FRAME.match(stack[0]) if stack else None
     return int(match.group("pid")) if match else None
+
+
+def parse_speedscope(document):
+    """{tuple of frames: nanoseconds} of a speedscope document as pystrobe writes
+    it: a sampled profile per process, named as the folded output's first frame,
+    with an entry per stack (frame indices from the root) and its weight."""
+    frames = [frame["name"] for frame in document["shared"]["frames"]]
+    nanoseconds = collections.Counter()
+    for profile in document["profiles"]:
+        if profile["unit"] != "nanoseconds" or len(profile["samples"]) != len(profile["weights"]):
+            raise ValueError(f"profile {profile['name']!r} is not one of weighed stacks")
+        for stack, weight in zip(profile["samples"], profile["weights"]):
+            nanoseconds[(profile["name"],) + tuple(frames[i] for i in stack)] += weight
+    return nanoseconds
 
 
 def stacks_of_pid(stacks, pid):
