@@ -52,32 +52,39 @@ def seconds_for(rate, samples):
 class PeriodicTestCase(BpfTestCase):
 
     def record_rhythm(self, rate, argv, name):
-        """Records `argv` at `rate` Hz; returns (its stacks, its JSON result, the recording)."""
+        """Records `argv` at `rate` Hz; returns (the time its stacks' samples stand
+        for, in nanoseconds, its JSON result, the recording). Shares are judged by
+        that time, not by counts (see Recording.nanoseconds): a host that stole
+        the guest's CPU during one part left it late samples, while the
+        program's own clock counted the stolen time to that part."""
         result = os.path.join(self.tmp, f"{name}.json")
         recording = record(["-r", str(rate), "--"] + argv + ["--json", result], self.tmp,
-                           name=name, timeout=300)
+                           fmt="speedscope", name=name, timeout=300)
         self.assertRecorded(recording)
         with open(result) as f:
             truth = json.load(f)
-        return stacks_of_pid(recording.stacks, truth["pid"]), truth, recording
+        return stacks_of_pid(recording.nanoseconds, truth["pid"]), truth, recording
 
     def assertSharesNear(self, stacks, parts, truth_cpu, where):
-        """Each part's share of the samples in any part is within TOLERANCE of its CPU share."""
-        counts = {part: sum(c for s, c in stacks.items() if matches(s)) for part, matches in parts}
-        samples = sum(counts.values())
+        """Each part's share of the time sampled in any part (`stacks` in
+        nanoseconds) is within TOLERANCE of its CPU share."""
+        sampled = {part: sum(ns for s, ns in stacks.items() if matches(s))
+                   for part, matches in parts}
+        seconds = sum(sampled.values()) / 1e9
         cpu = sum(truth_cpu.values())
-        # A floor from the program's own CPU time: half of what the rate gives.
-        rate = where["rate"]
-        self.assertGreater(samples, 0.5 * rate * cpu,
-                           f"{samples} samples for {cpu:.2f} s of CPU at {rate} Hz ({where})")
+        # A floor from the program's own CPU time: half of it.
+        self.assertGreater(seconds, 0.5 * cpu,
+                           f"{seconds:.3f} s sampled for {cpu:.2f} s of CPU ({where})")
         for part, _ in parts:
-            recorded = counts[part] / samples
+            recorded = sampled[part] / 1e9 / seconds
             true = truth_cpu[part] / cpu
             self.assertLess(abs(recorded - true), TOLERANCE,
                             f"{part}: {100 * recorded:.1f}% recorded, {100 * true:.1f}% true "
-                            f"({where}); {samples} samples:\n{summarize(stacks)}")
+                            f"({where}); {seconds:.3f} s sampled (nanoseconds per stack):\n"
+                            f"{summarize(stacks)}")
         print(f"{where}: " + ", ".join(
-            f"{part} {100 * counts[part] / samples:.1f}% (true {100 * truth_cpu[part] / cpu:.1f}%)"
+            f"{part} {100 * sampled[part] / 1e9 / seconds:.1f}% "
+            f"(true {100 * truth_cpu[part] / cpu:.1f}%)"
             for part, _ in parts), file=sys.stderr)
 
 
