@@ -625,11 +625,16 @@ class MemoryDaemonTest(BpfTestCase):
         daemon = Daemon(tmp)
         self.addCleanup(daemon.stop)
         # Holds 200 MiB of anonymous memory, then spins so it is among the
-        # busiest processes (those get their own series).
-        program = ("import time\nheld = b'x' * (200 << 20)\nend = time.time() + 60\n"
-                   "while time.time() < end: pass\n")
-        child = subprocess.Popen([PYTHON, "-c", program])
+        # busiest processes (those get their own series). It says when all of
+        # it is resident: before that, /proc read a moment after the scrape
+        # is ahead of it by what a loaded machine took to fill the pages.
+        program = ("import time\nheld = b'x' * (200 << 20)\nprint('held', flush=True)\n"
+                   "end = time.time() + 60\nwhile time.time() < end: pass\n")
+        child = subprocess.Popen([PYTHON, "-c", program], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(child.stdout.close)
+        self.addCleanup(child.wait)
         self.addCleanup(child.kill)
+        read_lines_until(child.stdout, "^held$", LIVENESS_S)
         deadline = time.time() + 30
         checked = 0
         while time.time() < deadline and checked < 3:
