@@ -25,6 +25,10 @@ import threading
 import time
 
 PAGE = mmap.PAGESIZE
+# What the memory and rw modes do at the least, whatever the deadline: the
+# tests' floors are these, not what a fast machine does in the time.
+MEMORY_ROUND_BYTES = 64 << 20
+RW_ROUND_CALLS = 1000
 
 
 def spin(deadline):
@@ -46,14 +50,16 @@ def io(deadline, directory):
 
 
 def memory(deadline):
-    size = 64 << 20
-    while time.monotonic() < deadline:
-        m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    # Whole rounds of MEMORY_ROUND_BYTES, at least one however slow the machine.
+    while True:
+        m = mmap.mmap(-1, MEMORY_ROUND_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         # Small pages: one fault per page, as the test expects.
         m.madvise(mmap.MADV_NOHUGEPAGE)
-        for offset in range(0, size, PAGE):
+        for offset in range(0, MEMORY_ROUND_BYTES, PAGE):
             m[offset] = 1
         m.close()
+        if time.monotonic() >= deadline:
+            return
 
 
 def gil(deadline):
@@ -71,9 +77,14 @@ def sleep(deadline):
 
 def rw(deadline):
     block = 64 << 10
+    # Whole rounds of RW_ROUND_CALLS reads and writes, at least one however
+    # slow the machine.
     with open("/dev/zero", "rb", buffering=0) as src, open("/dev/null", "wb", buffering=0) as dst:
-        while time.monotonic() < deadline:
-            dst.write(src.read(block))
+        while True:
+            for _ in range(RW_ROUND_CALLS):
+                dst.write(src.read(block))
+            if time.monotonic() >= deadline:
+                return
 
 
 def garbage(deadline):
