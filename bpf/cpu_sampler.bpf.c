@@ -49,10 +49,10 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
 	struct pystrobe_sample *sample;
-	__u64 size, flags, interval;
+	__u64 size, flags, interval, now = bpf_ktime_get_ns();
 
 	count_sample(PYSTROBE_COUNT_TAKEN);
-	interval = take_tick_interval(bpf_ktime_get_ns());
+	interval = take_tick_interval(now);
 	if (tgid == 0) {
 		count_sample(PYSTROBE_COUNT_IDLE);
 		return 0;
@@ -68,7 +68,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	/* Kernel text lives in the upper half of the address space on x86_64;
 	 * the 8-byte ip is also a context access the verifier accepts, unlike
 	 * the 2-byte cs. */
-	size = fill_sample(ctx, sample, pid_tgid, (__s64)ctx->regs.ip < 0);
+	size = fill_sample(ctx, sample, pid_tgid, (__s64)ctx->regs.ip < 0, now);
 	sample->weight_ns = interval;
 	/* A process the daemon has found to run CPython is known to it: only
 	 * others may be fresh. */

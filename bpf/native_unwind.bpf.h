@@ -107,7 +107,7 @@ struct native_walk {
 	__u32 frames; /* frames written */
 	__u32 max_frames;
 	__u32 jit_frames; /* frames in JIT code walked through by rbp */
-	__u64 now;	  /* bpf_ktime_get_ns() at the walk's start */
+	__u64 now;	  /* the sample's time_ns: every fill_sample reads its own */
 	struct native_walk_scratch *scratch;
 	__u64 window_addr; /* where scratch->stack was read from */
 	__u64 stack_value; /* what native_stack_read read */
@@ -534,7 +534,7 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		count_drop(PYSTROBE_DROP_NATIVE_UNWIND);
 		return w.frames;
 	}
-	w.now = bpf_ktime_get_ns();
+	w.now = sample->time_ns;
 	w.scratch = bpf_map_lookup_elem(&native_walk_scratch, &zero);
 	if (!w.scratch)
 		return -1;

@@ -163,6 +163,10 @@ static __always_inline void find_thread_state(struct python_walk *walk, struct t
 static __always_inline bool holds_gil(struct python_walk *walk, __u64 interp)
 {
 	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
+	struct {
+		__u64 last_holder;
+		__s32 locked;
+	} holder;
 	__u64 gil, last_holder = 0;
 	__s32 locked = 0;
 
@@ -175,6 +179,14 @@ static __always_inline bool holds_gil(struct python_walk *walk, __u64 interp)
 	    (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_enabled)) ||
 	     locked == 0))
 		return false;
+	/* 3.7+: locked follows last_holder, a pointer after it; one read takes
+	 * both, and a read costs more than the rest of the check. */
+	if (off->gil_locked == off->gil_last_holder + 8) {
+		if (bpf_probe_read_user(&holder, sizeof(holder.last_holder) + sizeof(holder.locked),
+					(void *)(gil + off->gil_last_holder)))
+			return false;
+		return holder.locked != 0 && holder.last_holder == walk->tstate;
+	}
 	if (!read_target_u64(gil, off->gil_last_holder, &last_holder))
 		return false;
 	/* 2.7, 3.6: the holder is _PyThreadState_Current, NULL while the GIL is free. */

@@ -126,10 +126,12 @@ static __always_inline __u64 first_sample_flags(__u32 tgid)
 /*
  * Fills `sample` with what the current thread is doing: ids, name, the
  * kernel stack (when `kernel_mode`), the user stack and, for a CPython
- * process, the Python stack. Returns the bytes of `sample` to send.
+ * process, the Python stack. `now` is bpf_ktime_get_ns(), which a caller
+ * may have read already: a helper call costs as much as a read on some hosts.
+ * Returns the bytes of `sample` to send.
  */
 static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *sample, __u64 pid_tgid,
-					 bool kernel_mode)
+					 bool kernel_mode, __u64 now)
 {
 	__u32 tgid = pid_tgid >> 32;
 	const struct pystrobe_python_process *python =
@@ -141,7 +143,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	sample->pid = tgid;
 	sample->tid = (__u32)pid_tgid;
 	sample->cpu = bpf_get_smp_processor_id();
-	sample->time_ns = bpf_ktime_get_ns();
+	sample->time_ns = now;
 	sample->cgroup_id = bpf_get_current_cgroup_id();
 	sample->offcpu_reason = 0;
 	sample->weight_ns = 0;
@@ -255,7 +257,7 @@ static __always_inline void send_event_sample(void *ctx, __u64 pid_tgid, bool ke
 		return;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		taken = *taken_now;
-		size = fill_sample(ctx, sample, pid_tgid, kernel_mode);
+		size = fill_sample(ctx, sample, pid_tgid, kernel_mode, bpf_ktime_get_ns());
 		sample->kind = kind;
 		sample->weight_ns = weight;
 		sample->address = address;
