@@ -198,17 +198,23 @@ absl::StatusOr<std::vector<uint64_t>> PythonObjectReader::SetItems(uint64_t set)
   // read. The table is kept when it is the one the head named before and
   // after, and holds that many.
   constexpr int kAttempts = 8;
+  absl::Status last_read;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     absl::StatusOr<SetTable> before = ReadSetHead(set);
     if (!before.ok()) return before.status();
     std::vector<uint64_t> slots(static_cast<size_t>(before->mask + 1) * 2);
-    absl::Status read = memory_.Read(before->table, slots.data(), slots.size() * 8);
+    last_read = memory_.Read(before->table, slots.data(), slots.size() * 8);
     absl::StatusOr<SetTable> after = ReadSetHead(set);
     if (!after.ok()) return after.status();
     // A table freed (or a head caught between its mask and its table) may
-    // not be readable at all: that too is a set that changed.
-    if (after->table != before->table || after->mask != before->mask) continue;
-    if (!read.ok()) return read;
+    // not be readable at all: that too is a set that changed. So is one that
+    // could not be read under a head that names it before and after: two
+    // resizes may have moved the set away and back to a table at the same
+    // address (an allocator hands freed blocks out again), unmapping the
+    // first meanwhile.
+    if (after->table != before->table || after->mask != before->mask || !last_read.ok()) {
+      continue;
+    }
     // setentry is {key, hash}; free slots are NULL, deleted ones the dummy key
     // (which callers reject by type, as anything else they do not expect).
     std::vector<uint64_t> keys;
@@ -217,6 +223,11 @@ absl::StatusOr<std::vector<uint64_t>> PythonObjectReader::SetItems(uint64_t set)
     }
     if (static_cast<int64_t>(keys.size()) < before->fill) continue;
     return keys;
+  }
+  if (!last_read.ok()) {
+    return absl::UnavailableError(
+        absl::StrFormat("set 0x%x: its table could not be read in %d tries: %s", set, kAttempts,
+                        last_read.message()));
   }
   return absl::UnavailableError(
       absl::StrFormat("set 0x%x changed under %d reads of its table", set, kAttempts));
