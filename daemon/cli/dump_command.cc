@@ -39,6 +39,9 @@ namespace {
 // after the last attempt unreadable frames are shown as such.
 constexpr int kWalkAttempts = 20;
 constexpr std::chrono::microseconds kWalkRetryPause{500};
+// The same for the asyncio tasks: a read in which the loop stepped a task is
+// taken again, and the one with fewest unreadable parts is shown.
+constexpr int kAsyncioAttempts = 5;
 
 bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
@@ -159,6 +162,13 @@ absl::Status ReadAsyncioTasks(const ProcessMemory& memory, const PythonInterpret
   CodeObjectReader code(memory, interpreter);
   AsyncioTaskReader reader(objects, code, interpreter);
   absl::StatusOr<AsyncioSnapshot> snapshot = reader.ReadTasks(walked);
+  for (int attempt = 1; attempt < kAsyncioAttempts && snapshot.ok() && snapshot->unreadable > 0;
+       ++attempt) {
+    std::this_thread::sleep_for(kWalkRetryPause);
+    absl::StatusOr<AsyncioSnapshot> again = reader.ReadTasks(walked);
+    if (!again.ok()) break;
+    if (again->unreadable < snapshot->unreadable) snapshot = std::move(again);
+  }
   if (!snapshot.ok()) return snapshot.status();
   absl::flat_hash_map<uint64_t, std::string> names;
   for (const AsyncioTask& task : snapshot->tasks) names[task.address] = task.name;
