@@ -166,9 +166,9 @@ static __always_inline bool holds_gil(struct python_walk *walk, __u64 interp)
 	struct {
 		__u64 last_holder;
 		__s32 locked;
-	} holder;
-	__u64 gil, last_holder = 0;
-	__s32 locked = 0;
+	} holder = {};
+	__s32 enabled = 0;
+	__u64 gil;
 
 	gil = python_gil_address(&walk->proc, interp);
 
@@ -176,25 +176,26 @@ static __always_inline bool holds_gil(struct python_walk *walk, __u64 interp)
 		return false;
 	/* A free-threaded build's GIL is off unless an extension turned it on. */
 	if (off->gil_enabled != PYSTROBE_PY_OFFSET_NONE &&
-	    (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_enabled)) ||
-	     locked == 0))
+	    (bpf_probe_read_user(&enabled, sizeof(enabled), (void *)(gil + off->gil_enabled)) ||
+	     enabled == 0))
 		return false;
-	/* 3.7+: locked follows last_holder, a pointer after it; one read takes
-	 * both, and a read costs more than the rest of the check. */
 	if (off->gil_locked == off->gil_last_holder + 8) {
+		/* 3.7+: locked follows last_holder, a pointer after it; one read
+		 * takes both, and a read costs more than the rest of the check. */
 		if (bpf_probe_read_user(&holder, sizeof(holder.last_holder) + sizeof(holder.locked),
 					(void *)(gil + off->gil_last_holder)))
 			return false;
-		return holder.locked != 0 && holder.last_holder == walk->tstate;
+	} else {
+		if (!read_target_u64(gil, off->gil_last_holder, &holder.last_holder))
+			return false;
+		/* 2.7, 3.6: the holder is _PyThreadState_Current, NULL while the GIL is free. */
+		if (off->gil_locked == PYSTROBE_PY_OFFSET_NONE)
+			holder.locked = 1;
+		else if (bpf_probe_read_user(&holder.locked, sizeof(holder.locked),
+					     (void *)(gil + off->gil_locked)))
+			return false;
 	}
-	if (!read_target_u64(gil, off->gil_last_holder, &last_holder))
-		return false;
-	/* 2.7, 3.6: the holder is _PyThreadState_Current, NULL while the GIL is free. */
-	if (off->gil_locked == PYSTROBE_PY_OFFSET_NONE)
-		return last_holder == walk->tstate;
-	if (bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + off->gil_locked)))
-		return false;
-	return locked != 0 && last_holder == walk->tstate;
+	return holder.locked != 0 && holder.last_holder == walk->tstate;
 }
 
 #endif /* PYSTROBE_BPF_PYTHON_THREAD_STATE_BPF_H_ */

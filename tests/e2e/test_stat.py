@@ -17,13 +17,12 @@ function a busy one runs.
 """
 
 import json
-import mmap
 import os
 import subprocess
 import sys
 import unittest
 
-from accounting_workload import MEMORY_ROUND_BYTES, RW_ROUND_CALLS
+from accounting_workload import MEMORY_ROUND_BYTES, PAGE, RW_ROUND_CALLS
 from pystrobe_testlib import (HERE, PYSTROBE_BIN, BpfTestCase, CpuClock, busy_loop_verdicts,
                               read_lines_until, run_pystrobe)
 from python_testlib import installed_pythons, python_workload, skipped_pythons, PythonWorkload
@@ -167,7 +166,7 @@ class StatTest(BpfTestCase):
         self.assertIn(report["verdict"], verdicts_given_the_run_queue("memory-bound", truth),
                       (report["evidence"], truth))
         # At least one of the workload's rounds, each a fault per page.
-        self.assertGreaterEqual(truth["minflt"], MEMORY_ROUND_BYTES // mmap.PAGESIZE)
+        self.assertGreaterEqual(truth["minflt"], MEMORY_ROUND_BYTES // PAGE)
         self.assertNear(report["minor_faults"], truth["minflt"], "minor faults")
         self.assertNear(report["major_faults"], truth["majflt"], "major faults", floor=5)
         self.assertNear(report["cpu_user_seconds"] + report["cpu_system_seconds"],
