@@ -48,40 +48,35 @@ struct RawTracepointParams {
   int count = 0;  // the context included
   bool first_is_pointer = false;
 };
-std::optional<RawTracepointParams> RawTracepointParamsOf(const char* name) {
-  btf* vmlinux = btf__load_vmlinux_btf();
+std::optional<RawTracepointParams> RawTracepointParamsOf(const btf* vmlinux, const char* name) {
   if (vmlinux == nullptr) return std::nullopt;
-  std::optional<RawTracepointParams> out;
   int id =
       btf__find_by_name_kind(vmlinux, absl::StrCat("btf_trace_", name).c_str(), BTF_KIND_TYPEDEF);
-  if (id > 0) {
-    const btf_type* type = btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, id));
-    if (type != nullptr && btf_is_ptr(type)) type = btf__type_by_id(vmlinux, type->type);
-    if (type != nullptr && btf_is_func_proto(type)) {
-      out = RawTracepointParams{.count = btf_vlen(type)};
-      if (out->count >= 2) {
-        const btf_type* first =
-            btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, btf_params(type)[1].type));
-        out->first_is_pointer = first != nullptr && btf_is_ptr(first);
-      }
-    }
+  if (id <= 0) return std::nullopt;
+  const btf_type* type = btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, id));
+  if (type != nullptr && btf_is_ptr(type)) type = btf__type_by_id(vmlinux, type->type);
+  if (type == nullptr || !btf_is_func_proto(type)) return std::nullopt;
+  RawTracepointParams out{.count = btf_vlen(type)};
+  if (out.count >= 2) {
+    const btf_type* first =
+        btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, btf_params(type)[1].type));
+    out.first_is_pointer = first != nullptr && btf_is_ptr(first);
   }
-  btf__free(vmlinux);
   return out;
 }
 
 // Whether this kernel's sched_switch tracepoint passes prev_state (Linux 5.18
 // and later: four arguments, see bpf/compat.bpf.h). Assumes it does when the
 // BTF cannot say.
-bool SchedSwitchHasPrevState() {
+bool SchedSwitchHasPrevState(const btf* vmlinux) {
   // (void *, preempt, prev, next[, prev_state])
-  std::optional<RawTracepointParams> params = RawTracepointParamsOf("sched_switch");
+  std::optional<RawTracepointParams> params = RawTracepointParamsOf(vmlinux, "sched_switch");
   return !params || params->count >= 5;
 }
 
 // Whether oom:mark_victim passes the victim's task (see bpf/compat.bpf.h).
-bool MarkVictimHasTask() {
-  std::optional<RawTracepointParams> params = RawTracepointParamsOf("mark_victim");
+bool MarkVictimHasTask(const btf* vmlinux) {
+  std::optional<RawTracepointParams> params = RawTracepointParamsOf(vmlinux, "mark_victim");
   return params && params->first_is_pointer;
 }
 
@@ -129,8 +124,10 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->alloc_sample_bytes = config.alloc_sample_bytes;
   skeleton_->rodata->oom_kill_stacks_enabled = config.oom_kill_stacks ? 1 : 0;
   oom_kill_stacks_ = config.oom_kill_stacks;
-  skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState() ? 1 : 0;
-  skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask() ? 1 : 0;
+  // The kernel's BTF is megabytes, parsed once for both questions.
+  std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), &btf__free);
+  skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState(vmlinux.get()) ? 1 : 0;
+  skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask(vmlinux.get()) ? 1 : 0;
   // The tables' maps: packed rows in blocks of 64, page entries a
   // sixteenth of the room (a 4 KiB page of code holds about 70 rows).
   skeleton_->rodata->native_unwinding = config.native_unwind_bytes > 0 ? 1 : 0;
@@ -141,6 +138,16 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   if (bpf_map__set_max_entries(skeleton_->maps.unwind_rows, std::max<uint32_t>(blocks, 1)) != 0 ||
       bpf_map__set_max_entries(skeleton_->maps.unwind_pages, std::max<uint32_t>(pages, 1)) != 0) {
     return LibbpfError(-errno, "size the unwind table maps");
+  }
+  // The kernel fills an LRU map's every entry when it makes the map, which
+  // costs a start-up tens of milliseconds for maps nobody uses: a feature that
+  // is off keeps one entry each.
+  if (!config.allocations && (bpf_map__set_max_entries(skeleton_->maps.alloc_threads, 1) != 0 ||
+                              bpf_map__set_max_entries(skeleton_->maps.alloc_live, 1) != 0)) {
+    return LibbpfError(-errno, "size the allocation maps");
+  }
+  if (!config.memory_growth && bpf_map__set_max_entries(skeleton_->maps.memory_growth, 1) != 0) {
+    return LibbpfError(-errno, "size the memory growth map");
   }
   offcpu_ = config.offcpu;
   return absl::OkStatus();
