@@ -24,6 +24,7 @@ Needs root and BPF; PYSTROBE_SKIP_BPF_TESTS=1 skips instead of failing.
 
 import collections
 import json
+import math
 import os
 import re
 import shlex
@@ -634,7 +635,12 @@ class GilTest(PythonRecordTest):
             main = sum(c for s, c in mine.items()
                        if THREAD_FRAME.match(s[1]).group("tid") == str(truth["pid"]))
             self.assertGreater(spinner, 0.8 * (total(mine) - main), summarize(mine))
-            self.assertLess(hasher, 0.05 * spinner,
+            # The hasher holds the GIL between hashes and around each: at most 5%
+            # of the spinner's samples, give or take three standard deviations of
+            # a count that small (a run beside stress-ng kept 8 beside 148). A --gil
+            # that kept them all would keep about as many as the spinner's.
+            most = 0.05 * spinner
+            self.assertLess(hasher, most + 3 * math.sqrt(most),
                             f"--gil kept {hasher} samples of the hasher (GIL released) "
                             f"beside {spinner} of the spinner:\n{summarize(mine)}")
             self.assertLessEqual(count_with(mine, "gil_sleeper"), 0.02 * total(mine),
