@@ -39,6 +39,10 @@ REQUIRED_FIELDS = (
     "major_faults", "context_switches", "gc_seconds", "threads", "verdict", "evidence")
 
 
+# daemon/accounting/verdict.h's kMemorySystemShare.
+MEMORY_SYSTEM_SHARE = 0.4
+
+
 def verdicts_given_the_run_queue(verdict, truth):
     """The verdicts stat may give a program whose bottleneck is `verdict`: that
     one, or cpu-starved too where the machine's load kept it waiting for a CPU
@@ -163,8 +167,16 @@ class StatTest(BpfTestCase):
 
     def test_touching_fresh_pages_is_memory_bound_and_faults_match(self):
         report, truth = self.stat("memory")
-        self.assertIn(report["verdict"], verdicts_given_the_run_queue("memory-bound", truth),
-                      (report["evidence"], truth))
+        # stat calls faulting memory-bound when the kernel has at least
+        # MEMORY_SYSTEM_SHARE of the CPU time. Judged by the workload's own clocks:
+        # beside a busy neighbour its Python loop's share grew to 61% in one run.
+        system = truth["stime"] / (truth["utime"] + truth["stime"])
+        bounds = set()
+        if system >= MEMORY_SYSTEM_SHARE - 0.05:
+            bounds |= verdicts_given_the_run_queue("memory-bound", truth)
+        if system < MEMORY_SYSTEM_SHARE + 0.05:
+            bounds |= verdicts_given_the_run_queue("cpu-bound", truth)
+        self.assertIn(report["verdict"], bounds, (report["evidence"], truth))
         # At least one of the workload's rounds, each a fault per page.
         self.assertGreaterEqual(truth["minflt"], MEMORY_ROUND_BYTES // PAGE)
         self.assertNear(report["minor_faults"], truth["minflt"], "minor faults")
