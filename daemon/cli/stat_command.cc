@@ -179,11 +179,14 @@ int RunStatCommand(const std::vector<std::string>& args) {
     if (absl::Status s = command->Release(); !s.ok()) {
       return s.code() == absl::StatusCode::kNotFound ? UsageError("stat", s) : Fail("stat", s);
     }
-  } else if (options.allocations) {
-    // After the cost of the uprobes was said: they are attached, the window
-    // starts now.
+  } else if (options.duration) {
+    // Everything is attached (with --allocations, after their cost was said):
+    // the window starts now. A caller that judges the report by its own
+    // clocks starts them here.
     fprintf(stderr, "pystrobe: measuring pid %u for %.1f s; Ctrl-C to stop\n", pid,
             absl::ToDoubleSeconds(*options.duration));
+  } else {
+    fprintf(stderr, "pystrobe: measuring pid %u until it exits; Ctrl-C to stop\n", pid);
   }
 
   // 4. Until the command exits, the duration ends, the process ends, or a signal.
