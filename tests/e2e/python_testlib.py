@@ -99,6 +99,27 @@ def installed_pythons(with_old=False, with_free_threaded=False):
             and (with_free_threaded or not p.free_threaded)]
 
 
+def one_of_each_kind(pythons):
+    """Of `pythons`, the first of each kind that pystrobe finds differently, for
+    the tests of what the version does not change (attaching to a running
+    program, following its children, the frames' text, an embedding program):
+    Python 2; by pystrobe's own tables, 3.6 to 3.10 (frame objects) and 3.11
+    and 3.12 (interpreter frames); by the debug offsets the runtime publishes,
+    3.13+; each as a static executable, from a shared libpython, in another
+    root, free-threaded. The tests of the frames themselves (shares, threads,
+    lines, depth, the GIL) run on every interpreter."""
+    kinds, chosen = set(), []
+    for python in pythons:
+        found_by = ("2" if python.major == 2 else "frame objects" if python.minor <= 10 else
+                    "interpreter frames" if python.minor <= 12 else "debug offsets")
+        kind = (found_by, python.pyenv_prefix is not None, python.in_chroot,
+                python.free_threaded)
+        if kind not in kinds:
+            kinds.add(kind)
+            chosen.append(python)
+    return chosen
+
+
 def skipped_pythons():
     return list(_MISSING)
 

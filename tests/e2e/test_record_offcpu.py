@@ -73,7 +73,7 @@ class OffCpuTest(BpfTestCase):
         for python in installed_pythons(with_old=True, with_free_threaded=True):
             with self.subTest(python=python.label):
                 recording = record(["--off-cpu", "--", python.executable,
-                                    python_workload("gil_contention.py"), "--seconds", "2"],
+                                    python_workload("gil_contention.py"), "--seconds", "1"],
                                    self.tmp)
                 self.assertRecorded(recording)
                 stacks = recording.stacks

@@ -2,9 +2,11 @@
 
 For every installed CPython (Debian's 3.11 always; each pyenv 3.8 to 3.13 that
 exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
-shares, threads, recursion, lines, --pid, subprocess, late-start, exited-process,
-embedding and --gil tests), the workloads of tests/workloads/python/e2e/ run under
-`pystrobe record` and the folded output must show, per the record CLI's contract:
+shares, threads, recursion, lines, exited-process and --gil tests), the workloads
+of tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
+must show, per the record CLI's contract (the tests of what the version does not
+change, --pid, subprocesses, late start, embedding and the frames' text flags, on
+one interpreter of each kind pystrobe finds differently: one_of_each_kind):
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
   after the process frame (and the thread frame with --threads), file names
   shortened to the base name here; then kernel frames or one `[native]` leaf;
@@ -17,7 +19,7 @@ embedding and --gil tests), the workloads of tests/workloads/python/e2e/ run und
   --full-filenames change the frames' text as documented;
 - --pid on a program already running; --subprocesses following a fork and an
   exec'd interpreter; a Python process started after an --all recording began;
-- a C program embedding libpython (each pyenv version, built here with cc);
+- a C program embedding libpython (pyenv's builds, compiled here with cc);
 - --gil keeps only samples of the thread holding the GIL.
 Needs root and BPF; PYSTROBE_SKIP_BPF_TESTS=1 skips instead of failing.
 """
@@ -39,8 +41,8 @@ import unittest
 from pystrobe_testlib import (KERNEL_SUFFIX, PROCESS_FRAME, PYSTROBE_BIN, THREAD_FRAME,
                               BpfTestCase, parse_folded, process_cpu_seconds, record, sample_floor,
                               stacks_of_pid, summarize, total, wait_for)
-from python_testlib import (PythonWorkload, installed_pythons, python_workload,
-                            report_skipped_pythons)
+from python_testlib import (PythonWorkload, installed_pythons, one_of_each_kind,
+                            python_workload, report_skipped_pythons)
 
 RATE = "499"
 PY_FRAME = re.compile(r"^(?P<name>\S.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
@@ -434,7 +436,7 @@ class FrameFormatFlagsTest(PythonRecordTest):
             for stack in mine:
                 if has_function(stack, "two_lines"):
                     self.assertEqual(python_part(stack)[1][0], f"<module> ({truth['path']})")
-        self.for_each_python(check, installed_pythons(with_old=True))
+        self.for_each_python(check, one_of_each_kind(installed_pythons(with_old=True)))
 
 
 class AttachPidTest(PythonRecordTest):
@@ -479,7 +481,7 @@ class AttachPidTest(PythonRecordTest):
                                  truth[key] / cpu, 0.05, function, mine,
                                  workload=dict(truth, process_cpu_s_at_go=cpu_at_go[0]))
             self.assertWellShaped(mine, "split_alpha")
-        self.for_each_python(check, installed_pythons(with_old=True))
+        self.for_each_python(check, one_of_each_kind(installed_pythons(with_old=True)))
 
 
 class SubprocessesTest(PythonRecordTest):
@@ -497,7 +499,7 @@ class SubprocessesTest(PythonRecordTest):
                                    f"{truth[key]}:\n{summarize(recording.stacks)}")
                 self.assertGreater(seen, 150, f"{function}:\n{summarize(theirs)}")
                 self.assertWellShaped(theirs, function)
-        self.for_each_python(check, installed_pythons(with_old=True))
+        self.for_each_python(check, one_of_each_kind(installed_pythons(with_old=True)))
 
     def test_python_started_after_a_system_wide_recording_began(self):
         def check(python):
@@ -547,13 +549,13 @@ class SubprocessesTest(PythonRecordTest):
             self.assertGreater(seen, 0.7 * total(theirs),
                                f"late_spin in {seen} of {total(theirs)}:\n{summarize(theirs)}")
             self.assertWellShaped(theirs, "late_spin")
-        self.for_each_python(check, installed_pythons(with_old=True))
+        self.for_each_python(check, one_of_each_kind(installed_pythons(with_old=True)))
 
 
 class EmbeddedTest(PythonRecordTest):
 
     def test_c_program_embedding_libpython(self):
-        pythons = [p for p in installed_pythons(with_old=True) if p.pyenv_prefix]
+        pythons = one_of_each_kind([p for p in installed_pythons(with_old=True) if p.pyenv_prefix])
         print("SKIPPED embedding Debian's 3.11: its interpreter is static; the pyenv "
               "builds provide the shared libpython to link", file=sys.stderr)
         source = python_workload("embed_spin.c")
