@@ -272,7 +272,8 @@ class StatTest(BpfTestCase):
             self.assertIn("verdict", out.lower(), err)
         else:
             self.assertEqual(rc, 1, err)
-            self.assertRegex(err, r"^pystrobe stat: .*process 2", err)
+            # (After the line that says the window started.)
+            self.assertRegex(err, r"(?m)^pystrobe stat: .*process 2", err)
 
 
 class TopTest(BpfTestCase):
