@@ -160,8 +160,7 @@ class ColumnsRecordingTest(BpfTestCase):
         # The interpreter's start (and numpy's import) are in the recording
         # but not the hot line's: a longer run makes them small beside it, on
         # CPU time too when the machine is busy.
-        # (numpy's import is about 0.3 s of CPU: 4% of 8 s.)
-        seconds = "8" if mode == "numpy" else "2.5"
+        seconds = "12" if mode == "numpy" else "4"
         key = (mode, fmt, tuple(flags))
         if key not in _RECORDINGS:
             args = ["-r", RATE] + list(flags) + ["--", PYTHON, python_workload(SCRIPT),

@@ -79,9 +79,13 @@ async def batch_loop(name):
 def exit_with_cpu_seconds():
     # Called late when the machine is busy (the loop is in a batch, or not
     # scheduled): how long it really ran is the wall time it printed.
-    print(f"cpu_seconds {time.process_time():.6f}\n"
-          f"wall_seconds {time.monotonic() - STARTED:.6f}", flush=True)
-    os._exit(0)
+    # It ends even when its reader has gone (a killed test): the print then
+    # raises, which the loop would log and carry on after, spinning for good.
+    try:
+        print(f"cpu_seconds {time.process_time():.6f}\n"
+              f"wall_seconds {time.monotonic() - STARTED:.6f}", flush=True)
+    finally:
+        os._exit(0)
 
 
 async def main():
