@@ -132,24 +132,32 @@ class NativeUnwindTest : public ::testing::Test {
 
   static uint64_t fault_ip() { return reinterpret_cast<uint64_t>(pystrobe_bpf_test_fault_ip); }
 
-  // Faults with rsp = stack_ and rbp = `bp`, and returns the one sample
-  // (a CPython thread's first samples come with copies of code objects).
+  // Faults with rsp = stack_ and rbp = `bp`, and returns the sample taken
+  // at the fault (a CPython thread's first samples come with copies of code
+  // objects). The kernel may take the fault twice (it retries a fault that
+  // raced with a change to the mapping; seen beside stress-ng): each take
+  // walks the same stack, so they must be the same sample.
   SampleRecord SampleOnCraftedStack(uint64_t bp) {
     absl::StatusOr<std::vector<RingRecord>> records = sampler_->SampleFault(
         [this, bp](uint8_t* page) { pystrobe_bpf_test_fault_on_stack(page, stack_, bp); });
     EXPECT_TRUE(records.ok()) << records.status();
-    std::vector<SampleRecord> samples;
+    std::vector<SampleRecord> at_fault;
     if (records.ok()) {
       for (RingRecord& record : *records) {
-        if (auto* sample = std::get_if<SampleRecord>(&record))
-          samples.push_back(std::move(*sample));
+        auto* sample = std::get_if<SampleRecord>(&record);
+        if (sample != nullptr && !sample->user_ips.empty() && sample->user_ips[0] == fault_ip())
+          at_fault.push_back(std::move(*sample));
       }
     }
-    if (samples.size() != 1) {
-      ADD_FAILURE() << "one fault gave " << samples.size() << " samples";
+    if (at_fault.empty()) {
+      ADD_FAILURE() << "no sample at the fault among " << (records.ok() ? records->size() : 0)
+                    << " records";
       return {};
     }
-    return std::move(samples[0]);
+    for (const SampleRecord& again : at_fault) {
+      EXPECT_EQ(again.user_ips, at_fault[0].user_ips) << "the same fault walked twice differs";
+    }
+    return std::move(at_fault[0]);
   }
 
   // The faulting frame's return address and saved rbp, then a frame found
