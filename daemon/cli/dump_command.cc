@@ -40,8 +40,14 @@ namespace {
 constexpr int kWalkAttempts = 20;
 constexpr std::chrono::microseconds kWalkRetryPause{500};
 // The same for the asyncio tasks: a read in which the loop stepped a task is
-// taken again, and the one with fewest unreadable parts is shown.
+// taken again, and the one that shows the most tasks, less the parts it could
+// not read, is shown. (A task set read while it grew shows no task at all and
+// counts one unreadable part: fewest unreadable parts alone would pick it.)
 constexpr int kAsyncioAttempts = 5;
+
+int64_t LegibleTasks(const AsyncioSnapshot& snapshot) {
+  return static_cast<int64_t>(snapshot.tasks.size()) - static_cast<int64_t>(snapshot.unreadable);
+}
 
 bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
@@ -167,7 +173,7 @@ absl::Status ReadAsyncioTasks(const ProcessMemory& memory, const PythonInterpret
     std::this_thread::sleep_for(kWalkRetryPause);
     absl::StatusOr<AsyncioSnapshot> again = reader.ReadTasks(walked);
     if (!again.ok()) break;
-    if (again->unreadable < snapshot->unreadable) snapshot = std::move(again);
+    if (LegibleTasks(*again) > LegibleTasks(*snapshot)) snapshot = std::move(again);
   }
   if (!snapshot.ok()) return snapshot.status();
   absl::flat_hash_map<uint64_t, std::string> names;
