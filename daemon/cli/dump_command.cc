@@ -41,8 +41,8 @@ constexpr int kWalkAttempts = 20;
 constexpr std::chrono::microseconds kWalkRetryPause{500};
 // The same for the asyncio tasks: a read in which the loop stepped a task is
 // taken again, and the one that shows the most tasks, less the parts it could
-// not read, is shown. (A task set read while it grew shows no task at all and
-// counts one unreadable part: fewest unreadable parts alone would pick it.)
+// not read, is shown. (A task set that changed under the read is skipped whole:
+// no task, one unreadable part. Fewest unreadable parts alone would pick it.)
 constexpr int kAsyncioAttempts = 5;
 
 int64_t LegibleTasks(const AsyncioSnapshot& snapshot) {

@@ -134,9 +134,10 @@ class NativeUnwindTest : public ::testing::Test {
 
   // Faults with rsp = stack_ and rbp = `bp`, and returns the sample taken
   // at the fault (a CPython thread's first samples come with copies of code
-  // objects). The kernel may take the fault twice (it retries a fault that
-  // raced with a change to the mapping; seen beside stress-ng): each take
-  // walks the same stack, so they must be the same sample.
+  // objects). Beside stress-ng one fault once gave two samples (the page-fault
+  // event fires each time the instruction faults; why it faulted twice was
+  // not seen): a sample at the fault walks the same stack, so every one of
+  // them must be the same walk.
   SampleRecord SampleOnCraftedStack(uint64_t bp) {
     absl::StatusOr<std::vector<RingRecord>> records = sampler_->SampleFault(
         [this, bp](uint8_t* page) { pystrobe_bpf_test_fault_on_stack(page, stack_, bp); });
