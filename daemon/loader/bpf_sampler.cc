@@ -10,12 +10,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bpf/pystrobe_abi.h"
+#include "daemon/loader/kernel_btf.h"
 #include "daemon/loader/libbpf_errors.h"
 #include "pystrobe_sampler.skel.h"
 
@@ -40,44 +42,19 @@ absl::Status SumPerCpuCounters(const bpf_map* map, std::span<uint64_t> out) {
   return absl::OkStatus();
 }
 
-// The parameters of raw tracepoint `name` as this kernel's BTF declares
-// them (btf_trace_<name>: a typedef of a pointer to a function prototype
-// whose first parameter is the context): their count, and whether the first
-// after the context is a pointer. Nullopt when the BTF cannot say.
-struct RawTracepointParams {
-  int count = 0;  // the context included
-  bool first_is_pointer = false;
-};
-std::optional<RawTracepointParams> RawTracepointParamsOf(const btf* vmlinux, const char* name) {
-  if (vmlinux == nullptr) return std::nullopt;
-  int id =
-      btf__find_by_name_kind(vmlinux, absl::StrCat("btf_trace_", name).c_str(), BTF_KIND_TYPEDEF);
-  if (id <= 0) return std::nullopt;
-  const btf_type* type = btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, id));
-  if (type != nullptr && btf_is_ptr(type)) type = btf__type_by_id(vmlinux, type->type);
-  if (type == nullptr || !btf_is_func_proto(type)) return std::nullopt;
-  RawTracepointParams out{.count = btf_vlen(type)};
-  if (out.count >= 2) {
-    const btf_type* first =
-        btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, btf_params(type)[1].type));
-    out.first_is_pointer = first != nullptr && btf_is_ptr(first);
-  }
-  return out;
-}
-
 // Whether this kernel's sched_switch tracepoint passes prev_state (Linux 5.18
 // and later: four arguments, see bpf/compat.bpf.h). Assumes it does when the
 // BTF cannot say.
-bool SchedSwitchHasPrevState(const btf* vmlinux) {
+bool SchedSwitchHasPrevState(const std::map<std::string, RawTracepointParams>& declared) {
   // (void *, preempt, prev, next[, prev_state])
-  std::optional<RawTracepointParams> params = RawTracepointParamsOf(vmlinux, "sched_switch");
-  return !params || params->count >= 5;
+  auto it = declared.find("sched_switch");
+  return it == declared.end() || it->second.count >= 5;
 }
 
 // Whether oom:mark_victim passes the victim's task (see bpf/compat.bpf.h).
-bool MarkVictimHasTask(const btf* vmlinux) {
-  std::optional<RawTracepointParams> params = RawTracepointParamsOf(vmlinux, "mark_victim");
-  return params && params->first_is_pointer;
+bool MarkVictimHasTask(const std::map<std::string, RawTracepointParams>& declared) {
+  auto it = declared.find("mark_victim");
+  return it != declared.end() && it->second.first_is_pointer;
 }
 
 }  // namespace
@@ -124,10 +101,12 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   skeleton_->rodata->alloc_sample_bytes = config.alloc_sample_bytes;
   skeleton_->rodata->oom_kill_stacks_enabled = config.oom_kill_stacks ? 1 : 0;
   oom_kill_stacks_ = config.oom_kill_stacks;
-  // The kernel's BTF is megabytes, parsed once for both questions.
-  std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), &btf__free);
-  skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState(vmlinux.get()) ? 1 : 0;
-  skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask(vmlinux.get()) ? 1 : 0;
+  // One scan of the kernel's BTF for both questions; unreadable, it says nothing.
+  std::map<std::string, RawTracepointParams> declared =
+      ReadRawTracepointParams(kKernelBtf, {"sched_switch", "mark_victim"})
+          .value_or(std::map<std::string, RawTracepointParams>{});
+  skeleton_->rodata->sched_switch_has_prev_state = SchedSwitchHasPrevState(declared) ? 1 : 0;
+  skeleton_->rodata->mark_victim_has_task = MarkVictimHasTask(declared) ? 1 : 0;
   // The tables' maps: packed rows in blocks of 64, page entries a
   // sixteenth of the room (a 4 KiB page of code holds about 70 rows).
   skeleton_->rodata->native_unwinding = config.native_unwind_bytes > 0 ? 1 : 0;

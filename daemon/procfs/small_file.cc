@@ -70,4 +70,33 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const ReadOpt
   }
 }
 
+absl::Status ForEachLine(const std::string& path,
+                         absl::FunctionRef<void(absl::string_view line)> line) {
+  FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return FileError(path, errno);
+  char buffer[64 * 1024];
+  size_t held = 0;  // the start of a line whose end is not read yet
+  while (true) {
+    ssize_t n = read(fd.get(), buffer + held, sizeof(buffer) - held);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return FileError(path, errno);
+    absl::string_view text(buffer, held + static_cast<size_t>(n));
+    if (n == 0) {
+      if (!text.empty()) line(text);
+      return absl::OkStatus();
+    }
+    size_t end;
+    while ((end = text.find('\n')) != absl::string_view::npos) {
+      line(text.substr(0, end));
+      text.remove_prefix(end + 1);
+    }
+    if (text.size() == sizeof(buffer)) {
+      line(text);
+      text = {};
+    }
+    held = text.size();
+    std::memmove(buffer, text.data(), held);
+  }
+}
+
 }  // namespace pystrobe::procfs

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +34,12 @@ struct ReadOptions {
 // for callers, never a crash), PermissionDenied for EACCES and EPERM,
 // FailedPrecondition otherwise.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const ReadOptions& options = {});
+
+// Hands each line of `path` (without its newline) to `line`, reading a buffer
+// at a time: for files of megabytes (/proc/kallsyms) that are wanted parsed,
+// not whole. A line longer than 64 KiB comes in 64 KiB pieces.
+absl::Status ForEachLine(const std::string& path,
+                         absl::FunctionRef<void(absl::string_view line)> line);
 
 // The Status ReadSmallFile returns for errno `err` on `path`; for callers that
 // open or stat /proc files themselves and want the same codes and words.

@@ -33,17 +33,31 @@ struct ParsedLine {
   absl::string_view module;
 };
 
+// Cuts the next field, up to a space or tab, off the front of `rest`.
+absl::string_view NextField(absl::string_view& rest) {
+  size_t start = rest.find_first_not_of(" \t");
+  if (start == absl::string_view::npos) {
+    rest = {};
+    return {};
+  }
+  size_t end = rest.find_first_of(" \t", start);
+  absl::string_view field = rest.substr(start, end == absl::string_view::npos ? end : end - start);
+  rest.remove_prefix(end == absl::string_view::npos ? rest.size() : end);
+  return field;
+}
+
 // One kallsyms line: "<hex address> <type> <name>[\t[<module>]]".
 std::optional<ParsedLine> ParseLine(absl::string_view line) {
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-  if (fields.size() < 3 || fields.size() > 4 || fields[1].size() != 1) return std::nullopt;
+  absl::string_view address = NextField(line);
+  absl::string_view type = NextField(line);
+  absl::string_view name = NextField(line);
+  absl::string_view module = NextField(line);
+  if (name.empty() || type.size() != 1 || !NextField(line).empty()) return std::nullopt;
   ParsedLine parsed;
-  if (!absl::SimpleHexAtoi(fields[0], &parsed.addr)) return std::nullopt;
-  parsed.type = fields[1][0];
-  parsed.name = fields[2];
-  if (fields.size() == 4) {
-    absl::string_view module = fields[3];
+  if (!absl::SimpleHexAtoi(address, &parsed.addr)) return std::nullopt;
+  parsed.type = type[0];
+  parsed.name = name;
+  if (!module.empty()) {
     if (!absl::ConsumePrefix(&module, "[") || !absl::ConsumeSuffix(&module, "]") ||
         module.empty()) {
       return std::nullopt;
@@ -56,59 +70,69 @@ std::optional<ParsedLine> ParseLine(absl::string_view line) {
 }  // namespace
 
 absl::StatusOr<KernelSymbolizer> KernelSymbolizer::FromFile(const std::string& path) {
-  absl::StatusOr<std::string> text = procfs::ReadSmallFile(path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<KernelSymbolizer> symbolizer = FromText(*text);
-  if (!symbolizer.ok()) {
-    return absl::Status(symbolizer.status().code(),
-                        absl::StrCat(path, ": ", symbolizer.status().message()));
+  KernelSymbolizer symbolizer;
+  // Megabytes of text, never held whole, and room for what is kept reserved
+  // once, not copied as it grows: each page a start-up first touches costs a
+  // fault, tens of microseconds on some VMs. (A reservation's untouched
+  // pages cost nothing.) Room for 256k symbols; a kernel has 100k to 200k.
+  symbolizer.entries_.reserve(256 * 1024);
+  symbolizer.name_pool_.reserve(8 << 20);
+  absl::Status read =
+      procfs::ForEachLine(path, [&](absl::string_view line) { symbolizer.AddLine(line); });
+  if (!read.ok()) return read;
+  if (absl::Status s = symbolizer.Finish(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
   return symbolizer;
 }
 
 absl::StatusOr<KernelSymbolizer> KernelSymbolizer::FromText(std::string_view text) {
   KernelSymbolizer symbolizer;
-  symbolizer.modules_.emplace_back();  // Index 0: the core kernel.
-  bool any_nonzero_address = false;
-  size_t parsed_lines = 0;
-
   // This abseil build has its own string_view type, distinct from std's.
-  absl::string_view absl_text(text.data(), text.size());
-  for (absl::string_view line : absl::StrSplit(absl_text, '\n', absl::SkipWhitespace())) {
-    std::optional<ParsedLine> parsed = ParseLine(line);
-    if (!parsed.has_value()) {
-      ++symbolizer.malformed_lines_;
-      continue;
-    }
-    ++parsed_lines;
-    any_nonzero_address |= parsed->addr != 0;
-
-    bool is_function = IsFunctionType(parsed->type) && !IsTextEndMarker(parsed->name);
-    Entry entry{parsed->addr, 0, 0, 0, is_function};
-    if (is_function) {
-      entry.name_offset = static_cast<uint32_t>(symbolizer.name_pool_.size());
-      entry.name_size = static_cast<uint32_t>(parsed->name.size());
-      symbolizer.name_pool_.append(parsed->name.data(), parsed->name.size());
-      if (!parsed->module.empty()) {
-        // Modules' symbols are listed together, so checking the last one is
-        // enough to intern them.
-        if (absl::string_view(symbolizer.modules_.back()) != parsed->module) {
-          symbolizer.modules_.emplace_back(parsed->module.data(), parsed->module.size());
-        }
-        entry.module_index = static_cast<uint32_t>(symbolizer.modules_.size() - 1);
-      }
-    }
-    symbolizer.entries_.push_back(entry);
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    symbolizer.AddLine(line);
   }
+  if (absl::Status s = symbolizer.Finish(); !s.ok()) return s;
+  return symbolizer;
+}
 
-  if (parsed_lines > 0 && !any_nonzero_address) {
+void KernelSymbolizer::AddLine(absl::string_view line) {
+  if (absl::StripAsciiWhitespace(line).empty()) return;
+  std::optional<ParsedLine> parsed = ParseLine(line);
+  if (!parsed.has_value()) {
+    ++malformed_lines_;
+    return;
+  }
+  ++parsed_lines_;
+  any_nonzero_address_ |= parsed->addr != 0;
+
+  bool is_function = IsFunctionType(parsed->type) && !IsTextEndMarker(parsed->name);
+  Entry entry{parsed->addr, 0, 0, 0, is_function};
+  if (is_function) {
+    entry.name_offset = static_cast<uint32_t>(name_pool_.size());
+    entry.name_size = static_cast<uint32_t>(parsed->name.size());
+    name_pool_.append(parsed->name.data(), parsed->name.size());
+    if (!parsed->module.empty()) {
+      // Modules' symbols are listed together, so checking the last one is
+      // enough to intern them.
+      if (absl::string_view(modules_.back()) != parsed->module) {
+        modules_.emplace_back(parsed->module.data(), parsed->module.size());
+      }
+      entry.module_index = static_cast<uint32_t>(modules_.size() - 1);
+    }
+  }
+  entries_.push_back(entry);
+}
+
+absl::Status KernelSymbolizer::Finish() {
+  if (parsed_lines_ > 0 && !any_nonzero_address_) {
     return absl::PermissionDeniedError(
         "kallsyms addresses are hidden: run as root or set kernel.kptr_restrict=0");
   }
 
   // Several names often share one address (aliases such as _text/_stext). Keep
   // one entry per address: the first function listed, else the boundary.
-  std::vector<Entry>& entries = symbolizer.entries_;
+  std::vector<Entry>& entries = entries_;
   std::stable_sort(entries.begin(), entries.end(),
                    [](const Entry& a, const Entry& b) { return a.addr < b.addr; });
   auto out = entries.begin();
@@ -120,13 +144,10 @@ absl::StatusOr<KernelSymbolizer> KernelSymbolizer::FromText(std::string_view tex
     it = same_end;
   }
   entries.erase(out, entries.end());
-  entries.shrink_to_fit();
-  symbolizer.function_count_ = static_cast<size_t>(
+  function_count_ = static_cast<size_t>(
       std::count_if(entries.begin(), entries.end(), [](const Entry& e) { return e.is_function; }));
-  if (symbolizer.function_count_ == 0) {
-    return absl::InvalidArgumentError("kallsyms lists no function symbols");
-  }
-  return symbolizer;
+  if (function_count_ == 0) return absl::InvalidArgumentError("kallsyms lists no function symbols");
+  return absl::OkStatus();
 }
 
 std::optional<KernelSymbol> KernelSymbolizer::Lookup(uint64_t addr) const {

@@ -8,7 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "daemon/procfs/paths.h"
 
 namespace pystrobe {
@@ -34,7 +36,7 @@ struct KernelSymbol {
 // snapshot to pick them up.
 class KernelSymbolizer {
  public:
-  // Reads and parses `path` (normally /proc/kallsyms). Fails when the file is
+  // Reads and parses `path` (normally /proc/kallsyms), a buffer at a time. Fails when the file is
   // unreadable, and with PermissionDenied when the kernel hides addresses
   // (kptr_restrict, or not root), because every frame would then be unknown.
   static absl::StatusOr<KernelSymbolizer> FromFile(
@@ -72,13 +74,21 @@ class KernelSymbolizer {
     bool is_function;
   };
 
-  KernelSymbolizer() = default;
+  KernelSymbolizer() { modules_.emplace_back(); }  // Module 0: the core kernel.
+
+  // Parsing: lines are added one at a time (a file is read a buffer at a
+  // time; blank lines are skipped), then Finish sorts them and says whether
+  // they make a symbolizer.
+  void AddLine(absl::string_view line);
+  absl::Status Finish();
 
   std::vector<Entry> entries_;  // Sorted by address, one per address.
   std::string name_pool_;
   std::vector<std::string> modules_;
   size_t function_count_ = 0;
   size_t malformed_lines_ = 0;
+  size_t parsed_lines_ = 0;
+  bool any_nonzero_address_ = false;
 };
 
 }  // namespace pystrobe

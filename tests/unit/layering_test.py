@@ -34,7 +34,7 @@ ALLOWED = {
     "daemon/unwind": {"bpf", "daemon/elf"},
     "daemon/symbolizer": {"daemon/elf", "daemon/procfs"},
     "daemon/control": {"model", "daemon/flags"},
-    "daemon/loader": {"bpf", "daemon/unwind"},
+    "daemon/loader": {"bpf", "daemon/unwind", "daemon/procfs"},
     # The one decoder of the ring buffer's records (a code copy parsed by python).
     "daemon/records": {"bpf", "daemon/python"},
     # Records to profiles, and records to counters.

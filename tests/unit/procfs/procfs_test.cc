@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/procfs/maps.h"
@@ -24,6 +25,7 @@ namespace pystrobe::procfs {
 namespace {
 
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Optional;
 
@@ -159,6 +161,38 @@ TEST_F(CraftedFiles, MissingAndUnreadableFilesHaveTheirCodes) {
   if (geteuid() != 0) {
     EXPECT_EQ(ReadSmallFile(path).status().code(), absl::StatusCode::kPermissionDenied);
   }
+}
+
+// Lines of every length up to a few KiB, so that many cross a 64 KiB read.
+TEST_F(CraftedFiles, EachLineComesWholeAcrossReads) {
+  std::vector<std::string> written;
+  std::string text;
+  for (int i = 0; text.size() < 300 * 1024; ++i) {
+    written.push_back(std::string(static_cast<size_t>(i * 37 % 3000), 'a' + i % 26));
+    text += written.back() + "\n";
+  }
+  written.push_back("last, without a newline");
+  text += written.back();
+  std::vector<std::string> read;
+  ASSERT_TRUE(ForEachLine(Write("lines", text), [&](absl::string_view line) {
+                read.emplace_back(line);
+              }).ok());
+  EXPECT_EQ(read, written);
+}
+
+TEST_F(CraftedFiles, ALineLongerThanTheBufferComesInPieces) {
+  std::string text = std::string(64 * 1024 + 10, 'x') + "\nshort\n";
+  std::vector<size_t> sizes;
+  ASSERT_TRUE(ForEachLine(Write("long", text), [&](absl::string_view line) {
+                sizes.push_back(line.size());
+              }).ok());
+  EXPECT_THAT(sizes, ElementsAre(64 * 1024, 10, 5));
+}
+
+TEST_F(CraftedFiles, ForEachLineOfAMissingFileIsNotFoundNamingIt) {
+  absl::Status status = ForEachLine(dir_ + "/none", [](absl::string_view) {});
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr(dir_ + "/none"));
 }
 
 TEST(StatLineTest, ThisProcessIsRunningWithItsStartTime) {
