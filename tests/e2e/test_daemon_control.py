@@ -54,12 +54,27 @@ class DaemonControlTest(BpfTestCase):
         self.dir = tempfile.mkdtemp(dir=self.tmp)
         os.chmod(self.dir, 0o755)
         self.socket = os.path.join(self.dir, "run", "pystrobe.sock")
-        self.busy = subprocess.Popen([sys.executable, "-c", BUSY])
-        self.addCleanup(self.busy.wait)
-        self.addCleanup(self.busy.kill)
+        self._busy = None
         # Up (READY=1) means the control socket is there.
         self.daemon = test_daemon.Daemon(self.dir, ("--window", "2", "--socket", self.socket))
         self.addCleanup(self.daemon.stop)
+
+    @property
+    def busy(self):
+        """A Python busy loop, for the tests that judge what was measured of
+        it; started when first asked for, since it takes a core while it runs."""
+        if self._busy is None:
+            self._busy = subprocess.Popen([sys.executable, "-c", BUSY])
+            self.addCleanup(self._busy.wait)
+            self.addCleanup(self._busy.kill)
+        return self._busy
+
+    def idle(self):
+        """A process that sleeps, for the tests that need a pid and no samples."""
+        sleeper = subprocess.Popen(["sleep", "120"])
+        self.addCleanup(sleeper.wait)
+        self.addCleanup(sleeper.kill)
+        return sleeper
 
     def record(self, *args):
         out = os.path.join(self.dir, f"out-{time.time()}.folded")
@@ -126,7 +141,7 @@ class DaemonControlTest(BpfTestCase):
             self.assertEqual(reply[0], 0x84, reply)
             self.assertIn("bad request", reply[1])
         self.assertIsNotNone(test_daemon.metric(self.daemon.metrics(), "pystrobe_samples_total"))
-        result, _ = self.record("-p", str(self.busy.pid), "-d", "1")
+        result, _ = self.record("-p", str(self.idle().pid), "-d", "1")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIsNone(self.daemon.proc.poll(), self.daemon.output())
 
@@ -177,7 +192,7 @@ class DaemonControlTest(BpfTestCase):
         before = self.control_metrics(
             lambda text: test_daemon.metric(text, "pystrobe_control_socket_up") == 1)
         self.assertEqual(test_daemon.metric(before, "pystrobe_control_socket_up"), 1, before)
-        result, _ = self.record("-p", str(self.busy.pid), "-d", "1")
+        result, _ = self.record("-p", str(self.idle().pid), "-d", "1")
         self.assertEqual(result.returncode, 0, result.stderr)
         for case in (frame(99, b"all=1\n"), frame(3, b"pid=1\n")):
             with socket.socket(socket.AF_UNIX) as s:
@@ -306,7 +321,7 @@ class DaemonControlTest(BpfTestCase):
         self.assertIn(str(self.busy.pid), top.stdout)
 
     def test_stat_and_top_of_a_user_neither_root_nor_in_group_pystrobe_are_refused(self):
-        for type_, payload in ((3, f"pid={self.busy.pid}\nduration_ms=1000\n"),
+        for type_, payload in ((3, f"pid={self.idle().pid}\nduration_ms=1000\n"),
                                (4, "interval_ms=1000\n")):
             result = self.request_as_nobody(type_, payload)
             self.assertIn("permission denied", result.stdout, result.stderr)

@@ -173,6 +173,10 @@ class DaemonPushTest(BpfTestCase):
         os.environ["no_proxy"] = os.environ["NO_PROXY"] = "127.0.0.1,localhost"
         self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else
                                  os.environ.__setitem__(k, v) for k, v in saved.items()])
+
+    def start_busy(self):
+        """Starts self.busy, a Python busy loop, for the tests that look for it
+        in a profile (before their daemon starts): it takes a core while it runs."""
         self.busy = subprocess.Popen([sys.executable, "-c", BUSY])
         self.addCleanup(self.busy.wait)
         self.addCleanup(self.busy.kill)
@@ -190,6 +194,7 @@ class DaemonPushTest(BpfTestCase):
         return daemon
 
     def test_windows_arrive_as_pyroscope_ingest_requests_with_a_gzipped_pprof(self):
+        self.start_busy()
         receiver = self.receiver()
         daemon = self.daemon(push_config(receiver.url))
         requests = receiver.wait_for(2, timeout=test_daemon.LIVENESS_S)
@@ -284,6 +289,7 @@ class DaemonPushTest(BpfTestCase):
             f"    headers:\n      X-Team: profiling\n"))
 
     def test_https_with_its_own_ca_basic_auth_and_a_tenant(self):
+        self.start_busy()
         ca = CertificateAuthority(self.dir, "store")
         password = "pw-" + secrets.token_hex(8)
         authorization = "Basic " + base64.b64encode(f"alice:{password}".encode()).decode()
