@@ -128,8 +128,33 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
   if (!config.memory_growth && bpf_map__set_max_entries(skeleton_->maps.memory_growth, 1) != 0) {
     return LibbpfError(-errno, "size the memory growth map");
   }
+  accounting_ = config.accounting;
+  if (!accounting_) {
+    for (bpf_program* program : AccountingPrograms()) {
+      if (bpf_program__set_autoload(program, false) != 0) {
+        return LibbpfError(-errno, absl::StrCat("leave ", bpf_program__name(program), " unloaded"));
+      }
+    }
+  }
   offcpu_ = config.offcpu;
   return absl::OkStatus();
+}
+
+std::vector<bpf_program*> BpfSampler::AccountingPrograms() const {
+  const auto& p = skeleton_->progs;
+  return {p.acct_exit,
+          p.acct_exec,
+          p.acct_wakeup_new,
+          p.acct_wakeup,
+          p.acct_switch,
+          p.acct_runtime,
+          p.acct_bio_queue,
+          p.acct_sys_enter,
+          p.acct_sys_exit,
+          p.acct_gc_start,
+          p.acct_gc_done,
+          p.acct_gc_collect_entry,
+          p.acct_gc_collect_return};
 }
 
 absl::Status BpfSampler::Load() {
@@ -405,6 +430,9 @@ SamplerCounters BpfSampler::ReadCounters() const {
 // ---- Accounting ------------------------------------------------------------
 
 absl::Status BpfSampler::AttachAccounting(AccountingOptions options) {
+  if (!accounting_) {
+    return absl::FailedPreconditionError("accounting was not configured before the load");
+  }
   // Tasks born from now on count from zero; older ones from their first event.
   timespec now = {};
   clock_gettime(CLOCK_BOOTTIME, &now);
@@ -514,6 +542,9 @@ absl::Status BpfSampler::AttachOomWatch() {
 }
 
 absl::Status BpfSampler::AttachPythonGcProbes(const std::string& binary) {
+  if (!accounting_) {
+    return absl::FailedPreconditionError("accounting was not configured before the load");
+  }
   struct stat file = {};
   if (stat(binary.c_str(), &file) != 0) {
     return absl::NotFoundError(absl::StrCat(binary, ": ", std::strerror(errno)));

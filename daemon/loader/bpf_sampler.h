@@ -68,6 +68,11 @@ struct SamplerConfig {
   // daemon's OOM reports. Off, the program is pruned at load (its
   // verification alone takes 0.16 s) and not attached.
   bool oom_kill_stacks = false;
+  // Count what each thread does (stat, top, the daemon): the accounting
+  // programs, attached by AttachAccounting and AttachPythonGcProbes. Off,
+  // they are not loaded at all (`record` counts nothing per process; their
+  // verification was a fifth of its start-up), but for the OOM watch's.
+  bool accounting = false;
 };
 
 // The default of SamplerConfig::native_unwind_bytes where unwinding is on:
@@ -229,6 +234,8 @@ class BpfSampler {
   absl::Status OpenRingBuffer(RecordHandler handler);
   // Notes the moment sampling starts as every CPU's last tick.
   absl::Status StartTickIntervals();
+  // Every program that only SamplerConfig::accounting loads.
+  std::vector<bpf_program*> AccountingPrograms() const;
 
   pystrobe_sampler* skeleton_;
   std::optional<CpuClockEvents> events_;
@@ -251,6 +258,7 @@ class BpfSampler {
   bool offcpu_ = false;
   bool memory_growth_ = false;
   bool oom_kill_stacks_ = false;
+  bool accounting_ = false;
   ring_buffer* ring_buffer_ = nullptr;
   RecordHandler handler_;
   // When the handler stops the poll in progress.

@@ -16,7 +16,9 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
   if (!sampler.ok()) return sampler.status();
   session->sampler_ = std::move(*sampler);
   BpfSampler& bpf = *session->sampler_;
-  if (absl::Status s = bpf.Configure(c.sampler); !s.ok()) return s;
+  SamplerConfig sampler_config = c.sampler;
+  sampler_config.accounting = c.accounting.has_value();
+  if (absl::Status s = bpf.Configure(sampler_config); !s.ok()) return s;
   if (absl::Status s = bpf.Load(); !s.ok()) return s;
   for (uint32_t pid : c.target_pids) {
     if (absl::Status s = bpf.AddTargetPid(pid); !s.ok()) return s;
