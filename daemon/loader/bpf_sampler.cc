@@ -1,7 +1,6 @@
 #include "daemon/loader/bpf_sampler.h"
 
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <random>
 #include <vector>
 
