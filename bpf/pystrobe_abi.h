@@ -276,8 +276,9 @@ enum pystrobe_sample_counter {
 	PYSTROBE_COUNT_PYTHON_AT_EXEC = 7,
 	/* Code objects sent as copies with the samples that met them. */
 	PYSTROBE_COUNT_PYTHON_CODES_SENT = 8,
-	/* Copies put off by the per-CPU copy budget (tried again at the code
-	 * object's next sample; meanwhile userspace reads the object itself). */
+	/* Copies put off by the per-CPU copy budget or by a read that faulted
+	 * (tried again at the code object's next sample; meanwhile userspace
+	 * reads the object itself). */
 	PYSTROBE_COUNT_PYTHON_CODES_DEFERRED = 9,
 	/* Nanoseconds spent copying and sending code objects (bpf_ktime_get_ns
 	 * around each copy): what the copies cost in the kernel. */

@@ -23,6 +23,13 @@
  * copy the budget puts off is counted (PYSTROBE_COUNT_PYTHON_CODES_DEFERRED)
  * and tried again at the object's next sample.
  *
+ * So is a copy one of whose reads faults. A copy is sent once, so it must be
+ * whole: a read fails for an instant while the process takes a copy-on-write
+ * fault on that page (after a fork, every page it writes), and a copy sent
+ * without its name names nothing once the process is gone. Only a part that
+ * could never be copied (too big, or its head makes no sense) is left out,
+ * for userspace to read while it can.
+ *
  * Inlined into the walk (python_stack.bpf.c); the maps are declared here
  * and defined once, in python_code_copy.bpf.c.
  */
@@ -173,22 +180,25 @@ static __always_inline __u32 event_u32(const struct pystrobe_python_code_event *
 }
 
 /* Copies `size` bytes at `address` to event->data at `*used`, as region
- * `index`; on success the region is recorded and *used moves on, aligned. */
+ * `index`; on success the region is recorded and *used moves on, aligned.
+ * A read that faults sets *faulted. */
 static __always_inline bool copy_region(struct pystrobe_python_code_event *event, __u32 index,
-					__u32 *used, __u64 address, __u32 size)
+					__u32 *used, __u64 address, __u32 size, bool *faulted)
 {
 	__u32 at = *used;
 
 	if (at >= PYSTROBE_CODE_DATA_BYTES / 2 || size == 0 || size > PYSTROBE_CODE_REGION_MAX ||
-	    index >= PYSTROBE_CODE_REGIONS)
+	    index >= PYSTROBE_CODE_REGIONS || address == 0)
 		return false;
 	/* Masked as well, for the verifier, which may not connect the checks
 	 * to the registers passed; the barrier keeps clang from dropping masks
 	 * it can prove change nothing. */
 	asm volatile("" : "+r"(at), "+r"(size));
 	if (bpf_probe_read_user(event->data + (at & (PYSTROBE_CODE_DATA_BYTES / 2 - 1)),
-				size & (PYSTROBE_CODE_DATA_BYTES / 2 - 1), (void *)address))
+				size & (PYSTROBE_CODE_DATA_BYTES / 2 - 1), (void *)address)) {
+		*faulted = true;
 		return false;
+	}
 	event->regions[index].address = address;
 	event->regions[index].size = size;
 	event->regions[index].offset = at;
@@ -227,7 +237,8 @@ static __always_inline __u32 object_size(const struct pystrobe_python_code_event
  */
 static __always_inline bool copy_object(struct pystrobe_python_code_event *event, __u32 index,
 					__u32 *used, __u64 address, __u32 guess,
-					const struct pystrobe_python_offsets *off, bool is_str)
+					const struct pystrobe_python_offsets *off, bool is_str,
+					bool *faulted)
 {
 	__u32 at = *used, in_page, first, size;
 	__u32 head = is_str ? off->unicode_state + 4 : off->var_object_size + 8;
@@ -239,7 +250,7 @@ static __always_inline bool copy_object(struct pystrobe_python_code_event *event
 	/* The object's own head may go on into the next page. */
 	if (first < head)
 		first = head;
-	if (!copy_region(event, index, used, address, first))
+	if (!copy_region(event, index, used, address, first, faulted))
 		return false;
 	size = object_size(event, at, off, is_str);
 	/* The first read was a guess: region `index` is redone to the size. */
@@ -253,11 +264,11 @@ static __always_inline bool copy_object(struct pystrobe_python_code_event *event
 		*used = (at + size + 7) & ~7u;
 		return true;
 	}
-	return copy_region(event, index, used, address, size);
+	return copy_region(event, index, used, address, size, faulted);
 }
 
 /* Copies the code object `code` of process `tgid` and sends it; false when
- * it could not be copied or sent. */
+ * it could not be copied whole or sent. */
 static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
 					   const struct pystrobe_python_process *proc)
 {
@@ -265,7 +276,7 @@ static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
 	struct pystrobe_python_code_event *event;
 	__u32 zero = 0, used = 0, region = 0, head = pystrobe_python_code_head_size(off);
 	__u64 name_field, size;
-	bool names_are_str;
+	bool names_are_str, faulted = false;
 
 	event = bpf_map_lookup_elem(&python_code_scratch, &zero);
 	if (!event || head > PYTHON_COPY_SIZE)
@@ -275,26 +286,30 @@ static __always_inline bool send_code_copy(__u32 tgid, __u64 code, __u32 stamp,
 	event->code = code;
 	event->stamp = stamp;
 	event->regions_used = 0;
-	if (!copy_region(event, region++, &used, code, head) ||
+	if (!copy_region(event, region++, &used, code, head, &faulted) ||
 	    event_u64(event, off->object_type) != proc->code_type_addr)
 		return false;
-	/* Each part that cannot be copied is left to userspace to read. */
+	/* A part that can never be copied is left to userspace to read. */
 	if (off->code_code != PYSTROBE_PY_OFFSET_NONE &&
 	    copy_region(event, region, &used, event_u64(event, off->code_code),
-			off->var_object_size + 8))
+			off->var_object_size + 8, &faulted))
 		region++;
 	name_field =
 	    off->code_qualname != PYSTROBE_PY_OFFSET_NONE ? off->code_qualname : off->code_name;
 	/* 2.7's names are byte strings. */
 	names_are_str = !off->names_are_bytes;
 	if (copy_object(event, region, &used, event_u64(event, name_field), PYTHON_STR_GUESS, off,
-			names_are_str))
+			names_are_str, &faulted))
 		region++;
 	if (copy_object(event, region, &used, event_u64(event, off->code_filename),
-			PYTHON_STR_GUESS, off, names_are_str))
+			PYTHON_STR_GUESS, off, names_are_str, &faulted))
 		region++;
 	copy_object(event, region, &used, event_u64(event, off->code_linetable),
-		    PYTHON_LINE_TABLE_GUESS, off, false);
+		    PYTHON_LINE_TABLE_GUESS, off, false, &faulted);
+	if (faulted) {
+		count_sample(PYSTROBE_COUNT_PYTHON_CODES_DEFERRED);
+		return false;
+	}
 
 	size = __builtin_offsetof(struct pystrobe_python_code_event, data) + used;
 	asm volatile("" : "+r"(size));

@@ -39,7 +39,7 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
         " named from the kernel's copies (", kernel.python_codes_sent, " sent, ",
         absl::StrFormat("%.1f KiB, %.2f ms", totals.python_code_copy_bytes / 1024.0,
                         kernel.python_code_copy_ns / 1e6),
-        " in the kernel; ", kernel.python_codes_deferred, " put off by the copy budget), ",
+        " in the kernel; ", kernel.python_codes_deferred, " put off to a later sample), ",
         kernel.python_at_exec, " processes known from their exec, ",
         Dropped(kernel, PYSTROBE_DROP_PYTHON_CODE), "\n");
   }

@@ -90,7 +90,7 @@ struct SamplerCounters {
   uint64_t python_truncated = 0;       // walks that hit the depth limit
   uint64_t python_at_exec = 0;         // processes known as CPython from their exec
   uint64_t python_codes_sent = 0;      // code objects copied out of sampled processes
-  uint64_t python_codes_deferred = 0;  // copies the per-CPU copy budget put off
+  uint64_t python_codes_deferred = 0;  // copies put off: the copy budget, a faulted read
   uint64_t python_code_copy_ns = 0;    // in-kernel time spent making and sending copies
   uint64_t offcpu_sent = 0;            // off-CPU intervals sent
   uint64_t native_complete = 0;        // native walks with tables to the outermost frame

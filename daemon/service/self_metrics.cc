@@ -78,7 +78,8 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
           "In-kernel time spent copying code objects and sending the copies.",
           static_cast<double>(s.python_code_copy_ns) / 1e9);
   counter("pystrobe_python_code_copies_deferred_total",
-          "Code object copies the kernel's per-CPU copy budget put off to a later sample.",
+          "Code object copies put off to a later sample by the kernel's per-CPU copy budget or a "
+          "read that faulted.",
           static_cast<double>(s.python_codes_deferred));
   counter("pystrobe_python_codes_named_from_copies_total",
           "Code objects named from the kernel's copies rather than read from their process.",

@@ -97,6 +97,13 @@ uint64_t TargetMemory::AllocatePageAboveUnreadable() {
   return reinterpret_cast<uint64_t>(pages + kPageSize);
 }
 
+void TargetMemory::SetReadable(uint64_t page, bool readable) {
+  if (mprotect(reinterpret_cast<void*>(page), kPageSize,
+               readable ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
+    std::abort();
+  }
+}
+
 uint64_t TargetMemory::Allocate(size_t bytes, size_t align) {
   size_t start = (used_ + align - 1) / align * align;
   if (start + bytes > size_) std::abort();
@@ -200,7 +207,25 @@ void FakeCPython::RewriteCode(uint64_t code, uint64_t filename, uint64_t name,
   WriteField(code, offsets_.object_type, code_type_);
   WriteField(code, offsets_.code_filename, filename);
   WriteField(code, offsets_.code_name, name);
+  // 3.11+ names a frame by co_qualname, the same str for a plain function.
+  if (offsets_.code_qualname != PYSTROBE_PY_OFFSET_NONE) {
+    WriteField(code, offsets_.code_qualname, name);
+  }
   memory_.WriteU32(code + offsets_.code_firstlineno, static_cast<uint32_t>(firstlineno));
+}
+
+uint64_t FakeCPython::AddStr(std::string_view text, uint64_t address) {
+  const size_t bytes = offsets_.unicode_ascii_data + text.size() + 1;
+  if (address == 0) address = memory_.Allocate(bytes);
+  memory_.WriteU64(address + offsets_.unicode_length, text.size());
+  // kind 1 (a byte per character), compact, ascii.
+  memory_.WriteU32(address + offsets_.unicode_state, (1u << offsets_.unicode_kind_shift) |
+                                                         (1u << offsets_.unicode_compact_shift) |
+                                                         (1u << offsets_.unicode_ascii_shift));
+  std::memcpy(reinterpret_cast<void*>(address + offsets_.unicode_ascii_data), text.data(),
+              text.size());
+  memory_.WriteU8(address + offsets_.unicode_ascii_data + text.size(), 0);
+  return address;
 }
 
 uint64_t FakeCPython::AddNonCodeObject() {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -47,6 +48,10 @@ class TargetMemory {
   uint64_t AllocatePageAboveUnreadable();
   // An address in a page that cannot be read (PROT_NONE).
   uint64_t unreadable() const { return unreadable_; }
+  // Makes the page at `page` (from AllocatePage) unreadable (PROT_NONE) or
+  // readable again, as a page is for an instant while its process takes a
+  // copy-on-write fault on it.
+  void SetReadable(uint64_t page, bool readable);
 
   void WriteU64(uint64_t address, uint64_t value);
   void WriteU32(uint64_t address, uint32_t value);
@@ -84,8 +89,11 @@ class FakeCPython {
   void SetGil(bool locked, uint64_t last_holder);
 
   // A code object of type PyCode_Type; `filename` and `name` are the
-  // addresses its co_filename and co_name hold.
+  // addresses its co_filename and co_name (and co_qualname, 3.11+) hold.
   uint64_t AddCode(uint64_t filename, uint64_t name, int32_t firstlineno);
+  // A compact ASCII str holding `text`, at `address` when given (it must
+  // have room), else allocated.
+  uint64_t AddStr(std::string_view text, uint64_t address = 0);
   // Rewrites the code object at `code` as another one (freed and reused).
   void RewriteCode(uint64_t code, uint64_t filename, uint64_t name, int32_t firstlineno);
   // An object that is not a code object (3.13's f_executable may hold one).

@@ -395,9 +395,26 @@ uint64_t CopiedName(const PythonCodeCopy& copy, const pystrobe_python_offsets& o
   return name;
 }
 
+// The text of the compact ASCII str at `str` as the copy holds it; empty
+// when the copy does not hold it whole.
+std::string CopiedAscii(const PythonCodeCopy& copy, const pystrobe_python_offsets& offsets,
+                        uint64_t str) {
+  uint64_t length = 0;
+  if (!copy.memory.Read(str + offsets.unicode_length, &length, sizeof(length)).ok() ||
+      length > 4096) {
+    return "";
+  }
+  std::string text(length, '\0');
+  if (!copy.memory.Read(str + offsets.unicode_ascii_data, text.data(), length).ok()) return "";
+  return text;
+}
+
 TEST_F(PythonWalkTest, CodeObjectReusedAtTheSameAddressIsStampedAnewAndCopiedAgain) {
   FakeCPython& python = Interpreter(3, 12);
-  uint64_t code = python.AddCode(0x300000, 0x300100, 7);
+  const uint64_t file = python.AddStr("app.py");
+  const uint64_t first_name = python.AddStr("handle");
+  const uint64_t second_name = python.AddStr("<lambda>");
+  uint64_t code = python.AddCode(file, first_name, 7);
   uint64_t frame = memory_.Allocate(256);
   python.WriteInterpreterFrame(frame, code, 0, 0);
   python.SetTopFrame(tstate_, frame);
@@ -408,9 +425,12 @@ TEST_F(PythonWalkTest, CodeObjectReusedAtTheSameAddressIsStampedAnewAndCopiedAga
   ASSERT_TRUE(records.ok()) << records.status();
   ASSERT_EQ(records->size(), 2u);
   ASSERT_TRUE(std::holds_alternative<PythonCodeCopy>((*records)[0]));
-  EXPECT_EQ(std::get<PythonCodeCopy>((*records)[0]).code, code);
-  EXPECT_EQ(std::get<PythonCodeCopy>((*records)[0]).stamp, first_stamp);
-  EXPECT_EQ(CopiedName(std::get<PythonCodeCopy>((*records)[0]), python.offsets()), 0x300100u);
+  const PythonCodeCopy& first_copy = std::get<PythonCodeCopy>((*records)[0]);
+  EXPECT_EQ(first_copy.code, code);
+  EXPECT_EQ(first_copy.stamp, first_stamp);
+  EXPECT_EQ(CopiedName(first_copy, python.offsets()), first_name);
+  EXPECT_EQ(CopiedAscii(first_copy, python.offsets(), first_name), "handle");
+  EXPECT_EQ(CopiedAscii(first_copy, python.offsets(), file), "app.py");
   ASSERT_TRUE(std::holds_alternative<SampleRecord>((*records)[1]));
   EXPECT_THAT(std::get<SampleRecord>((*records)[1]).python_frames,
               ElementsAre(PythonFrameRecord{code, first_stamp, 0, false}));
@@ -423,18 +443,54 @@ TEST_F(PythonWalkTest, CodeObjectReusedAtTheSameAddressIsStampedAnewAndCopiedAga
               ElementsAre(PythonFrameRecord{code, first_stamp, 0, false}));
 
   // Freed, and another code object made at its address.
-  python.RewriteCode(code, 0x300000, 0x300200, 8);
+  python.RewriteCode(code, file, second_name, 8);
   const uint32_t second_stamp = python.StampOf(code);
   ASSERT_NE(second_stamp, first_stamp);
   records = sampler_->Sample(1);
   ASSERT_TRUE(records.ok()) << records.status();
   ASSERT_EQ(records->size(), 2u);
   ASSERT_TRUE(std::holds_alternative<PythonCodeCopy>((*records)[0]));
-  EXPECT_EQ(std::get<PythonCodeCopy>((*records)[0]).stamp, second_stamp);
-  EXPECT_EQ(CopiedName(std::get<PythonCodeCopy>((*records)[0]), python.offsets()), 0x300200u);
+  const PythonCodeCopy& second_copy = std::get<PythonCodeCopy>((*records)[0]);
+  EXPECT_EQ(second_copy.stamp, second_stamp);
+  EXPECT_EQ(CopiedName(second_copy, python.offsets()), second_name);
+  EXPECT_EQ(CopiedAscii(second_copy, python.offsets(), second_name), "<lambda>");
   EXPECT_THAT(std::get<SampleRecord>((*records)[1]).python_frames,
               ElementsAre(PythonFrameRecord{code, second_stamp, 0, false}));
   EXPECT_EQ(sampler_->counters().python_codes_sent, 2u);
+}
+
+TEST_F(PythonWalkTest, CodeObjectWhoseNameCannotBeReadIsCopiedWholeAtALaterSample) {
+  // A copy is sent once: one sent without its name would name nothing once
+  // the process is gone. A read fails while the process takes a
+  // copy-on-write fault on the page (after a fork, on every page it writes).
+  FakeCPython& python = Interpreter(3, 8);
+  const uint64_t file = python.AddStr("exits.py");
+  const uint64_t name_page = memory_.AllocatePage();
+  const uint64_t name = python.AddStr("burn_unseen", name_page);
+  const uint64_t code = python.AddCode(file, name, 35);
+  python.SetTopFrame(tstate_, python.AddHeapFrame(code, 4, 0));
+  const uint32_t stamp = python.StampOf(code);
+
+  memory_.SetReadable(name_page, false);
+  auto records = sampler_->Sample(1);
+  memory_.SetReadable(name_page, true);
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), 1u) << "a copy without its name was sent";
+  ASSERT_TRUE(std::holds_alternative<SampleRecord>((*records)[0]));
+  EXPECT_THAT(std::get<SampleRecord>((*records)[0]).python_frames,
+              ElementsAre(PythonFrameRecord{code, stamp, 4, true}));
+  EXPECT_EQ(sampler_->counters().python_codes_sent, 0u);
+  EXPECT_EQ(sampler_->counters().python_codes_deferred, 1u);
+
+  records = sampler_->Sample(1);
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), 2u);
+  ASSERT_TRUE(std::holds_alternative<PythonCodeCopy>((*records)[0]));
+  const PythonCodeCopy& copy = std::get<PythonCodeCopy>((*records)[0]);
+  EXPECT_EQ(copy.stamp, stamp);
+  EXPECT_EQ(CopiedAscii(copy, python.offsets(), name), "burn_unseen");
+  EXPECT_EQ(CopiedAscii(copy, python.offsets(), file), "exits.py");
+  EXPECT_EQ(sampler_->counters().python_codes_sent, 1u);
 }
 
 TEST_F(PythonWalkTest, RecursiveFramesShareTheirCodeObjectsStamp) {

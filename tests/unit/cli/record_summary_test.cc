@@ -80,7 +80,7 @@ TEST(RecordSummaryTest, TextIsTheOneScriptsRead) {
             "pystrobe: Python: 1 processes, 50 samples walked, 3 truncated, 1004 walks cut by "
             "failed reads, 1005 threads without a thread state, 6 code objects unreadable, 8 "
             "named from the kernel's copies (11 sent, 1.5 KiB, 0.25 ms in the kernel; 3 put off "
-            "by the copy budget), 2 processes known from their exec, 1007 code object copies "
+            "to a later sample), 2 processes known from their exec, 1007 code object copies "
             "lost\n"
             "pystrobe: off CPU: 7 intervals, 1006 stacks that could not be kept\n"
             "pystrobe: native: 0 walks whole, 0 ended in JIT code, 0 truncated, 1008 native walks "
