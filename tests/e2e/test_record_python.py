@@ -5,8 +5,9 @@ exists, the missing ones named on stderr; pyenv's 2.7, 3.6 and 3.7 too for the
 shares, threads, recursion, lines, exited-process and --gil tests), the workloads
 of tests/workloads/python/e2e/ run under `pystrobe record` and the folded output
 must show, per the record CLI's contract (the tests of what the version does not
-change, --pid, subprocesses, late start, embedding and the frames' text flags, on
-one interpreter of each kind pystrobe finds differently: one_of_each_kind):
+change, --pid, subprocesses, late start, embedding, the frames' text flags and the
+threads sampled without --gil, on one interpreter of each kind pystrobe finds
+differently: one_of_each_kind):
 - Python frames `qualname (file:line)` (co_name before 3.11), root first right
   after the process frame (and the thread frame with --threads), file names
   shortened to the base name here; then kernel frames or one `[native]` leaf;
@@ -588,7 +589,10 @@ class EmbeddedTest(PythonRecordTest):
 
 class GilTest(PythonRecordTest):
 
-    def test_gil_keeps_only_samples_of_the_gil_holder(self):
+    def test_threads_on_and_off_the_gil_are_each_sampled_for_their_cpu(self):
+        # What --gil below leaves out, seen without it. How threads are found
+        # and sampled is each version's own and checked on every interpreter
+        # (FourThreadsTest); this is the baseline, on one of each kind.
         def check(python):
             everything = self.record_python(python, "gil_threads.py", ["--seconds", "0.6"],
                                             flags=["--threads"], name="gil-all")
@@ -611,7 +615,13 @@ class GilTest(PythonRecordTest):
             self.assertGreater(native_leaf, 0.5 * hasher,
                                f"hashing is native code: want a {NATIVE} leaf\n{summarize(mine)}")
             self.assertWellShaped(mine, "nogil_hasher", threads=True)
+        self.for_each_python(check, one_of_each_kind(
+            installed_pythons(with_old=True, with_free_threaded=True)))
 
+    def test_gil_keeps_only_samples_of_the_gil_holder(self):
+        # Where the GIL's state lies, and who holds it, is each version's own:
+        # every interpreter.
+        def check(python):
             gil = self.record_python(python, "gil_threads.py", ["--seconds", "0.6"],
                                      flags=["--threads", "--gil"], name="gil-only")
             truth = json_line(gil.stdout)
