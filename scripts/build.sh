@@ -13,5 +13,9 @@ if [ "${1:-}" = "--no-tests" ]; then
           -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DBUILD_TESTING=OFF)
   targets=(--target pystrobe)
 fi
+# Ninja: with nothing to do it answers in a fraction of a second, where Make
+# takes 10 s over our 118 targets (the test command builds before each run).
+# A build folder keeps the generator it was made with.
+[ -f build/CMakeCache.txt ] || config+=(-G Ninja)
 cmake -S . -B build "${config[@]}" >/dev/null
 cmake --build build -j"$(nproc)" "${targets[@]}"

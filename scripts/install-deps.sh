@@ -11,7 +11,7 @@ set -euo pipefail
 
 main_packages=(
   # Toolchain and build.
-  build-essential cmake pkg-config clang llvm
+  build-essential cmake ninja-build pkg-config clang llvm
   # BPF: libbpf, bpftool for skeletons, BCC's symbolizer.
   libbpf-dev bpftool libbpfcc-dev libelf-dev zlib1g-dev
   # C++ libraries.
