@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -33,16 +35,18 @@ struct ParsedLine {
   absl::string_view module;
 };
 
-// Cuts the next field, up to a space or tab, off the front of `rest`.
+bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+
+// Cuts the next field, up to a space or tab, off the front of `rest`. (A
+// plain loop: a kallsyms file is 100k+ lines of four short fields, and a
+// character-set search builds its table on every call.)
 absl::string_view NextField(absl::string_view& rest) {
-  size_t start = rest.find_first_not_of(" \t");
-  if (start == absl::string_view::npos) {
-    rest = {};
-    return {};
-  }
-  size_t end = rest.find_first_of(" \t", start);
-  absl::string_view field = rest.substr(start, end == absl::string_view::npos ? end : end - start);
-  rest.remove_prefix(end == absl::string_view::npos ? rest.size() : end);
+  size_t start = 0;
+  while (start < rest.size() && IsBlank(rest[start])) ++start;
+  size_t end = start;
+  while (end < rest.size() && !IsBlank(rest[end])) ++end;
+  absl::string_view field = rest.substr(start, end - start);
+  rest.remove_prefix(end);
   return field;
 }
 
@@ -99,27 +103,31 @@ absl::StatusOr<KernelSymbolizer> KernelSymbolizer::FromText(std::string_view tex
 void KernelSymbolizer::AddLine(absl::string_view line) {
   if (absl::StripAsciiWhitespace(line).empty()) return;
   std::optional<ParsedLine> parsed = ParseLine(line);
-  if (!parsed.has_value()) {
+  // A name too long for an entry, or a module past the 65,535th: no kernel
+  // makes them (names are under 512 bytes).
+  if (!parsed.has_value() || parsed->name.size() > UINT16_MAX) {
     ++malformed_lines_;
     return;
   }
   ++parsed_lines_;
   any_nonzero_address_ |= parsed->addr != 0;
 
-  bool is_function = IsFunctionType(parsed->type) && !IsTextEndMarker(parsed->name);
-  Entry entry{parsed->addr, 0, 0, 0, is_function};
-  if (is_function) {
-    entry.name_offset = static_cast<uint32_t>(name_pool_.size());
-    entry.name_size = static_cast<uint32_t>(parsed->name.size());
-    name_pool_.append(parsed->name.data(), parsed->name.size());
+  Entry entry{parsed->addr, static_cast<uint32_t>(name_pool_.size()), 0, 0};
+  if (IsFunctionType(parsed->type) && !IsTextEndMarker(parsed->name)) {
     if (!parsed->module.empty()) {
       // Modules' symbols are listed together, so checking the last one is
       // enough to intern them.
       if (absl::string_view(modules_.back()) != parsed->module) {
+        if (modules_.size() > UINT16_MAX) {
+          ++malformed_lines_;
+          return;
+        }
         modules_.emplace_back(parsed->module.data(), parsed->module.size());
       }
-      entry.module_index = static_cast<uint32_t>(modules_.size() - 1);
+      entry.module_index = static_cast<uint16_t>(modules_.size() - 1);
     }
+    entry.name_size = static_cast<uint16_t>(parsed->name.size());
+    name_pool_.append(parsed->name.data(), parsed->name.size());
   }
   entries_.push_back(entry);
 }
@@ -131,21 +139,19 @@ absl::Status KernelSymbolizer::Finish() {
   }
 
   // Several names often share one address (aliases such as _text/_stext). Keep
-  // one entry per address: the first function listed, else the boundary.
+  // one entry per address: the first function listed, else the boundary. (A
+  // sort by that order, not a stable one: a stable sort takes a buffer as
+  // large as the entries, megabytes of pages touched once.)
   std::vector<Entry>& entries = entries_;
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.addr < b.addr; });
-  auto out = entries.begin();
-  for (auto it = entries.begin(); it != entries.end();) {
-    auto same_end = std::find_if(it, entries.end(),
-                                 [addr = it->addr](const Entry& e) { return e.addr != addr; });
-    auto function = std::find_if(it, same_end, [](const Entry& e) { return e.is_function; });
-    *out++ = function != same_end ? *function : *it;
-    it = same_end;
-  }
-  entries.erase(out, entries.end());
-  function_count_ = static_cast<size_t>(
-      std::count_if(entries.begin(), entries.end(), [](const Entry& e) { return e.is_function; }));
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tuple(a.addr, !a.is_function(), a.name_offset) <
+           std::tuple(b.addr, !b.is_function(), b.name_offset);
+  });
+  entries.erase(std::unique(entries.begin(), entries.end(),
+                            [](const Entry& a, const Entry& b) { return a.addr == b.addr; }),
+                entries.end());
+  function_count_ = static_cast<size_t>(std::count_if(
+      entries.begin(), entries.end(), [](const Entry& e) { return e.is_function(); }));
   if (function_count_ == 0) return absl::InvalidArgumentError("kallsyms lists no function symbols");
   return absl::OkStatus();
 }
@@ -155,7 +161,7 @@ std::optional<KernelSymbol> KernelSymbolizer::Lookup(uint64_t addr) const {
                              [](uint64_t a, const Entry& e) { return a < e.addr; });
   if (it == entries_.begin()) return std::nullopt;
   const Entry& entry = *std::prev(it);
-  if (!entry.is_function) return std::nullopt;
+  if (!entry.is_function()) return std::nullopt;
   return KernelSymbol{
       .name = std::string_view(name_pool_).substr(entry.name_offset, entry.name_size),
       .module = modules_[entry.module_index],
