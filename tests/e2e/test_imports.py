@@ -146,7 +146,7 @@ class YoungCodeIsNamedTest(BpfTestCase):
             with self.subTest(python=python, run=run):
                 recording = record(["-r", RATE, "--", python,
                                     os.path.join(WORKLOADS, "short_lived_code.py"),
-                                    "--seconds", "5"],
+                                    "--seconds", "2.5"],
                                    self.tmp, name=f"short_lived-{os.path.basename(python)}-{run}",
                                    timeout=120)
                 self.assertEqual(recording.returncode, 0, recording.describe())

@@ -137,8 +137,8 @@ class PythonRecordTest(BpfTestCase):
                       f"({time.monotonic() - started:.1f} s)", file=sys.stderr)
 
     def record_python(self, python, script, script_args, flags=(), name=None, timeout=60,
-                      fmt="folded"):
-        args = ["-r", RATE] + list(flags) + ["--", python.executable, python_workload(script)]
+                      fmt="folded", rate=RATE):
+        args = ["-r", rate] + list(flags) + ["--", python.executable, python_workload(script)]
         args += list(script_args)
         tag = name or script.split(".")[0]
         recording = record(args, self.tmp, fmt=fmt, name=f"{tag}-{python.label.replace(' ', '_')}",
@@ -184,15 +184,18 @@ class CpuSplitTest(PythonRecordTest):
 
     def test_three_function_shares_match_thread_cpu_time(self):
         def check(python):
-            # 3.5 s of its own CPU, not of wall time: on a loaded machine
-            # that left about 1,000 samples, and a 60% share read 5.3 points
-            # off (3.13t, beside the suite and a CPU-bound neighbour).
+            # 1.75 s of its own CPU, not of wall time, at 997 Hz: 1,750 samples
+            # on a quiet machine, about 1,000 on a loaded one (fewer than
+            # that, a 60% share once read 5.3 points off: 3.13t, beside the
+            # suite and a CPU-bound neighbour). The samples a share is read
+            # from are what makes it true; the rate buys them in half the
+            # CPU seconds that 499 Hz would.
             # Judged by the time the samples stand for (see Recording.nanoseconds):
             # a host that stole 0.5 s from one function's slice left that function
             # one late sample, while its own clock counted the 0.5 s.
             recording = self.record_python(python, "cpu_split3.py",
-                                           ["--cpu-seconds", "3.5", "--shares", "60,30,10"],
-                                           fmt="speedscope")
+                                           ["--cpu-seconds", "1.75", "--shares", "60,30,10"],
+                                           fmt="speedscope", rate="997")
             truth = json_line(recording.stdout)
             mine = stacks_of_pid(recording.nanoseconds, truth["pid"])
             self.assertGreaterEqual(total(mine) / 1e9, 0.5 * truth["process_cpu_s"],
