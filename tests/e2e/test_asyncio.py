@@ -297,9 +297,7 @@ class RecordAsyncioTest(BpfTestCase):
         report_skipped_pythons(cls.__name__)
 
     def check_record(self, python, pure_python):
-        # About 700 samples: 1.5 s at 499 Hz, not 3 s at 199 (what is judged
-        # is where the samples are, not how long the program ran).
-        args = ["-r", "499", "--asyncio", "--", python.executable, WORKLOAD, "--seconds", "1.5"]
+        args = ["-r", "199", "--asyncio", "--", python.executable, WORKLOAD, "--seconds", "3"]
         if pure_python:
             args.append("--pure-python")
         tag = ("py-" if pure_python else "c-") + python.label.replace(" ", "_")
@@ -315,8 +313,8 @@ class RecordAsyncioTest(BpfTestCase):
         crunch_samples = sum(crunch.values())
         # crunch is most of what the program computes: judged by its CPU time.
         cpu = printed_cpu_seconds(recording.stdout)
-        self.assertGreater(crunch_samples, sample_floor(cpu, 499),
-                           f"{crunch_samples} samples in crunch at 499 Hz, the program had "
+        self.assertGreater(crunch_samples, sample_floor(cpu, 199),
+                           f"{crunch_samples} samples in crunch at 199 Hz, the program had "
                            f"{cpu:.2f} s of CPU (its own clock): {list(crunch.items())[:5]}")
         labelled = sum(c for s, c in crunch.items() if s[1] == "[task cpu-0]")
         self.assertGreaterEqual(labelled / crunch_samples, 0.95,
