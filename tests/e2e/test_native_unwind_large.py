@@ -78,6 +78,13 @@ def reads_whole_torch_chain(frames):
     return bool(python and aten and sgemm) and python[0] < aten[0] and aten[-1] < sgemm[0]
 
 
+def ends_at_its_pc(frames):
+    """A leaf in sgemm_ with nothing native between it and the Python frames
+    but one [unknown]: the walk stopped at the pc, its table not loaded yet."""
+    sgemm = [i for i, f in enumerate(frames) if f.startswith("sgemm_")]
+    return bool(sgemm) and sgemm[0] > 0 and frames[sgemm[0] - 1] == "[unknown]"
+
+
 class LargeLibraryTest(BpfTestCase):
 
     def record_chains(self, name, cache):
@@ -185,10 +192,18 @@ class TorchTrainingTest(BpfTestCase):
         first, in_sgemm = self.record_training("torch-first")
         self.assertGreater(total(in_sgemm), 100, summarize(first.stacks))
         whole = sum(c for s, c in in_sgemm.items() if reads_whole_torch_chain(user_frames(s)))
-        share = whole / total(in_sgemm)
-        print(f"torch: pystrobe {whole}/{total(in_sgemm)} = {share:.3f} of sgemm_ samples whole; "
-              f"{first.summary['native_unwind']}")
-        self.assertGreaterEqual(share, 0.90, f"{summarize(in_sgemm)}\n{first.summary}")
+        # Samples taken before the tables of libtorch and BLAS were built end
+        # at their pc ([unknown];sgemm_): how many depends on how soon the
+        # machine let pystrobe build them (a stressed run: 41 of 205, with
+        # 931 ms of building), so they are left out, as many as the
+        # recording counted before its tables.
+        early = min(sum(c for s, c in in_sgemm.items() if ends_at_its_pc(user_frames(s))),
+                    samples_before_native_tables(first.summary))
+        share = whole / (total(in_sgemm) - early)
+        print(f"torch: pystrobe {whole}/{total(in_sgemm)} of sgemm_ samples whole, {early} before "
+              f"the tables: {share:.3f}; {first.summary['native_unwind']}")
+        self.assertGreaterEqual(share, 0.90, f"{early} before the tables\n"
+                                f"{summarize(in_sgemm)}\n{first.summary}")
         if perf_missing():
             print(f"skipped: the comparison with perf ({perf_missing()})")
         else:
