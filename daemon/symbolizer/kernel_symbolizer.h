@@ -70,9 +70,9 @@ class KernelSymbolizer {
   // fault, tens of microseconds on some VMs.
   struct Entry {
     uint64_t addr;
-    uint32_t name_offset;    // Into name_pool_; its order is the order listed.
-    uint16_t name_size;      // 0 for a boundary (kallsyms names are < 512 bytes).
-    uint16_t module_index;   // Index into modules_; 0 is the core kernel ("").
+    uint32_t name_offset;   // Into name_pool_; its order is the order listed.
+    uint16_t name_size;     // 0 for a boundary (kallsyms names are < 512 bytes).
+    uint16_t module_index;  // Index into modules_; 0 is the core kernel ("").
     bool is_function() const { return name_size > 0; }
   };
 
