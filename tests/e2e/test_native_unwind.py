@@ -176,8 +176,12 @@ class NativeUnwindPythonTest(BpfTestCase):
                 self.assertRecorded(recording)
                 in_callback = {s: c for s, c in recording.stacks.items()
                                if any(f.startswith("compare (callback.py") for f in s)}
+                # The summary says whether the process was found to be CPython
+                # and how its walks ended (a stressed run once had no Python
+                # frame at all on 3.14t).
                 self.assertGreater(total(in_callback), 0.3 * total(recording.stacks),
-                                   summarize(recording.stacks))
+                                   f"{summarize(recording.stacks)}\n{recording.summary}\n"
+                                   f"{recording.stderr}")
 
                 def true_order(stack):
                     caller = [i for i, f in enumerate(stack) if f.startswith("sort_with_qsort (")]
