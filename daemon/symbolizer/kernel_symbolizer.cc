@@ -103,8 +103,7 @@ absl::StatusOr<KernelSymbolizer> KernelSymbolizer::FromText(std::string_view tex
 void KernelSymbolizer::AddLine(absl::string_view line) {
   if (absl::StripAsciiWhitespace(line).empty()) return;
   std::optional<ParsedLine> parsed = ParseLine(line);
-  // A name too long for an entry, or a module past the 65,535th: no kernel
-  // makes them (names are under 512 bytes).
+  // A name too long for an entry is malformed: kallsyms names are under 512 bytes.
   if (!parsed.has_value() || parsed->name.size() > UINT16_MAX) {
     ++malformed_lines_;
     return;
@@ -118,7 +117,7 @@ void KernelSymbolizer::AddLine(absl::string_view line) {
       // Modules' symbols are listed together, so checking the last one is
       // enough to intern them.
       if (absl::string_view(modules_.back()) != parsed->module) {
-        if (modules_.size() > UINT16_MAX) {
+        if (modules_.size() > UINT16_MAX) {  // past what an entry can index
           ++malformed_lines_;
           return;
         }
