@@ -86,6 +86,29 @@ std::optional<uint64_t> LoadBias(const std::vector<MemoryMapping>& maps, absl::s
   return std::nullopt;
 }
 
+// Whether the bytes at `address` (in `path`, loaded at `bias`) are the ones
+// the file puts there. The dynamic loader maps a library whole from file
+// offset 0 first, then each segment over that at its own offset: until the
+// segment holding `address` is in place, the bytes there come from another part
+// of the file (a data segment sits a page or more off its file offset). Past
+// a segment's file part, anonymous memory (.bss) is in place once no mapping of
+// the file covers it.
+bool MappedFromItsSegment(const std::vector<MemoryMapping>& maps, absl::string_view path,
+                          const ElfFile& elf, uint64_t bias, uint64_t address) {
+  const uint64_t link_address = address - bias;
+  const auto segment = std::find_if(
+      elf.load_segments().begin(), elf.load_segments().end(), [&](const ElfLoadSegment& s) {
+        return link_address >= s.vaddr && link_address - s.vaddr < s.mem_size;
+      });
+  if (segment == elf.load_segments().end()) return true;  // not loaded from the file at all
+  const uint64_t file_minus_memory = (segment->vaddr & kPageMask) - (segment->offset & kPageMask);
+  for (const MemoryMapping& mapping : maps) {
+    if (address < mapping.start || address >= mapping.end) continue;
+    return mapping.path != path || mapping.start - mapping.offset == bias + file_minus_memory;
+  }
+  return false;  // not mapped yet
+}
+
 // Finds PY_VERSION ("3.9.18") in read-only data: a NUL-terminated string
 // "<major>.<minor>.<micro>" with an optional release suffix ("3.10.0rc1",
 // "3.9.18+"). The linker may merge it into the tail of a longer string (a path
@@ -299,6 +322,16 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
                                             interpreter.binary_path));
   }
   interpreter.load_bias = *bias;
+  const std::string context = absl::StrCat("process ", pid, " (", interpreter.binary_path, ")");
+  // Caught while the dynamic loader maps it: read nothing yet, as what is
+  // there would be taken for another version or build (a free-threaded 3.14
+  // for one with a GIL). The next look finds it whole.
+  for (const auto& [name, symbol] : symbols) {
+    if (!MappedFromItsSegment(maps, interpreter.binary_path, *elf, *bias, symbol.value + *bias)) {
+      return absl::NotFoundError(
+          absl::StrCat(context, ": still being loaded (", name, " is not mapped yet)"));
+    }
+  }
   auto address_of = [&](absl::string_view name) -> uint64_t {
     auto it = symbols.find(name);
     return it == symbols.end() ? 0 : it->second.value + *bias;
@@ -309,7 +342,6 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
 
   // The version: the interpreter's own _Py_DebugOffsets (3.13+), Py_Version
   // (3.11+), then PY_VERSION in .rodata and the file name.
-  const std::string context = absl::StrCat("process ", pid, " (", interpreter.binary_path, ")");
   RemoteProcessMemory memory(pid);
   absl::StatusOr<uint64_t> debug_version = absl::NotFoundError("no _PyRuntime");
   if (has_runtime) {
@@ -348,6 +380,13 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
         absl::StrCat("process ", pid, " runs CPython ", interpreter.version.ToString(), " (",
                      interpreter.binary_path, "), which pystrobe does not support (",
                      kSupportedPythonVersions, " are)"));
+  }
+  // Every 3.13+ opens _PyRuntime with its _Py_DebugOffsets (statically
+  // initialised): without them, what was read there is not the runtime.
+  if (has_runtime && !debug_version.ok() && interpreter.version.major == 3 &&
+      interpreter.version.minor >= 13) {
+    return absl::NotFoundError(absl::StrCat(context, ": CPython ", interpreter.version.ToString(),
+                                            " without _Py_DebugOffsets at _PyRuntime"));
   }
   if (PythonVersionHasGlobalRoots(interpreter.version) == has_runtime) {
     return absl::NotFoundError(absl::StrCat(context, ": CPython ", interpreter.version.ToString(),

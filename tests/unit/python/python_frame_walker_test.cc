@@ -5,6 +5,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -388,6 +391,93 @@ TEST(PythonInterpreterFinderTest, ProcessWithoutPythonIsNotFound) {
   child.ReadUntil("ready");
   absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(child.pid());
   EXPECT_EQ(interpreter.status().code(), absl::StatusCode::kNotFound) << interpreter.status();
+}
+
+// What discovery says of an interpreter, less where this run put it.
+std::string DescribeFound(const PythonInterpreter& interpreter) {
+  std::ostringstream out;
+  out << interpreter.version.ToString() << " in " << interpreter.binary_path
+      << (interpreter.layout.abi.free_threaded ? " free-threaded" : "")
+      << (interpreter.layout_from_debug_offsets ? " from _Py_DebugOffsets" : "") << std::hex
+      << " runtime +0x" << interpreter.runtime_address - interpreter.load_bias;
+  for (const auto& [name, value] : PythonLayoutFields(interpreter.layout)) {
+    out << " " << name << "=" << value;
+  }
+  return out.str();
+}
+
+// A sampler looks at a new process whenever its first samples come, which
+// may be while the dynamic loader is still mapping libpython (a stressed run
+// once found a free-threaded 3.14 as one with a GIL, and read no Python frame
+// of it). Stopped at every change to its memory map from exec to exit, each
+// interpreter is found either exactly as it is at exit, or not yet (NotFound,
+// looked at again later); never a refusal that would end the looking.
+TEST(PythonInterpreterFinderTest, StartingInterpreterIsFoundWholeOrNotYet) {
+  int checked = 0;
+  for (const InstalledPython& python : InstalledPythons(testing::PythonSet::kWithOld, true)) {
+    SCOPED_TRACE(python.label);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+      raise(SIGSTOP);
+      execl(python.executable.c_str(), python.executable.c_str(), "-c", "pass", nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSTOPPED(status));
+    ASSERT_EQ(ptrace(PTRACE_SETOPTIONS, pid, nullptr,
+                     PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL),
+              0);
+    // Found at each stop, in order: a description, or the error.
+    std::vector<std::string> found;
+    std::vector<std::string> refused;
+    int not_yet = 0;
+    int still_loading = 0;
+    bool entering = true;  // syscall stops alternate: entry, exit
+    int signal = 0;
+    while (ptrace(PTRACE_SYSCALL, pid, nullptr, signal) == 0 && waitpid(pid, &status, 0) == pid &&
+           WIFSTOPPED(status)) {
+      signal = 0;
+      if (WSTOPSIG(status) != (SIGTRAP | 0x80)) {
+        // An exec event stop (its syscall's exit stop follows), or a signal for it.
+        if (status >> 8 != (SIGTRAP | (PTRACE_EVENT_EXEC << 8))) signal = WSTOPSIG(status);
+        continue;
+      }
+      user_regs_struct regs;
+      ASSERT_EQ(ptrace(PTRACE_GETREGS, pid, nullptr, &regs), 0);
+      const uint64_t call = regs.orig_rax;
+      const bool maps_changed = !entering && (call == SYS_mmap || call == SYS_munmap ||
+                                              call == SYS_mprotect || call == SYS_execve);
+      const bool last_look = entering && call == SYS_exit_group;
+      entering = !entering;
+      if (!maps_changed && !last_look) continue;
+      absl::StatusOr<PythonInterpreter> interpreter = FindPythonInterpreter(pid);
+      if (interpreter.ok()) {
+        found.push_back(DescribeFound(*interpreter));
+      } else if (absl::IsNotFound(interpreter.status())) {
+        ++not_yet;
+        still_loading += absl::StrContains(interpreter.status().message(), "still being loaded");
+      } else {
+        refused.push_back(interpreter.status().ToString());
+      }
+      if (last_look) {
+        ASSERT_TRUE(interpreter.ok()) << "at exit: " << interpreter.status();
+        EXPECT_EQ(interpreter->version.minor, python.minor);
+        EXPECT_EQ(interpreter->layout.abi.free_threaded != 0, python.free_threaded);
+        for (const std::string& earlier : found) EXPECT_EQ(earlier, found.back());
+        break;
+      }
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    EXPECT_TRUE(refused.empty()) << absl::StrJoin(refused, "\n");
+    std::cout << "[ STARTED  ] " << python.label << ": not yet " << not_yet << " times ("
+              << still_loading << " mid-load), then found " << found.size() << " times\n";
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 TEST(PythonInterpreterFinderTest, ExitedProcessIsNotFound) {
