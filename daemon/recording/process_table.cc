@@ -141,8 +141,12 @@ void ProcessTable::MaybeDiscoverPython(ProcessImage& image) {
       return;
     }
   }
-  // Only "no CPython here (yet)" is worth another look.
-  if (!absl::IsNotFound(python.status())) image.python_attempts = kMaxAttempts;
+  // A version pystrobe cannot read, or memory it may not, stays so: look no
+  // more. Anything else (no CPython yet, a read that failed as the process
+  // changed under it) is worth another look.
+  if (absl::IsUnimplemented(python.status()) || absl::IsPermissionDenied(python.status())) {
+    image.python_attempts = kMaxAttempts;
+  }
 }
 
 ImageId ProcessTable::NewImage(uint32_t pid, std::string comm) {

@@ -3,11 +3,14 @@
 #include "daemon/recording/recorder.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -174,6 +177,45 @@ TEST(ProcessTableTest, ATrackedProcessIsLookedAtBeforeItsFirstSampleAndKeepsItsI
   EXPECT_EQ(table.OnSample(5, 6, "worker"), tracked);
   EXPECT_EQ(table.image_count(), 1u);
   EXPECT_EQ(symbolizer.snapshots_, 1);
+}
+
+// Answers each lookup with the next of `answers`, then NotFound.
+class ScriptedDiscovery : public PythonDiscovery {
+ public:
+  explicit ScriptedDiscovery(std::vector<absl::Status> answers) : answers_(std::move(answers)) {}
+  absl::StatusOr<std::unique_ptr<PythonProcess>> Discover(uint32_t) override {
+    const size_t call = calls_++;
+    return call < answers_.size() ? answers_[call] : absl::NotFoundError("no CPython");
+  }
+  size_t calls() const { return calls_; }
+
+ private:
+  std::vector<absl::Status> answers_;
+  size_t calls_ = 0;
+};
+
+// A process is looked at again, 10 ms after its first look, unless that look
+// said it never will be read.
+TEST(ProcessTableTest, OnlyAVersionOrMemoryBeyondReachEndsTheLookingForPython) {
+  const std::vector<std::pair<absl::Status, size_t>> cases = {
+      {absl::NotFoundError("no CPython yet"), 2},
+      {absl::OutOfRangeError("process 7: a read faulted as the loader mapped it"), 2},
+      {absl::InternalError("process_vm_readv: errno 12"), 2},
+      {absl::UnimplementedError("CPython 3.5"), 1},
+      {absl::PermissionDeniedError("ptrace access mode"), 1},
+  };
+  for (const auto& [first, looks] : cases) {
+    SCOPED_TRACE(first.ToString());
+    FakeSymbolizer symbolizer;
+    ScriptedDiscovery discovery({first});
+    ProcessTable table(&symbolizer, &discovery, NoProcComm);
+    table.OnSample(7, 7, "python3");
+    EXPECT_EQ(discovery.calls(), 1u);
+    // The first retry is due 10 ms after the first look.
+    std::this_thread::sleep_for(std::chrono::milliseconds(12));
+    table.OnSample(7, 7, "python3");
+    EXPECT_EQ(discovery.calls(), looks);
+  }
 }
 
 TEST(RecorderTest, ExitedProcessKeepsItsNamesAfterItsSymbolsAreReleased) {
