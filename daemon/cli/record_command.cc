@@ -68,6 +68,8 @@ absl::Status PrintSummary(const SamplerCounters& kernel, const SamplingSession& 
       .samples = recorder.samples(),
       .processes = recorder.processes().process_count(),
       .python_processes = recorder.processes().python_processes(),
+      .python_not_read = recorder.processes().python_not_read_count(),
+      .python_not_read_examples = recorder.processes().python_not_read(),
       .malformed_records = recorder.malformed_records(),
       .python_codes_unreadable = recorder.python_codes().read_errors(),
       .python_codes_from_copies = recorder.python_codes().read_from_copies(),

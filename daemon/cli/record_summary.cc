@@ -43,6 +43,17 @@ std::string RecordSummary(const SamplerCounters& kernel, const RecordTotals& tot
         kernel.python_at_exec, " processes known from their exec, ",
         Dropped(kernel, PYSTROBE_DROP_PYTHON_CODE), "\n");
   }
+  if (totals.python_not_read > 0) {
+    absl::StrAppend(&text, "pystrobe: warning: CPython not read in ", totals.python_not_read,
+                    " processes (their samples have native frames only)");
+    for (const ProcessTable::PythonNotRead& process : totals.python_not_read_examples) {
+      absl::StrAppend(&text, "; ", process.pid, " (", process.comm, "): ", process.why.message());
+    }
+    if (totals.python_not_read > totals.python_not_read_examples.size()) {
+      absl::StrAppend(&text, "; ...");
+    }
+    absl::StrAppend(&text, "\n");
+  }
   if (kernel.offcpu_sent > 0 || kernel.dropped[PYSTROBE_DROP_OFFCPU_STORAGE] > 0) {
     absl::StrAppend(&text, "pystrobe: off CPU: ", kernel.offcpu_sent, " intervals, ",
                     Dropped(kernel, PYSTROBE_DROP_OFFCPU_STORAGE), "\n");
@@ -129,6 +140,7 @@ std::string RecordSummaryJson(const SamplerCounters& kernel, const RecordTotals&
       absl::StrFormat(",\"seconds\":%.3f", absl::ToDoubleSeconds(elapsed)),
       ",\"rate_hz\":", rate_hz, ",\"malformed_records\":", totals.malformed_records,
       ",\"dropped\":{", dropped, "}", ",\"python\":{\"processes\":", totals.python_processes,
+      ",\"not_read\":", totals.python_not_read,
       ",\"samples_walked\":", kernel.python_walked, ",\"truncated\":", kernel.python_truncated,
       ",\"codes_unreadable\":", totals.python_codes_unreadable,
       ",\"codes_from_copies\":", totals.python_codes_from_copies,

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "daemon/loader/bpf_sampler.h"
@@ -19,6 +20,10 @@ struct RecordTotals {
   uint64_t samples = 0;
   size_t processes = 0;
   size_t python_processes = 0;
+  // Processes whose CPython was seen but not read (ProcessTable::python_not_read):
+  // how many, and the first few, with why.
+  size_t python_not_read = 0;
+  std::vector<ProcessTable::PythonNotRead> python_not_read_examples;
   uint64_t malformed_records = 0;
   size_t python_codes_unreadable = 0;
   size_t python_codes_from_copies = 0;

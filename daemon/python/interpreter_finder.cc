@@ -328,7 +328,7 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
   // for one with a GIL). The next look finds it whole.
   for (const auto& [name, symbol] : symbols) {
     if (!MappedFromItsSegment(maps, interpreter.binary_path, *elf, *bias, symbol.value + *bias)) {
-      return absl::NotFoundError(
+      return absl::UnavailableError(
           absl::StrCat(context, ": still being loaded (", name, " is not mapped yet)"));
     }
   }
@@ -385,8 +385,9 @@ absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid) {
   // initialised): without them, what was read there is not the runtime.
   if (has_runtime && !debug_version.ok() && interpreter.version.major == 3 &&
       interpreter.version.minor >= 13) {
-    return absl::NotFoundError(absl::StrCat(context, ": CPython ", interpreter.version.ToString(),
-                                            " without _Py_DebugOffsets at _PyRuntime"));
+    return absl::UnavailableError(absl::StrCat(context, ": CPython ",
+                                               interpreter.version.ToString(),
+                                               " without _Py_DebugOffsets at _PyRuntime"));
   }
   if (PythonVersionHasGlobalRoots(interpreter.version) == has_runtime) {
     return absl::NotFoundError(absl::StrCat(context, ": CPython ", interpreter.version.ToString(),

@@ -54,9 +54,11 @@ std::vector<MemoryMapping> ParseProcMaps(absl::string_view text);
 PythonVersion PythonVersionFromFileName(absl::string_view path);
 
 // Finds CPython in process `pid`. Errors: NotFound when the process runs no
-// CPython (or exited, or is still mapping it: worth another look), Unimplemented naming the version
-// when it runs a CPython pystrobe does not support (3.5 and older 3.x, 3.16+), PermissionDenied
-// when its memory or files cannot be read.
+// CPython (or exited), Unavailable when its CPython cannot be read yet (the
+// dynamic loader is still mapping libpython: look again), Unimplemented
+// naming the version when it runs a CPython pystrobe does not support (3.5
+// and older 3.x, 3.16+), PermissionDenied when its memory or files cannot be
+// read.
 absl::StatusOr<PythonInterpreter> FindPythonInterpreter(pid_t pid);
 
 }  // namespace pystrobe

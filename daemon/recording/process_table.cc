@@ -147,6 +147,13 @@ void ProcessTable::MaybeDiscoverPython(ProcessImage& image) {
   if (absl::IsUnimplemented(python.status()) || absl::IsPermissionDenied(python.status())) {
     image.python_attempts = kMaxAttempts;
   }
+  // Said at the end of a recording: its samples have native frames only.
+  if (image.python_attempts == kMaxAttempts && !absl::IsNotFound(python.status())) {
+    if (python_not_read_.size() < kMaxPythonNotReadKept) {
+      python_not_read_.push_back({image.pid, image.comm, python.status()});
+    }
+    ++python_not_read_count_;
+  }
 }
 
 ImageId ProcessTable::NewImage(uint32_t pid, std::string comm) {

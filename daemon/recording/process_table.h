@@ -143,6 +143,19 @@ class ProcessTable {
   size_t symbol_failures() const { return symbol_failures_; }
   // Images found to run CPython.
   size_t python_processes() const { return python_processes_; }
+  // A process whose CPython was seen but never read, and why.
+  struct PythonNotRead {
+    uint32_t pid = 0;
+    std::string comm;
+    absl::Status why;
+  };
+  // Images where the looking for CPython ended on something other than "no
+  // CPython here": an unsupported version, memory we may not read, a runtime
+  // still unreadable at the last look. The first kMaxPythonNotReadKept of
+  // them, and how many in all.
+  static constexpr size_t kMaxPythonNotReadKept = 8;
+  const std::vector<PythonNotRead>& python_not_read() const { return python_not_read_; }
+  size_t python_not_read_count() const { return python_not_read_count_; }
 
  private:
   ImageId NewImage(uint32_t pid, std::string comm);
@@ -156,6 +169,8 @@ class ProcessTable {
   NativeSymbolizer* symbolizer_;
   PythonDiscovery* python_discovery_;
   size_t python_processes_ = 0;
+  std::vector<PythonNotRead> python_not_read_;
+  size_t python_not_read_count_ = 0;
   CommReader read_comm_;
   NamespacePidReader read_pid_in_namespace_;
   // By id; ids are never reused (a counter, not a slot).

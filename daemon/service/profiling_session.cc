@@ -328,6 +328,7 @@ void ProfilingSession::FillHealth(DaemonHealth& health) {
   health.process_images = recorder.processes().image_count();
   health.live_processes = recorder.processes().live_image_count();
   health.python_processes = recorder.processes().python_processes();
+  health.python_not_read = recorder.processes().python_not_read_count();
   health.window_stacks = recorder.stacks().size() + recorder.offcpu_stacks().size();
   if (const NativeUnwindTracker* native = sampling_->native_unwind()) {
     health.unwind_tables = sampling_->unwind_maps()->tables_loaded();

@@ -150,6 +150,10 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
         static_cast<double>(health.live_processes));
   gauge("pystrobe_python_processes", "Sampled processes found to run CPython.",
         static_cast<double>(health.python_processes));
+  counter("pystrobe_python_processes_not_read_total",
+          "Processes whose CPython was seen but not read (an unsupported version, memory the "
+          "daemon may not read): their samples have native frames only.",
+          static_cast<double>(health.python_not_read));
   gauge("pystrobe_window_stacks", "Distinct stacks in the window being recorded.",
         static_cast<double>(health.window_stacks));
   gauge("pystrobe_native_unwind_tables",

@@ -99,6 +99,25 @@ TEST(RecordSummaryTest, PythonOffCpuAndGilLinesOnlyWhenTheyHaveSomethingToSay) {
             "events; stack reads failed: 0 kernel, 0 user\n");
 }
 
+// A process whose CPython was not read has native frames only: the summary
+// says which and why, the first few of them.
+TEST(RecordSummaryTest, CPythonNotReadIsWarnedWithWhy) {
+  RecordTotals totals = {.samples = 10, .processes = 3, .python_not_read = 3};
+  totals.python_not_read_examples = {
+      {.pid = 41, .comm = "python3.5", .why = absl::UnimplementedError("CPython 3.5")},
+      {.pid = 42, .comm = "app", .why = absl::PermissionDeniedError("process 42: denied")}};
+  const std::string text = RecordSummary(SamplerCounters(), totals, absl::Seconds(1), 49);
+  EXPECT_NE(text.find("pystrobe: warning: CPython not read in 3 processes (their samples have "
+                      "native frames only); 41 (python3.5): CPython 3.5; 42 (app): process 42: "
+                      "denied; ...\n"),
+            std::string::npos)
+      << text;
+  totals.python_not_read = 0;
+  totals.python_not_read_examples.clear();
+  EXPECT_EQ(RecordSummary(SamplerCounters(), totals, absl::Seconds(1), 49).find("not read"),
+            std::string::npos);
+}
+
 TEST(SelfMetricsTest, EveryKernelDropReasonIsExportedUnderItsLabel) {
   DaemonHealth health;
   health.sampler = DistinctDrops();
@@ -124,7 +143,9 @@ TEST(SelfMetricsTest, EveryKernelDropReasonIsExportedUnderItsLabel) {
 
 // --summary-json: the same counts, parsed as JSON, each under its own key.
 TEST(RecordSummaryJsonTest, EveryCountIsInTheJsonUnderItsOwnKey) {
-  std::string json = RecordSummaryJson(DistinctDrops(), SomeTotals(), absl::Seconds(2), 99);
+  RecordTotals totals = SomeTotals();
+  totals.python_not_read = 12;
+  std::string json = RecordSummaryJson(DistinctDrops(), totals, absl::Seconds(2), 99);
   ASSERT_EQ(json.back(), '\n');
   google::protobuf::Struct parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
@@ -138,6 +159,7 @@ TEST(RecordSummaryJsonTest, EveryCountIsInTheJsonUnderItsOwnKey) {
   EXPECT_EQ(fields.at("samples_without_gil").number_value(), 9);
   const auto& python = fields.at("python").struct_value().fields();
   EXPECT_EQ(python.at("processes").number_value(), 1);
+  EXPECT_EQ(python.at("not_read").number_value(), 12);
   EXPECT_EQ(python.at("samples_walked").number_value(), 50);
   EXPECT_EQ(python.at("truncated").number_value(), 3);
   EXPECT_EQ(python.at("codes_unreadable").number_value(), 6);

@@ -410,8 +410,9 @@ std::string DescribeFound(const PythonInterpreter& interpreter) {
 // may be while the dynamic loader is still mapping libpython (a stressed run
 // once found a free-threaded 3.14 as one with a GIL, and read no Python frame
 // of it). Stopped at every change to its memory map from exec to exit, each
-// interpreter is found either exactly as it is at exit, or not yet (NotFound,
-// looked at again later); never a refusal that would end the looking.
+// interpreter is found either exactly as it is at exit, or not yet (NotFound
+// or Unavailable, looked at again later); never a refusal that would end the
+// looking.
 TEST(PythonInterpreterFinderTest, StartingInterpreterIsFoundWholeOrNotYet) {
   int checked = 0;
   for (const InstalledPython& python : InstalledPythons(testing::PythonSet::kWithOld, true)) {
@@ -458,7 +459,9 @@ TEST(PythonInterpreterFinderTest, StartingInterpreterIsFoundWholeOrNotYet) {
         found.push_back(DescribeFound(*interpreter));
       } else if (absl::IsNotFound(interpreter.status())) {
         ++not_yet;
-        still_loading += absl::StrContains(interpreter.status().message(), "still being loaded");
+      } else if (absl::IsUnavailable(interpreter.status())) {
+        ++not_yet;
+        ++still_loading;
       } else {
         refused.push_back(interpreter.status().ToString());
       }

@@ -199,6 +199,7 @@ class ScriptedDiscovery : public PythonDiscovery {
 TEST(ProcessTableTest, OnlyAVersionOrMemoryBeyondReachEndsTheLookingForPython) {
   const std::vector<std::pair<absl::Status, size_t>> cases = {
       {absl::NotFoundError("no CPython yet"), 2},
+      {absl::UnavailableError("libpython still being loaded"), 2},
       {absl::OutOfRangeError("process 7: a read faulted as the loader mapped it"), 2},
       {absl::InternalError("process_vm_readv: errno 12"), 2},
       {absl::UnimplementedError("CPython 3.5"), 1},
@@ -215,6 +216,13 @@ TEST(ProcessTableTest, OnlyAVersionOrMemoryBeyondReachEndsTheLookingForPython) {
     std::this_thread::sleep_for(std::chrono::milliseconds(12));
     table.OnSample(7, 7, "python3");
     EXPECT_EQ(discovery.calls(), looks);
+    // Those given up on are said, with why; the others may yet be found.
+    ASSERT_EQ(table.python_not_read_count(), looks == 1 ? 1u : 0u);
+    if (looks == 1) {
+      EXPECT_EQ(table.python_not_read()[0].pid, 7u);
+      EXPECT_EQ(table.python_not_read()[0].comm, "python3");
+      EXPECT_EQ(table.python_not_read()[0].why, first);
+    }
   }
 }
 
