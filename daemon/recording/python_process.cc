@@ -58,11 +58,16 @@ bool PythonProcess::RefreshAsyncioTasks(absl::Time now) {
     previous_tasks_.clear();
     return true;
   }
-  asyncio_read_errors_ += snapshot->unreadable;
+  TakeAsyncioSnapshot(*snapshot);
+  return true;
+}
+
+void PythonProcess::TakeAsyncioSnapshot(const AsyncioSnapshot& snapshot) {
+  asyncio_read_errors_ += snapshot.unreadable;
   absl::flat_hash_set<std::pair<uint64_t, std::string>> seen;
   absl::flat_hash_map<uint64_t, const AsyncioTask*> by_address;
-  for (const AsyncioTask& task : snapshot->tasks) by_address[task.address] = &task;
-  for (const AsyncioTask& task : snapshot->tasks) {
+  for (const AsyncioTask& task : snapshot.tasks) by_address[task.address] = &task;
+  for (const AsyncioTask& task : snapshot.tasks) {
     if (task.root_code_address == 0) continue;
     if (!asyncio_roots_.contains(task.root_code_address) &&
         asyncio_roots_.size() >= kMaxAsyncioRoots) {
@@ -72,9 +77,11 @@ bool PythonProcess::RefreshAsyncioTasks(absl::Time now) {
     label.name = task.name;
     // The chain of awaiting tasks, outermost first (the first awaiter of each).
     std::vector<const AsyncioTask*> chain;
+    bool awaiter_unread = false;
     for (const AsyncioTask* at = &task; !at->awaited_by.empty() && chain.size() < 16;) {
       auto it = by_address.find(at->awaited_by.front());
-      if (it == by_address.end() || it->second == &task ||
+      awaiter_unread = it == by_address.end();
+      if (awaiter_unread || it->second == &task ||
           std::find(chain.begin(), chain.end(), it->second) != chain.end()) {
         break;
       }
@@ -95,14 +102,26 @@ bool PythonProcess::RefreshAsyncioTasks(absl::Time now) {
         it = asyncio_label_ids_.emplace(key, asyncio_labels_.size()).first;
       }
       if (it != asyncio_label_ids_.end()) {
-        asyncio_labels_[it->second - 1] = label;
+        KeepAsyncioLabel(asyncio_labels_[it->second - 1], label, awaiter_unread);
         suspended_.push_back({it->second, task.suspended_frames});
       }
     }
-    asyncio_roots_[task.root_code_address][task.name] = std::move(label);
+    KeepAsyncioLabel(asyncio_roots_[task.root_code_address][task.name], std::move(label),
+                     awaiter_unread);
   }
   previous_tasks_ = std::move(seen);
-  return true;
+}
+
+void PythonProcess::KeepAsyncioLabel(AsyncioTaskLabel& kept, AsyncioTaskLabel read,
+                                     bool awaiter_unread) {
+  // The label stands for every sample of the task, so one read that tears
+  // must not decide it: a chain that lost an awaiter (its task unreadable
+  // this time) or came out empty (the done callbacks changed under the read)
+  // leaves the chain read before. Only a whole chain replaces one. A task
+  // whose awaiter really goes away (cancelled, the task left to run on) keeps
+  // showing it, which is rarer than a torn read on a busy loop.
+  if (!kept.awaiter_frames.empty() && (awaiter_unread || read.awaiter_frames.empty())) return;
+  kept = std::move(read);
 }
 
 const absl::btree_map<std::string, AsyncioTaskLabel>* PythonProcess::AsyncioTasksRootedAt(

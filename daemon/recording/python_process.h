@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/elf/elf_file.h"
+#include "daemon/python/asyncio_tasks.h"
 #include "daemon/python/code_object_reader.h"
 #include "daemon/python/frame_walker.h"
 #include "daemon/python/interpreter_finder.h"
@@ -85,6 +86,10 @@ class PythonProcess {
   // long as the last read took), and remembers every task seen by the code
   // object of its coroutine. Errors are counted, never fatal. True when it read.
   bool RefreshAsyncioTasks(absl::Time now);
+  // What one read of the tasks found (RefreshAsyncioTasks's second half): the
+  // labels of the tasks by the code object of their coroutine, and the
+  // suspended ones to charge.
+  void TakeAsyncioSnapshot(const AsyncioSnapshot& snapshot);
 
   // A task suspended at the last read, and the wall time it is charged for.
   struct SuspendedTask {
@@ -116,6 +121,11 @@ class PythonProcess {
   }
 
  private:
+  // Sets `kept` to what a read found of its task, unless the read's chain of
+  // awaiters is broken or empty where `kept` has one.
+  static void KeepAsyncioLabel(AsyncioTaskLabel& kept, AsyncioTaskLabel read,
+                               bool awaiter_unread);
+
   PythonInterpreter interpreter_;
   std::unique_ptr<ProcessMemory> memory_;
   CodeObjectReader code_reader_;

@@ -741,5 +741,54 @@ TEST(RecorderTest, InUseIsAtExitForAnExitedProcessAndAtTheEndForOneStillRunning)
   EXPECT_EQ(recorder.InUseStacks().total_nanoseconds(), 3000u);
 }
 
+// A running task's label ([task NAME] and its awaiters' frames) stands for
+// all its samples. A read that could not see an awaiter, or saw none (memory
+// that changed under the read), keeps the chain read before; a whole chain
+// read later replaces it.
+TEST(PythonProcessTest, ATornReadOfTheTasksKeepsTheAwaitersReadBefore) {
+  PythonProcess python(PythonInterpreter(), std::make_unique<RemoteProcessMemory>(1), {}, "");
+  constexpr uint64_t kCrunchCode = 0xc0de;
+  auto task = [](uint64_t address, std::string name, uint64_t root_code,
+                 std::vector<uint64_t> awaited_by, std::string frame) {
+    AsyncioTask t;
+    t.address = address;
+    t.name = std::move(name);
+    t.root_code_address = root_code;
+    t.awaited_by = std::move(awaited_by);
+    t.stack.push_back({.name = std::move(frame), .filename = "service.py", .line = 1});
+    return t;
+  };
+  auto awaiters = [&]() {
+    const auto* tasks = python.AsyncioTasksRootedAt(kCrunchCode);
+    std::vector<std::string> names;
+    if (tasks == nullptr || !tasks->contains("cpu-0")) return names;
+    for (const PythonFrameSymbol& frame : tasks->at("cpu-0").awaiter_frames) {
+      names.push_back(frame.name);
+    }
+    return names;
+  };
+  const AsyncioTask main_task = task(0x100, "main", 0x3a1, {}, "main");
+  const AsyncioTask supervisor = task(0x300, "supervisor", 0x5e9, {}, "supervise");
+
+  // Not awaited yet: no chain.
+  python.TakeAsyncioSnapshot({.tasks = {task(0x200, "cpu-0", kCrunchCode, {}, "batch_loop")}});
+  EXPECT_THAT(awaiters(), ElementsAre());
+  python.TakeAsyncioSnapshot(
+      {.tasks = {main_task, task(0x200, "cpu-0", kCrunchCode, {0x100}, "batch_loop")}});
+  EXPECT_THAT(awaiters(), ElementsAre("main"));
+  // main unreadable this time.
+  python.TakeAsyncioSnapshot({.tasks = {task(0x200, "cpu-0", kCrunchCode, {0x100}, "batch_loop")},
+                              .unreadable = 1});
+  EXPECT_THAT(awaiters(), ElementsAre("main"));
+  // cpu-0's done callbacks torn: no awaiter read.
+  python.TakeAsyncioSnapshot(
+      {.tasks = {main_task, task(0x200, "cpu-0", kCrunchCode, {}, "batch_loop")}});
+  EXPECT_THAT(awaiters(), ElementsAre("main"));
+  // Awaited by another task, read whole: the new chain.
+  python.TakeAsyncioSnapshot({.tasks = {main_task, supervisor,
+                                        task(0x200, "cpu-0", kCrunchCode, {0x300}, "batch_loop")}});
+  EXPECT_THAT(awaiters(), ElementsAre("supervise"));
+}
+
 }  // namespace
 }  // namespace pystrobe
