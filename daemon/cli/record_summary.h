@@ -23,7 +23,7 @@ struct RecordTotals {
   // Processes whose CPython was seen but not read (ProcessTable::python_not_read):
   // how many, and the first few, with why.
   size_t python_not_read = 0;
-  std::vector<ProcessTable::PythonNotRead> python_not_read_examples;
+  std::vector<ProcessTable::PythonNotRead> python_not_read_examples = {};
   uint64_t malformed_records = 0;
   size_t python_codes_unreadable = 0;
   size_t python_codes_from_copies = 0;

@@ -123,8 +123,7 @@ class PythonProcess {
  private:
   // Sets `kept` to what a read found of its task, unless the read's chain of
   // awaiters is broken or empty where `kept` has one.
-  static void KeepAsyncioLabel(AsyncioTaskLabel& kept, AsyncioTaskLabel read,
-                               bool awaiter_unread);
+  static void KeepAsyncioLabel(AsyncioTaskLabel& kept, AsyncioTaskLabel read, bool awaiter_unread);
 
   PythonInterpreter interpreter_;
   std::unique_ptr<ProcessMemory> memory_;

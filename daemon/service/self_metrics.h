@@ -65,7 +65,7 @@ struct DaemonHealth {
   size_t live_processes = 0;
   size_t python_processes = 0;
   size_t python_not_read = 0;  // ProcessTable::python_not_read_count
-  size_t window_stacks = 0;  // distinct stacks in the window being recorded
+  size_t window_stacks = 0;    // distinct stacks in the window being recorded
   // Native unwind tables (python.native_stacks): loaded now, the kernel
   // memory their rows and page entries take, and the time spent building.
   size_t unwind_tables = 0;

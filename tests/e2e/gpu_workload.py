@@ -8,6 +8,11 @@ the fake NVML's script (whose device line the test wrote), so that NVML
 usage: gpu_workload.py MODE SECONDS FAKE_LIBCUDA NVML_SCRIPT
   bound:   2 ms of Python a step, 20 ms in synchronize; the GPU busy 92%
   starved: 20 ms of Python a step, 1 ms in synchronize; the GPU busy 8%
+
+With GPU_WORKLOAD_REPORT set, it writes there at its end its own CPU clocks:
+the process's CPU seconds and those spent in synchronize, which is what a
+profiler should count as waiting on the GPU. Both phases are timed by the wall
+clock, so on a loaded machine their CPU split is not the steps' 2 to 20.
 """
 
 import ctypes
@@ -50,9 +55,17 @@ def main():
     os.environ["FAKE_CUDA_SYNC_MS"] = str(sync_ms)
     cuda = ctypes.CDLL(libcuda)
     end = time.monotonic() + seconds
+    sync_cpu = 0.0
     while time.monotonic() < end:
         prepare_batch(python_ms)
+        before = time.thread_time()
         synchronize(cuda)
+        sync_cpu += time.thread_time() - before
+    report = os.environ.get("GPU_WORKLOAD_REPORT")
+    if report:
+        with open(report, "w") as f:
+            f.write(f"process_cpu_seconds {time.process_time()}\n"
+                    f"sync_cpu_seconds {sync_cpu}\n")
 
 
 if __name__ == "__main__":

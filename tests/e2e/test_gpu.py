@@ -46,12 +46,18 @@ class FakeGpu:
                 raise AssertionError(f"{path} is missing: build the gpu_workloads target "
                                      f"(or set PYSTROBE_GPU_WORKLOADS_DIR)")
         self.script = os.path.join(tmp, f"{name}-nvml-script")
+        self.self_report = os.path.join(tmp, f"{name}-own-clocks")
         with open(self.script, "w") as f:
             f.write(f"device Fake_H100 {device_percent} {DEVICE_MEMORY_USED} 80000000000\n")
 
     def env(self, nvml=FAKE_NVML):
         return dict(os.environ, PYSTROBE_NVML_LIBRARY=nvml,
-                    PYSTROBE_FAKE_NVML_SCRIPT=self.script)
+                    PYSTROBE_FAKE_NVML_SCRIPT=self.script, GPU_WORKLOAD_REPORT=self.self_report)
+
+    def own_clocks(self):
+        """What the workload measured of itself at its end (gpu_workload.py)."""
+        with open(self.self_report) as f:
+            return {key: float(value) for key, value in (line.split() for line in f)}
 
     def workload(self, mode, seconds):
         return [PYTHON, WORKLOAD, mode, str(seconds), FAKE_CUDA, self.script]
@@ -105,15 +111,17 @@ def json_report(test, out, err):
 class FakeGpuStatTest(BpfTestCase):
 
     def stat(self, mode, device_percent, seconds=4, options=("--json",), nvml=FAKE_NVML):
-        gpu = FakeGpu(self.tmp, device_percent, name=mode)
+        self.gpu = FakeGpu(self.tmp, device_percent, name=mode)
         rc, out, err = run(["stat", "--no-daemon", *options, "--",
-                            *gpu.workload(mode, seconds)], gpu.env(nvml), timeout=seconds + 60)
+                            *self.gpu.workload(mode, seconds)], self.gpu.env(nvml),
+                           timeout=seconds + 60)
         self.assertEqual(rc, 0, f"stat {mode} exited {rc}: {err}")
         return out, err
 
     def test_gpu_bound_loop_is_gpu_bound_its_waits_ending_in_gpu_wait(self):
         out, err = self.stat("bound", 95)
         report = json_report(self, out, err)
+        own = self.gpu.own_clocks()
         self.assertIn(report["verdict"], verdicts_of("gpu-bound", report), report["evidence"])
         # The workload listed itself at its start; polls before count as idle.
         self.assertGreater(report["gpu_utilization"], 0.5)
@@ -124,10 +132,12 @@ class FakeGpuStatTest(BpfTestCase):
         self.assertAlmostEqual(device["utilization"], 0.95, places=6)
         self.assertEqual(device["memory_used_peak_bytes"], DEVICE_MEMORY_USED)
         self.assertAlmostEqual(device["process_utilization"], report["gpu_utilization"], places=4)
-        # 20 ms of every 22 in cuCtxSynchronize: at least 60% of its CPU time,
-        # counted apart from its work.
+        # Its waits in cuCtxSynchronize, counted apart from its work: judged by
+        # the CPU the workload measured in synchronize itself (about 90% of its
+        # CPU quiet; less where a loaded machine takes CPU from its spinning).
         cpu = report["cpu_user_seconds"] + report["cpu_system_seconds"]
-        self.assertGreater(report["gpu_wait_oncpu_seconds"], 0.6 * cpu, report)
+        self.assertGreater(report["gpu_wait_oncpu_seconds"], 0.7 * own["sync_cpu_seconds"],
+                           f"the workload's own clocks: {own}; pystrobe's: {report}")
         self.assertAlmostEqual(report["cpu_work_seconds"], cpu - report["gpu_wait_oncpu_seconds"],
                                places=4)
         if report["verdict"] == "cpu-starved":
