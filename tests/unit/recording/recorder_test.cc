@@ -777,16 +777,16 @@ TEST(PythonProcessTest, ATornReadOfTheTasksKeepsTheAwaitersReadBefore) {
       {.tasks = {main_task, task(0x200, "cpu-0", kCrunchCode, {0x100}, "batch_loop")}});
   EXPECT_THAT(awaiters(), ElementsAre("main"));
   // main unreadable this time.
-  python.TakeAsyncioSnapshot({.tasks = {task(0x200, "cpu-0", kCrunchCode, {0x100}, "batch_loop")},
-                              .unreadable = 1});
+  python.TakeAsyncioSnapshot(
+      {.tasks = {task(0x200, "cpu-0", kCrunchCode, {0x100}, "batch_loop")}, .unreadable = 1});
   EXPECT_THAT(awaiters(), ElementsAre("main"));
   // cpu-0's done callbacks torn: no awaiter read.
   python.TakeAsyncioSnapshot(
       {.tasks = {main_task, task(0x200, "cpu-0", kCrunchCode, {}, "batch_loop")}});
   EXPECT_THAT(awaiters(), ElementsAre("main"));
   // Awaited by another task, read whole: the new chain.
-  python.TakeAsyncioSnapshot({.tasks = {main_task, supervisor,
-                                        task(0x200, "cpu-0", kCrunchCode, {0x300}, "batch_loop")}});
+  python.TakeAsyncioSnapshot(
+      {.tasks = {main_task, supervisor, task(0x200, "cpu-0", kCrunchCode, {0x300}, "batch_loop")}});
   EXPECT_THAT(awaiters(), ElementsAre("supervise"));
 }
 
