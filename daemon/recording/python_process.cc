@@ -39,11 +39,18 @@ size_t AfterStdlibPrefix(absl::string_view path) {
 
 bool PythonProcess::RefreshAsyncioTasks(absl::Time now) {
   if (now < next_asyncio_refresh_) return false;
+  // The time since the last read, up to kMaxAwaitCharge: a longer gap means
+  // the process went unsampled and its tasks unseen. But a gap the reads'
+  // own spacing chose (below: slow reads are spaced wider) is charged whole,
+  // else every read over 50 ms would lose the time past a second.
+  if (last_asyncio_read_ == absl::InfinitePast()) {
+    await_charge_ = absl::ZeroDuration();
+  } else {
+    const absl::Duration spacing = next_asyncio_refresh_ - last_asyncio_read_;
+    await_charge_ = std::min(now - last_asyncio_read_, std::max(kMaxAwaitCharge, spacing));
+  }
   next_asyncio_refresh_ = now + kAsyncioRefreshInterval;
   suspended_.clear();
-  await_charge_ = last_asyncio_read_ == absl::InfinitePast()
-                      ? absl::ZeroDuration()
-                      : std::min(now - last_asyncio_read_, kMaxAwaitCharge);
   last_asyncio_read_ = now;
   absl::StatusOr<PythonObjectLayout> layout =
       PythonObjectLayoutFor(interpreter_.version, interpreter_.layout);

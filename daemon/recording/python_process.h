@@ -97,7 +97,8 @@ class PythonProcess {
     std::vector<PythonFrame> frames;  // its coroutine chain, outermost first
   };
   // The tasks suspended at the last read, and the wall time since the read
-  // before it (at most kMaxAwaitCharge): what each is charged for.
+  // before it (at most kMaxAwaitCharge, or the spacing the reads chose when
+  // that is wider): what each is charged for.
   const std::vector<SuspendedTask>& suspended_tasks() const { return suspended_; }
   absl::Duration await_charge() const { return await_charge_; }
   static constexpr absl::Duration kMaxAwaitCharge = absl::Seconds(1);

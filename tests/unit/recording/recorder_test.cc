@@ -2,6 +2,8 @@
 // native symbolizer standing in for BCC.
 #include "daemon/recording/recorder.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -788,6 +790,33 @@ TEST(PythonProcessTest, ATornReadOfTheTasksKeepsTheAwaitersReadBefore) {
   python.TakeAsyncioSnapshot(
       {.tasks = {main_task, supervisor, task(0x200, "cpu-0", kCrunchCode, {0x300}, "batch_loop")}});
   EXPECT_THAT(awaiters(), ElementsAre("supervise"));
+}
+
+// Each read of the tasks charges the suspended ones the time since the read
+// before, up to a second (a longer gap: the process went unsampled). A slow
+// read spaces the next one 20 times its length away; that gap, chosen by the
+// reads themselves, is charged whole. Times are given: a read "took" 10 s
+// because it was told it began 10 s ago.
+TEST(PythonProcessTest, AGapTheReadsSpacingChoseIsChargedWhole) {
+  PythonInterpreter interpreter;
+  interpreter.version = {3, 11, 0};
+  absl::StatusOr<PythonLayout> layout = PythonLayoutForVersion(interpreter.version);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  interpreter.layout = *layout;
+  // Nothing to read at _PyRuntime 0: each read fails fast, and counts.
+  PythonProcess python(interpreter, std::make_unique<RemoteProcessMemory>(getpid()), {}, "");
+  const absl::Time began = absl::Now() - absl::Seconds(10);
+  ASSERT_TRUE(python.RefreshAsyncioTasks(began));
+  EXPECT_EQ(python.await_charge(), absl::ZeroDuration());  // no read before it
+  // 20 x 10 s: the next read is not before 200 s later.
+  EXPECT_FALSE(python.RefreshAsyncioTasks(began + absl::Seconds(150)));
+  ASSERT_TRUE(python.RefreshAsyncioTasks(began + absl::Seconds(205)));
+  EXPECT_GE(python.await_charge(), absl::Seconds(200));
+  EXPECT_LE(python.await_charge(), absl::Seconds(205));
+  // A quick read spaces the next 200 ms away: a 5 s gap is the process
+  // unsampled, charged a second.
+  ASSERT_TRUE(python.RefreshAsyncioTasks(began + absl::Seconds(210)));
+  EXPECT_EQ(python.await_charge(), PythonProcess::kMaxAwaitCharge);
 }
 
 }  // namespace
