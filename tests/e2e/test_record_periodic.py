@@ -55,21 +55,23 @@ class PeriodicTestCase(BpfTestCase):
 
     def record_rhythm(self, rate, argv, name):
         """Records `argv` at `rate` Hz; returns (the time its stacks' samples stand
-        for, in nanoseconds, its JSON result, the recording). Shares are judged by
-        that time, not by counts (see Recording.nanoseconds): a host that stole
-        the guest's CPU during one part left it late samples, while the
-        program's own clock counted the stolen time to that part."""
+        for, in nanoseconds, its JSON result, what a failure should also print).
+        Shares are judged by that time, not by counts (see Recording.nanoseconds):
+        a host that stole the guest's CPU during one part left it late samples,
+        while the program's own clock counted the stolen time to that part."""
         result = os.path.join(self.tmp, f"{name}.json")
         recording = record(["-r", str(rate), "--"] + argv + ["--json", result], self.tmp,
                            fmt="speedscope", name=name, timeout=300)
         self.assertRecorded(recording)
         with open(result) as f:
             truth = json.load(f)
-        return stacks_of_pid(recording.nanoseconds, truth["pid"]), truth, recording
+        return stacks_of_pid(recording.nanoseconds, truth["pid"]), truth, disturbance(
+            truth, recording.summary)
 
-    def assertSharesNear(self, stacks, parts, truth_cpu, where):
+    def assertSharesNear(self, stacks, parts, truth_cpu, where, disturbed=""):
         """Each part's share of the time sampled in any part (`stacks` in
-        nanoseconds) is within TOLERANCE of its CPU share."""
+        nanoseconds) is within TOLERANCE of its CPU share. A failure prints
+        `disturbed` too: what the machine did to the run besides sampling."""
         sampled = {part: sum(ns for s, ns in stacks.items() if matches(s))
                    for part, matches in parts}
         seconds = sum(sampled.values()) / 1e9
@@ -82,12 +84,24 @@ class PeriodicTestCase(BpfTestCase):
             true = truth_cpu[part] / cpu
             self.assertLess(abs(recorded - true), TOLERANCE,
                             f"{part}: {100 * recorded:.1f}% recorded, {100 * true:.1f}% true "
-                            f"({where}); {seconds:.3f} s sampled (nanoseconds per stack):\n"
-                            f"{summarize(stacks)}")
+                            f"({where}); {seconds:.3f} s sampled; {disturbed}; "
+                            f"nanoseconds per stack:\n{summarize(stacks)}")
         print(f"{where}: " + ", ".join(
             f"{part} {100 * sampled[part] / 1e9 / seconds:.1f}% "
             f"(true {100 * truth_cpu[part] / cpu:.1f}%)"
             for part, _ in parts), file=sys.stderr)
+
+
+def disturbance(truth, summary):
+    """What, besides the sampler, could have moved time between the parts of
+    a run: the wall time each part did not run, the host's steal, the
+    workload's preemptions, and the sampler's own counters."""
+    sampler = {key: summary.get(key) for key in ("period_redraws", "period_redraws_failed",
+                                                 "dropped")}
+    off_cpu = {part: round(s, 3) for part, s in truth.get("off_cpu_s", {}).items()}
+    return (f"off CPU in each part {off_cpu} s, steal {truth.get('steal_s', 0):.2f} s, "
+            f"{truth.get('involuntary_switches')} preemptions, sampler {sampler}, "
+            f"{summary.get('samples')} samples")
 
 
 def with_frame(name):
@@ -109,10 +123,10 @@ class NativeRhythmTest(PeriodicTestCase):
                 name = f"c-{rate}-{periods}-{run}"
                 argv = [workload("periodic"), "--cycle-ms", cycle_ms(rate, periods),
                         "--alpha-percent", "80", "--cpu-seconds", seconds_for(rate, 1000)]
-                stacks, truth, _ = self.record_rhythm(rate, argv, name)
+                stacks, truth, disturbed = self.record_rhythm(rate, argv, name)
                 self.assertSharesNear(
                     stacks, parts, {"alpha": truth["alpha_cpu_s"], "beta": truth["beta_cpu_s"]},
-                    {"rate": rate, "periods": periods, "run": run})
+                    {"rate": rate, "periods": periods, "run": run}, disturbed)
 
     def test_c_program_cycling_at_one_and_two_periods_at_199_hz(self):
         self.check_c_program(199)
@@ -129,9 +143,10 @@ class PythonRhythmTest(PeriodicTestCase):
                 argv = [PYTHON, python_workload("periodic.py"), "--mode", "functions",
                         "--shares", "60,30,10", "--cycle-ms", cycle_ms(rate, periods),
                         "--cpu-seconds", seconds_for(rate, 1500)]
-                stacks, truth, _ = self.record_rhythm(rate, argv, f"py-f-{rate}-{periods}-{run}")
+                stacks, truth, disturbed = self.record_rhythm(rate, argv,
+                                                              f"py-f-{rate}-{periods}-{run}")
                 self.assertSharesNear(stacks, parts, truth["cpu_s"],
-                                      {"rate": rate, "periods": periods, "run": run})
+                                      {"rate": rate, "periods": periods, "run": run}, disturbed)
 
     def check_two_lines(self, rate):
         for periods in PERIODS:
@@ -139,11 +154,12 @@ class PythonRhythmTest(PeriodicTestCase):
                 argv = [PYTHON, python_workload("periodic.py"), "--mode", "lines",
                         "--shares", "80,20", "--cycle-ms", cycle_ms(rate, periods),
                         "--cpu-seconds", seconds_for(rate, 1000)]
-                stacks, truth, _ = self.record_rhythm(rate, argv, f"py-l-{rate}-{periods}-{run}")
+                stacks, truth, disturbed = self.record_rhythm(rate, argv,
+                                                              f"py-l-{rate}-{periods}-{run}")
                 parts = [(tag, with_python_frame(f"two_lines (periodic.py:{line})"))
                          for tag, line in truth["lines"].items()]
                 self.assertSharesNear(stacks, parts, truth["cpu_s"],
-                                      {"rate": rate, "periods": periods, "run": run})
+                                      {"rate": rate, "periods": periods, "run": run}, disturbed)
 
     def test_three_functions_cycling_at_one_and_two_periods_at_199_hz(self):
         self.check_three_functions(199)

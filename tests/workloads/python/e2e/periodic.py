@@ -7,11 +7,17 @@ shares --shares gives, as a frame loop or a 100 Hz control loop would spend
 it. Each part spins until its deadline on the monotonic clock and is timed
 with time.thread_time(), the truth the test compares with. Writes one JSON
 object at the end, to --json FILE (or stdout):
-  {"pid", "cpu_s": {part: thread CPU seconds}, "lines": {"HEAVY": n, "LIGHT": n}}
+  {"pid", "cpu_s": {part: thread CPU seconds}, "lines": {"HEAVY": n, "LIGHT": n},
+   "off_cpu_s": {part: wall seconds in the part the thread did not run},
+   "steal_s": the host's steal over the run (/proc/stat, all CPUs),
+   "involuntary_switches": n}
+The last three tell a failed test whether the machine, not the sampler, moved
+time between the parts.
 """
 import argparse
 import json
 import os
+import resource
 import time
 
 clock = time.perf_counter
@@ -23,6 +29,13 @@ def line_of(tag):
         if text.rstrip().endswith("# " + tag):
             return number
     raise KeyError(tag)
+
+
+def steal_seconds():
+    """The steal time of all CPUs so far (0 where the kernel does not say)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
 
 
 def spin(until):
@@ -42,14 +55,16 @@ def phase_c(until):
     spin(until)
 
 
-def two_lines(start, heavy_end, light_end, used):
-    t0 = time.thread_time()
+def two_lines(start, heavy_end, light_end, used, off_cpu):
+    w0, t0 = clock(), time.thread_time()
     while clock() < heavy_end: pass  # HEAVY
-    t1 = time.thread_time()
+    w1, t1 = clock(), time.thread_time()
     while clock() < light_end: pass  # LIGHT
-    t2 = time.thread_time()
+    w2, t2 = clock(), time.thread_time()
     used["HEAVY"] += t1 - t0
     used["LIGHT"] += t2 - t1
+    off_cpu["HEAVY"] += (w1 - w0) - (t1 - t0)
+    off_cpu["LIGHT"] += (w2 - w1) - (t2 - t1)
 
 
 def main():
@@ -69,6 +84,8 @@ def main():
         used = {name: 0.0 for name, _, _ in parts}
     else:
         used = {"HEAVY": 0.0, "LIGHT": 0.0}
+    off_cpu = {part: 0.0 for part in used}
+    steal_at_start = steal_seconds()
     cycle_start = clock()
     # Cycles begin at fixed multiples of the cycle, as a timer-driven loop's do.
     while sum(used.values()) < args.cpu_seconds:
@@ -76,14 +93,19 @@ def main():
             deadline = cycle_start
             for name, function, share in parts:
                 deadline += share * cycle
-                t0 = time.thread_time()
+                w0, t0 = clock(), time.thread_time()
                 function(deadline)
                 used[name] += time.thread_time() - t0
+                off_cpu[name] += (clock() - w0) - (time.thread_time() - t0)
         else:
-            two_lines(cycle_start, cycle_start + shares[0] * cycle, cycle_start + cycle, used)
+            two_lines(cycle_start, cycle_start + shares[0] * cycle, cycle_start + cycle, used,
+                      off_cpu)
         cycle_start += cycle
     result = json.dumps({"pid": os.getpid(), "cpu_s": used,
-                         "lines": {"HEAVY": line_of("HEAVY"), "LIGHT": line_of("LIGHT")}})
+                         "lines": {"HEAVY": line_of("HEAVY"), "LIGHT": line_of("LIGHT")},
+                         "off_cpu_s": off_cpu, "steal_s": steal_seconds() - steal_at_start,
+                         "involuntary_switches": resource.getrusage(
+                             resource.RUSAGE_SELF).ru_nivcsw})
     if args.json:
         with open(args.json, "w") as f:
             f.write(result + "\n")
