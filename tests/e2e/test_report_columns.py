@@ -159,9 +159,8 @@ class ColumnsRecordingTest(BpfTestCase):
     def recording(self, mode, fmt, flags=()):
         # The interpreter's start (and numpy's import) are in the recording
         # but not the hot line's: a longer run makes them small beside it, on
-        # CPU time too when the machine is busy. (At 6 s the program itself
-        # measured 88.7% of its CPU in the line beside stress-ng, where the
-        # line must hold 90%.)
+        # CPU time too when the machine is busy, so that the hot line leads
+        # the report by far. Its share is judged by the program's own clocks.
         seconds = "12" if mode == "numpy" else "4"
         key = (mode, fmt, tuple(flags))
         if key not in _RECORDINGS:
@@ -212,8 +211,9 @@ class LineColumnsTest(ColumnsRecordingTest):
 
         cpu = report_json(self, path, "--by", "line", "--sample-type", "cpu")
         row = hot_row(cpu, truth)
+        # The program's own share of its CPU on the line, not a fixed floor:
+        # beside a busy neighbour its start weighs more (it measured 88.7%).
         expected = truth["hot_cpu_s"] / truth["process_cpu_s"]
-        self.assertGreaterEqual(row["self"], 0.90, f"{row}; the program: {expected:.1%} of its CPU")
         self.assertAlmostEqual(row["self"], expected, delta=0.08, msg=f"{row}; truth {truth}")
         self.assertGreaterEqual(column(row, "native"), 0.85, row)
         # dgemm_ is below it: total, but nothing charged to it.
@@ -233,7 +233,6 @@ class LineColumnsTest(ColumnsRecordingTest):
         row = hot_row(result, truth)
         self.assertEqual(result["rows"][0]["line"], truth["hot_line"], result["rows"][:3])
         expected = truth["hot_cpu_s"] / truth["process_cpu_s"]
-        self.assertGreaterEqual(row["self"], 0.90, f"{row}; the program: {expected:.1%}")
         self.assertAlmostEqual(row["self"], expected, delta=0.08, msg=f"{row}; truth {truth}")
         self.assertGreaterEqual(column(row, "python") / row["self"], 0.90, row)
         # --source shows the line with the same columns.
