@@ -62,7 +62,7 @@
 #define PYTHON_LINE_TABLE_GUESS 1024
 /* Copies wait while the ring buffer holds more than this unread: the rest
  * of it is the samples' (a process's own objects could otherwise flood it). */
-#define PYTHON_CODE_RING_LIMIT (2 << 20)
+#define PYTHON_CODE_RING_LIMIT (events_ring_bytes / 4)
 
 /*
  * Code objects already sent. Key: (tgid, stamp, address). LRU: entries of

@@ -66,13 +66,14 @@ static __always_inline struct pystrobe_sample *current_sample(void)
  * The reader polls on a short timer instead, and is woken early only when
  * the ring buffer starts to fill.
  */
-#define EVENTS_WAKEUP_BYTES (1 << 20)
+#define EVENTS_WAKEUP_BYTES (events_ring_bytes / 8)
 
 /*
  * Records sent per CPU since the ring buffer's fill was last looked at. The
  * look reads the reader's position, a cache line another CPU wrote, and cost
- * a twentieth of a sample; every 16th record is often enough, with 7 MiB of
- * the ring left above EVENTS_WAKEUP_BYTES.
+ * a twentieth of a sample; every 16th record is often enough: 16 of the
+ * largest (8 KiB each) take an eighth of the smallest ring the loader makes,
+ * and seven eighths are left above EVENTS_WAKEUP_BYTES.
  */
 struct records_since_fill_check_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

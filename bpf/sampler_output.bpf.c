@@ -6,6 +6,8 @@
  */
 #include "sampler_output.bpf.h"
 
+const volatile __u32 events_ring_bytes = 8 << 20;
+
 struct events_map events SEC(".maps");
 struct drop_counters_map drop_counters SEC(".maps");
 struct sample_counters_map sample_counters SEC(".maps");

@@ -15,14 +15,21 @@
 #include "pystrobe_abi.h"
 
 /*
- * Sample and process-event records for userspace. 8 MiB holds about 4000
- * full-depth samples: seconds of headroom at 1000 Hz on many CPUs.
+ * Sample and process-event records for userspace, sized by the loader to
+ * the host (EventsRingBytes in daemon/loader/bpf_sampler.cc): a record is
+ * written to lines of the ring it last wrote a whole lap ago, and on some
+ * hosts those cost more the bigger the lap (a 100-deep sample took 1.5
+ * times as long in an 8 MiB ring as in a 1 MiB one on a 2-CPU VM).
  */
 struct events_map {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);
 };
 extern struct events_map events SEC(".maps");
+
+/* Set by the loader: the ring's size in bytes, what its thresholds are
+ * fractions of. */
+extern const volatile __u32 events_ring_bytes;
 
 /* Why records or stacks were lost. Key: enum pystrobe_drop_reason. Per CPU. */
 struct drop_counters_map {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -56,6 +57,19 @@ bool MarkVictimHasTask(const std::map<std::string, RawTracepointParams>& declare
 }
 
 }  // namespace
+
+uint32_t EventsRingBytes(const SamplerConfig& config, int cpus) {
+  constexpr uint64_t kSampleBytes = 2560, kSecondsHeld = 2;
+  constexpr uint64_t kPerCpuAtLeast = 512 << 10, kEventDrivenAtLeast = 8 << 20;
+  constexpr uint64_t kSmallest = 1 << 20, kLargest = 256 << 20;
+  uint64_t per_cpu = std::max<uint64_t>(
+      kPerCpuAtLeast, uint64_t(std::max(config.rate_hz, 1)) * kSecondsHeld * kSampleBytes);
+  uint64_t bytes = per_cpu * uint64_t(std::max(cpus, 1));
+  if (config.offcpu || config.allocations || config.memory_growth) {
+    bytes = std::max(bytes, kEventDrivenAtLeast);
+  }
+  return static_cast<uint32_t>(std::clamp(std::bit_ceil(bytes), kSmallest, kLargest));
+}
 
 absl::StatusOr<std::unique_ptr<BpfSampler>> BpfSampler::Open() {
   if (!std::filesystem::exists(kKernelBtf)) {
@@ -116,6 +130,13 @@ absl::Status BpfSampler::Configure(const SamplerConfig& config) {
       bpf_map__set_max_entries(skeleton_->maps.unwind_pages, std::max<uint32_t>(pages, 1)) != 0) {
     return LibbpfError(-errno, "size the unwind table maps");
   }
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return LibbpfError(cpus, "count possible CPUs");
+  uint32_t ring_bytes = EventsRingBytes(config, cpus);
+  if (bpf_map__set_max_entries(skeleton_->maps.events, ring_bytes) != 0) {
+    return LibbpfError(-errno, "size the events ring buffer");
+  }
+  skeleton_->rodata->events_ring_bytes = ring_bytes;
   // The kernel fills an LRU map's every entry when it makes the map, which
   // costs a start-up tens of milliseconds for maps nobody uses: a feature that
   // is off keeps one entry each.

@@ -73,7 +73,19 @@ struct SamplerConfig {
   // they are not loaded at all (`record` counts nothing per process; their
   // verification was a fifth of its start-up), but for the OOM watch's.
   bool accounting = false;
+  // The cpu-clock's mean rate: what the ring buffer is sized for.
+  int rate_hz = 99;
 };
+
+// The events ring buffer's size for `config` on a host of `cpus` CPUs: two
+// seconds of every CPU's ticks at 2.5 KiB a sample (100 Python frames and
+// their native leaf take 1.8 KiB), at least 512 KiB a CPU; 8 MiB at least
+// where records come with events rather than ticks (off-CPU intervals,
+// allocations, memory growth), however fast. A power of two from 1 MiB to
+// 256 MiB. No bigger than that: a record is written where the ring was
+// written a lap before, and on some hosts those lines cost more the longer
+// the lap (bpf/sampler_output.bpf.h).
+uint32_t EventsRingBytes(const SamplerConfig& config, int cpus);
 
 // The default of SamplerConfig::native_unwind_bytes where unwinding is on:
 // python3.11, libc, numpy and OpenBLAS together take about 1 MiB, the

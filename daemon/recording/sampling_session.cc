@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<SamplingSession>> SamplingSession::Open(
   BpfSampler& bpf = *session->sampler_;
   SamplerConfig sampler_config = c.sampler;
   sampler_config.accounting = c.accounting.has_value();
+  if (c.rate_hz > 0) sampler_config.rate_hz = c.rate_hz;
   if (absl::Status s = bpf.Configure(sampler_config); !s.ok()) return s;
   if (absl::Status s = bpf.Load(); !s.ok()) return s;
   for (uint32_t pid : c.target_pids) {
