@@ -13,6 +13,7 @@
 
 #include "pystrobe_abi.h"
 #include "sample.bpf.h"
+#include "sample_stages.bpf.h"
 #include "sampler_output.bpf.h"
 #include "targets.bpf.h"
 
@@ -61,6 +62,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		count_sample(PYSTROBE_COUNT_FILTERED);
 		return 0;
 	}
+	sample_stages_start();
 	sample = current_sample();
 	if (!sample)
 		return 0;
@@ -79,5 +81,6 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	count_sample(PYSTROBE_COUNT_SENT);
+	sample_stage_done(SAMPLE_STAGE_OUTPUT);
 	return 0;
 }

@@ -31,6 +31,7 @@
 #include "python_stack.bpf.h"
 #include "python_thread_state.bpf.h"
 #include "python_walk.bpf.h"
+#include "sample_stages.bpf.h"
 
 /* Set by the loader (--max-python-depth): frames walked per sample. */
 const volatile __u32 python_max_frames = 128;
@@ -334,7 +335,9 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 
 	walk->walk_id++;
 	walk->pthread_self = thread->thread.fsbase;
+	sample_stage_done(SAMPLE_STAGE_WALK_SETUP);
 	find_thread_state(walk, thread);
+	sample_stage_done(SAMPLE_STAGE_THREAD_STATE);
 	if (walk->tstate == 0) {
 		sample->python_status = PYSTROBE_PY_NO_THREAD_STATE;
 		return 0;
@@ -350,6 +353,7 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 		read_target_u64(interp, off->interp_id, &sample->interpreter_id);
 	if (holds_gil(walk, interp))
 		sample->flags |= PYSTROBE_SAMPLE_HOLDS_GIL;
+	sample_stage_done(SAMPLE_STAGE_INTERPRETER);
 
 	walk->status = PYSTROBE_PY_WALKED;
 	walk->frames = 0;
@@ -370,7 +374,9 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 	walk_ctx.sample = sample;
 	walk_ctx.copies.sent = 0;
 	walk_ctx.copies.stopped = false;
+	sample_stage_done(SAMPLE_STAGE_TOP_FRAME);
 	bpf_loop(walk->max_frames, walk_frame_step, &walk_ctx, 0);
+	sample_stage_done(SAMPLE_STAGE_FRAMES);
 	if (walk->status == PYSTROBE_PY_WALKED && walk->cursor != 0)
 		sample->flags |= PYSTROBE_SAMPLE_PY_TRUNCATED;
 	sample->python_frames = walk->frames;

@@ -20,6 +20,7 @@
 #include "pystrobe_abi.h"
 #include "python_process.bpf.h"
 #include "python_stack.bpf.h"
+#include "sample_stages.bpf.h"
 #include "sampler_output.bpf.h"
 
 /* Set by the loader (--native): full native stacks for CPython processes
@@ -152,6 +153,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	sample->interpreter_id = 0;
 	bpf_get_current_comm(sample->comm, sizeof(sample->comm));
 	sample->flags = kernel_mode ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
+	sample_stage_done(SAMPLE_STAGE_IDS);
 
 	/* The kernel stack is empty for a sample taken in user mode. */
 	kernel_bytes = 0;
@@ -197,6 +199,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	if (user_bytes > PYSTROBE_MAX_USER_FRAMES * sizeof(__u64))
 		user_bytes = PYSTROBE_MAX_USER_FRAMES * sizeof(__u64);
 	sample->user_frames = user_bytes / sizeof(__u64);
+	sample_stage_done(SAMPLE_STAGE_USER);
 
 	native_frames = sample->kernel_frames + sample->user_frames;
 	sample->python_frames = 0;
@@ -221,6 +224,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	       sizeof(__u64) * (native_frames + 2 * (__u32)sample->python_frames);
 	if (size > sizeof(*sample))
 		size = sizeof(*sample);
+	sample_stage_done(SAMPLE_STAGE_FINISH);
 	return size;
 }
 
