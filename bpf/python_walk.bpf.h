@@ -65,6 +65,11 @@ struct python_walk {
 	__u16 tstate_head_size;
 	__u64 walk_id;	      /* counts this CPU's walks: tells the stamp cache's walks apart */
 	__u64 tstate_head_of; /* the thread state tstate_head was read from, or 0 */
+	/* The thread this CPU walked last (its task and start time) and its
+	 * thread state then: see find_thread_state. */
+	__u64 last_task;
+	__u64 last_task_start;
+	__u64 last_tstate;
 	__u8 tstate_head[PYTHON_COPY_SIZE];
 	/* Copy of [block_addr, block_addr + block_len) of the target: the
 	 * frame being walked and, with luck, the frames it was called from. */
