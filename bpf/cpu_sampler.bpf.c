@@ -51,6 +51,7 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	__u32 tgid = pid_tgid >> 32;
 	struct pystrobe_sample *sample;
 	__u64 size, flags, interval, now = bpf_ktime_get_ns();
+	bool kernel_mode;
 
 	count_sample(PYSTROBE_COUNT_TAKEN);
 	interval = take_tick_interval(now);
@@ -70,7 +71,8 @@ int sample_cpu(struct bpf_perf_event_data *ctx)
 	/* Kernel text lives in the upper half of the address space on x86_64;
 	 * the 8-byte ip is also a context access the verifier accepts, unlike
 	 * the 2-byte cs. */
-	size = fill_sample(ctx, sample, pid_tgid, (__s64)ctx->regs.ip < 0, now);
+	kernel_mode = (__s64)ctx->regs.ip < 0;
+	size = fill_sample(ctx, sample, pid_tgid, kernel_mode, kernel_mode ? 0 : ctx->regs.ip, now);
 	sample->weight_ns = interval;
 	/* A process the daemon has found to run CPython is known to it: only
 	 * others may be fresh. */

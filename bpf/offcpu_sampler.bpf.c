@@ -77,7 +77,7 @@ int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 	if (!leaving)
 		return 0;
 	leaving->sample.kind = PYSTROBE_EVENT_OFFCPU;
-	leaving->size = fill_sample(ctx, &leaving->sample, pid_tgid, true, bpf_ktime_get_ns());
+	leaving->size = fill_sample(ctx, &leaving->sample, pid_tgid, true, 0, bpf_ktime_get_ns());
 	leaving->sample.offcpu_reason = reason;
 	if (leaving->sample.offcpu_reason == PYSTROBE_OFFCPU_SLEEP &&
 	    waiting_for_gil(pid_tgid >> 32))

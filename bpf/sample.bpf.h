@@ -130,10 +130,13 @@ static __always_inline __u64 first_sample_flags(__u32 tgid)
  * kernel stack (when `kernel_mode`), the user stack and, for a CPython
  * process, the Python stack. `now` is bpf_ktime_get_ns(), which a caller
  * may have read already: a helper call costs as much as a read on some hosts.
- * Returns the bytes of `sample` to send.
+ * `user_ip`: the thread's user ip where the caller has it (a tick that
+ * interrupted user mode), else 0 and it is read from the task's saved
+ * registers (three helper calls, a tenth of a short sample). Returns the
+ * bytes of `sample` to send.
  */
 static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *sample, __u64 pid_tgid,
-					 bool kernel_mode, __u64 now)
+					 bool kernel_mode, __u64 user_ip, __u64 now)
 {
 	__u32 tgid = pid_tgid >> 32;
 	const struct pystrobe_python_process *python =
@@ -177,7 +180,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 		 * frames; without --native only the native leaf is shown (as
 		 * [native] when outside the interpreter), so only it is read. */
 		sample->data[(kernel_bytes / sizeof(__u64)) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
-		    compat_user_ip(compat_current_user_regs());
+		    user_ip ? user_ip : compat_user_ip(compat_current_user_regs());
 		user_bytes = sizeof(__u64);
 	} else {
 		long frames =
@@ -262,7 +265,7 @@ static __always_inline void send_event_sample(void *ctx, __u64 pid_tgid, bool ke
 		return;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		taken = *taken_now;
-		size = fill_sample(ctx, sample, pid_tgid, kernel_mode, bpf_ktime_get_ns());
+		size = fill_sample(ctx, sample, pid_tgid, kernel_mode, 0, bpf_ktime_get_ns());
 		sample->kind = kind;
 		sample->weight_ns = weight;
 		sample->address = address;
