@@ -144,6 +144,10 @@ def main():
     parser.add_argument("--only", action="append", default=[],
                         help="a generation to measure (3.11, 3.12, 3.10, 3.8); repeatable")
     parser.add_argument("--mode", choices=("python", "native", "both"), default="both")
+    parser.add_argument("--alone", action="store_true",
+                        help="run the binaries one at a time, in turn, each against the "
+                             "reference of its own seconds: recorders run at once share the "
+                             "caches, and the ring buffer's cost depends on what else is written")
     options = parser.parse_args()
     binaries = options.bin or ["build/pystrobe"]
     for tool in ("bpftool", "bpftrace"):
@@ -165,12 +169,13 @@ def main():
                            "both": (False, True)}[options.mode]:
                 mode = "--native" if native else "python"
                 for _ in range(options.rounds):
-                    ours, reference, runs = measure(binaries, python, native, options.seconds,
-                                                    tmp)
-                    for binary, ns, count in zip(binaries, ours, runs):
-                        print(f"{generation:14} {mode:10} {ns:12.0f} {reference:13.0f} "
-                              f"{ns / reference:6.2f} {count:6d}"
-                              + (f"  {binary}" if len(binaries) > 1 else ""), flush=True)
+                    for group in ([[b] for b in binaries] if options.alone else [binaries]):
+                        ours, reference, runs = measure(group, python, native, options.seconds,
+                                                        tmp)
+                        for binary, ns, count in zip(group, ours, runs):
+                            print(f"{generation:14} {mode:10} {ns:12.0f} {reference:13.0f} "
+                                  f"{ns / reference:6.2f} {count:6d}"
+                                  + (f"  {binary}" if len(binaries) > 1 else ""), flush=True)
 
 
 if __name__ == "__main__":
