@@ -152,7 +152,8 @@ std::vector<prometheus::MetricFamily> SelfMetricFamilies(
         static_cast<double>(health.python_processes));
   counter("pystrobe_python_processes_not_read_total",
           "Processes whose CPython was seen but not read (an unsupported version, memory the "
-          "daemon may not read): their samples have native frames only.",
+          "daemon may not read, a runtime still unreadable at its last look): their samples "
+          "have native frames only.",
           static_cast<double>(health.python_not_read));
   gauge("pystrobe_window_stacks", "Distinct stacks in the window being recorded.",
         static_cast<double>(health.window_stacks));
