@@ -85,6 +85,26 @@ def wait_for_program(pid, pick, timeout=30):
     raise SystemExit(f"process {pid} loaded no program to measure")
 
 
+def start_spinners(python, depth, tmp):
+    """Two programs of `python` spinning `depth` frames deep (one per CPU)."""
+    script = os.path.join(tmp, "deep.py")
+    with open(script, "w") as f:
+        f.write(DEEP_PY)
+    return [subprocess.Popen([python, script, str(depth)]) for _ in range(2)]
+
+
+def stop(processes):
+    """Terminates `processes` and waits for them; kills any that linger."""
+    for p in processes:
+        p.terminate()
+    for p in processes:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def ns_per_run(before, after):
     runs = after[1] - before[1]
     return (after[0] - before[0]) / runs if runs > 0 else float("nan"), runs
@@ -93,10 +113,7 @@ def ns_per_run(before, after):
 def measure(binaries, python, native, seconds, tmp):
     """([pystrobe ns/run per binary], reference ns/run, [runs per binary]) on two
     spinners of `python`, every binary recording them in the same seconds."""
-    script = os.path.join(tmp, "deep.py")
-    with open(script, "w") as f:
-        f.write(DEEP_PY)
-    spinners = [subprocess.Popen([python, script, str(DEPTH)]) for _ in range(2)]
+    spinners = start_spinners(python, DEPTH, tmp)
     procs = []
     try:
         time.sleep(1)  # past the interpreter's start
@@ -124,14 +141,7 @@ def measure(binaries, python, native, seconds, tmp):
         reference_ns, _ = ns_per_run(before[1], after[1])
         return [ns for ns, _ in measured], reference_ns, [runs for _, runs in measured]
     finally:
-        for p in procs + spinners:
-            p.terminate()
-        for p in procs + spinners:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop(procs + spinners)
 
 
 def main():

@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_kernel_ratio  # noqa: E402
-from bench_common import DEEP_PY, bpf_stats  # noqa: E402
+from bench_common import bpf_stats  # noqa: E402
 
 # enum sample_stage, in order.
 STAGES = ["ids", "user", "walk setup", "thread state", "interp+GIL", "top frame", "frames",
@@ -53,10 +53,7 @@ def stage_times():
 
 def measure(binary, python, depth, seconds, tmp):
     """(reference ns a sample, samples, [ns a sample per stage])."""
-    script = os.path.join(tmp, "deep.py")
-    with open(script, "w") as f:
-        f.write(DEEP_PY)
-    spinners = [subprocess.Popen([python, script, str(depth)]) for _ in range(2)]
+    spinners = run_kernel_ratio.start_spinners(python, depth, tmp)
     procs = []
     try:
         time.sleep(1)  # past the interpreter's start
@@ -82,14 +79,7 @@ def measure(binary, python, depth, seconds, tmp):
                   for a, b in zip(after[1:], before[1:])]
         return reference_ns, samples, stages
     finally:
-        for p in procs + spinners:
-            p.terminate()
-        for p in procs + spinners:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        run_kernel_ratio.stop(procs + spinners)
 
 
 def main():
