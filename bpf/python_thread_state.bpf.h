@@ -160,12 +160,13 @@ static __always_inline void look_up_thread_state(struct python_walk *walk,
  * Finds (or revalidates) the sampled thread's PyThreadState into
  * walk->tstate, with its head in walk->tstate_head.
  *
- * A CPU mostly samples the thread it sampled last, so the thread state that
- * walk found first, revalidated as the cache's is, while it is still the
- * active one: the task storage lookup cost about 0.15 of the 100-read
- * reference on a VM measured (docs/benchmarks.md), as much as the head's
- * read. The thread is named by its task and its start time, since a task's
- * memory goes to the next thread made once it ends.
+ * A CPU mostly samples the thread it sampled last, so the thread state its
+ * last walk found is tried first when that walk was of this thread: taken
+ * if it revalidates as the cache's does and is still the thread's active
+ * one. That spares the task storage lookup, which cost about 0.15 of the
+ * 100-read reference on a VM measured (docs/benchmarks.md), as much as the
+ * head's read. The thread is named by its task and its start time, since a
+ * task's memory goes to the next thread made once it ends.
  */
 static __always_inline void find_thread_state(struct python_walk *walk, struct task_struct *thread)
 {

@@ -132,8 +132,8 @@ static __always_inline __u64 first_sample_flags(__u32 tgid)
  * may have read already: a helper call costs as much as a read on some hosts.
  * `user_ip`: the thread's user ip where the caller has it (a tick that
  * interrupted user mode), else 0 and it is read from the task's saved
- * registers (three helper calls, a tenth of a short sample). Returns the
- * bytes of `sample` to send.
+ * registers (three helper calls: about a tenth of the 100-read reference of
+ * docs/benchmarks.md). Returns the bytes of `sample` to send.
  */
 static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *sample, __u64 pid_tgid,
 					 bool kernel_mode, __u64 user_ip, __u64 now)

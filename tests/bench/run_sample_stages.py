@@ -28,7 +28,7 @@ import run_kernel_ratio  # noqa: E402
 from bench_common import bpf_stats  # noqa: E402
 
 # enum sample_stage, in order.
-STAGES = ["ids", "user", "walk setup", "thread state", "interp+GIL", "top frame", "frames",
+STAGES = ["ids", "stacks", "walk setup", "thread state", "interp+GIL", "top frame", "frames",
           "finish", "output"]
 
 
