@@ -85,6 +85,7 @@ static __always_inline void recognize_python_binary(__u32 tgid, struct python_ex
 	__builtin_memcpy(&process.offsets, &binary->offsets, sizeof(process.offsets));
 	if (bpf_map_update_elem(&python_processes, &tgid, &process, BPF_ANY) != 0)
 		return;
+	python_processes_changed();
 	count_sample(PYSTROBE_COUNT_PYTHON_AT_EXEC);
 	exec->dev = key.dev;
 	exec->inode = key.inode;
@@ -102,7 +103,8 @@ int handle_exec(void *ctx)
 	/* The new image is not the interpreter the daemon saw, if any, and
 	 * its mappings are not those userspace read: walked with frame
 	 * pointers until userspace reads them again. */
-	bpf_map_delete_elem(&python_processes, &tgid);
+	if (bpf_map_delete_elem(&python_processes, &tgid) == 0)
+		python_processes_changed();
 	bpf_map_delete_elem(&unwind_processes, &tgid);
 	if (!is_target(tgid))
 		return 0;
@@ -128,7 +130,8 @@ int handle_exit(void *ctx)
 	 * by this tracepoint each exiting thread has left signal->live. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
-	bpf_map_delete_elem(&python_processes, &tgid);
+	if (bpf_map_delete_elem(&python_processes, &tgid) == 0)
+		python_processes_changed();
 	bpf_map_delete_elem(&unwind_processes, &tgid);
 	if (is_target(tgid)) {
 		struct pystrobe_process_event *event = new_process_event(PYSTROBE_EVENT_EXIT, tgid);

@@ -31,6 +31,18 @@ struct python_processes_map {
 };
 extern struct python_processes_map python_processes SEC(".maps");
 
+/*
+ * Bumped after every change to python_processes, by the kernel (exec, exit)
+ * and by the daemon (discovery): a copy of an entry, or of its absence, is
+ * good while this has not moved (python_walk_of_process).
+ */
+extern __u64 python_processes_generation;
+
+static __always_inline void python_processes_changed(void)
+{
+	__sync_fetch_and_add(&python_processes_generation, 1);
+}
+
 /* Reads a pointer-sized field of the target; false on a failed read. */
 static __always_inline bool read_target_u64(__u64 addr, __u32 offset, __u64 *value)
 {

@@ -305,8 +305,7 @@ __noinline int python_tstate_head_size(const struct pystrobe_python_offsets *off
 }
 
 /* Declared, and its contract given, in python_stack.bpf.h. */
-__noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
-				 const struct pystrobe_python_process *proc)
+__noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base)
 {
 	struct task_struct *thread = bpf_get_current_task_btf();
 	struct python_walk *walk;
@@ -314,23 +313,16 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
 	struct python_walk_ctx walk_ctx;
 	__u64 frame, interp;
 
-	if (!sample || !proc)
+	if (!sample)
 		return 0;
 	sample->python_frames = 0;
 	sample->python_status = PYSTROBE_PY_READ_FAILED;
 	walk = python_walk_state();
-	if (!walk)
+	if (!walk || !walk->proc_is_python || walk->proc_tgid != sample->pid)
 		return 0;
-	__builtin_memcpy(&walk->proc, proc, sizeof(walk->proc));
 	off = &walk->proc.offsets;
-	walk->frame_copy_size = python_frame_copy_size(off);
-	walk->code_copy_size = python_code_copy_size(off);
-	walk->tstate_head_size = python_tstate_head_size(off);
 	if (walk->frame_copy_size == 0 || walk->code_copy_size == 0 || walk->tstate_head_size == 0)
 		return 0;
-	/* Frame objects before 3.11 are each on the heap: read them one by one. */
-	walk->block_span = off->frame_model >= PYSTROBE_PY_FRAMES_CFRAME ? PYTHON_FRAME_BLOCK
-									 : walk->frame_copy_size;
 	walk->block_len = 0;
 
 	walk->walk_id++;

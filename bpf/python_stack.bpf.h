@@ -23,7 +23,8 @@
 
 /*
  * Walks the current thread's Python stack into `sample`, after `base`
- * words; `proc` is its process's entry in python_processes. Fills the
+ * words, by the copy of its process's entry in python_processes that
+ * python_walk_of_process (python_walk.bpf.h) has just made ready. Fills the
  * sample's python_frames, python_status and GIL flags, and sends a copy of
  * each code object it meets that was not sent before (python_code_copy.bpf.h),
  * so the sample's pid and time must be set. Returns 0.
@@ -34,7 +35,6 @@
  * inlined there, with native unwinding, resident growth's program passed
  * the verifier's million-instruction limit.
  */
-int walk_python_stack(struct pystrobe_sample *sample, __u32 base,
-		      const struct pystrobe_python_process *proc);
+int walk_python_stack(struct pystrobe_sample *sample, __u32 base);
 
 #endif /* PYSTROBE_BPF_PYTHON_STACK_BPF_H_ */

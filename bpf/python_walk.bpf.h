@@ -15,6 +15,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "pystrobe_abi.h"
+#include "python_process.bpf.h"
 #include "python_stack.bpf.h"
 
 /*
@@ -42,7 +43,14 @@ struct python_stamp_slot {
 
 /* Everything one walk needs, per CPU: too big for the BPF stack. */
 struct python_walk {
+	/* A copy of proc_tgid's entry in python_processes, or of its absence
+	 * (proc_is_python 0), as of python_processes_generation
+	 * proc_generation: see python_walk_of_process. */
 	struct pystrobe_python_process proc;
+	__u64 proc_generation;
+	__u32 proc_tgid;
+	__u8 proc_known;
+	__u8 proc_is_python;
 	__u64 pthread_self; /* the sampled thread's fs base: PyThreadState.thread_id */
 	__u64 interp;	    /* interpreter being searched */
 	__u64 cursor;	    /* thread state, then frame, being looked at */
@@ -95,6 +103,52 @@ static __always_inline struct python_walk *python_walk_state(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&python_walk_scratch, &zero);
+}
+
+/* The bytes the walk copies of a frame, of a code object and of a thread
+ * state's head for these offsets, or 0 when a field lies beyond what a copy
+ * holds (python_stack.bpf.c). */
+int python_frame_copy_size(const struct pystrobe_python_offsets *off);
+int python_code_copy_size(const struct pystrobe_python_offsets *off);
+int python_tstate_head_size(const struct pystrobe_python_offsets *off);
+
+/*
+ * The walk state, ready to walk process `tgid`, or null when `tgid` is not a
+ * CPython process the daemon handed over (or the state cannot be had).
+ *
+ * A CPU mostly samples the process it sampled last, so the copy of its entry
+ * (and its copy sizes) from an earlier sample is used again while no entry of
+ * python_processes has changed since: a hash lookup, a 184-byte copy and the
+ * three size functions cost about half of the 100-read reference on a VM
+ * measured (docs/benchmarks.md). The generation is read before the lookup,
+ * so an entry changed meanwhile is looked up again at the next sample.
+ */
+static __always_inline struct python_walk *python_walk_of_process(__u32 tgid)
+{
+	struct python_walk *walk = python_walk_state();
+	const struct pystrobe_python_process *proc;
+	__u64 generation = *(volatile __u64 *)&python_processes_generation;
+
+	if (!walk)
+		return NULL;
+	if (walk->proc_known && walk->proc_tgid == tgid && walk->proc_generation == generation)
+		return walk->proc_is_python ? walk : NULL;
+	proc = bpf_map_lookup_elem(&python_processes, &tgid);
+	walk->proc_known = 1;
+	walk->proc_tgid = tgid;
+	walk->proc_generation = generation;
+	walk->proc_is_python = proc != NULL;
+	if (!proc)
+		return NULL;
+	__builtin_memcpy(&walk->proc, proc, sizeof(walk->proc));
+	walk->frame_copy_size = python_frame_copy_size(&walk->proc.offsets);
+	walk->code_copy_size = python_code_copy_size(&walk->proc.offsets);
+	walk->tstate_head_size = python_tstate_head_size(&walk->proc.offsets);
+	/* Frame objects before 3.11 are each on the heap: read them one by one. */
+	walk->block_span = walk->proc.offsets.frame_model >= PYSTROBE_PY_FRAMES_CFRAME
+			       ? PYTHON_FRAME_BLOCK
+			       : walk->frame_copy_size;
+	return walk;
 }
 
 /* A field out of a copy; offsets were checked against the copy's size. */

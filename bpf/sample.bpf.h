@@ -20,6 +20,7 @@
 #include "pystrobe_abi.h"
 #include "python_process.bpf.h"
 #include "python_stack.bpf.h"
+#include "python_walk.bpf.h"
 #include "sample_stages.bpf.h"
 #include "sampler_output.bpf.h"
 
@@ -139,8 +140,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 					 bool kernel_mode, __u64 user_ip, __u64 now)
 {
 	__u32 tgid = pid_tgid >> 32;
-	const struct pystrobe_python_process *python =
-	    bpf_map_lookup_elem(&python_processes, &tgid);
+	const struct python_walk *python = python_walk_of_process(tgid);
 	long kernel_bytes, user_bytes;
 	__u32 native_frames;
 	__u64 size;
@@ -208,7 +208,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	sample->python_frames = 0;
 	sample->python_status = PYSTROBE_PY_NOT_PYTHON;
 	if (python)
-		walk_python_stack(sample, native_frames, python);
+		walk_python_stack(sample, native_frames);
 	switch (sample->python_status) {
 	case PYSTROBE_PY_WALKED:
 		count_sample(PYSTROBE_COUNT_PYTHON_WALKED);

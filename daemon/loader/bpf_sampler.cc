@@ -253,6 +253,9 @@ absl::Status BpfSampler::AddPythonProcess(uint32_t pid, const pystrobe_python_pr
     return LibbpfError(-errno,
                        absl::StrCat("hand process ", pid, "'s CPython layout to the kernel"));
   }
+  // Each CPU's copy of the entry it sampled last, or of its absence, is
+  // good until this moves (bpf/python_walk.bpf.h).
+  __atomic_fetch_add(&skeleton_->bss->python_processes_generation, 1, __ATOMIC_SEQ_CST);
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 // fake interpreter, laid out with pystrobe's tables for each version, says
 // the thread is running frames the test built. Every record is known in
 // advance, field by field: no floors, no luck.
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -520,6 +521,55 @@ TEST_F(PythonWalkTest, ProcessNotKnownAsCPythonIsNotWalked) {
   EXPECT_EQ(counters.python_walked, 0u);
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_PYTHON_READ], 0u);
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_PYTHON_NO_THREAD_STATE], 0u);
+}
+
+// Keeps this thread on the CPU it runs on now, for as long as it lives: each
+// CPU keeps its own copy of the process it sampled last.
+class PinnedToThisCpu {
+ public:
+  PinnedToThisCpu() {
+    sched_getaffinity(0, sizeof(was_), &was_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    sched_setaffinity(0, sizeof(one), &one);
+  }
+  ~PinnedToThisCpu() { sched_setaffinity(0, sizeof(was_), &was_); }
+
+ private:
+  cpu_set_t was_;
+};
+
+TEST_F(PythonWalkTest, ProcessHandedOverAfterItsFirstSampleIsWalkedFromTheNext) {
+  PinnedToThisCpu pinned;
+  // Sampled before the daemon found its CPython: the CPU notes that it is
+  // none, and must look again once the daemon hands it over.
+  EXPECT_EQ(SampleOnce().python_status, PYSTROBE_PY_NOT_PYTHON);
+  FakeCPython& python = Interpreter(3, 8);
+  uint64_t code = NewCode(1);
+  python.SetTopFrame(tstate_, python.AddHeapFrame(code, 6, 0));
+
+  SampleRecord sample = SampleOnce();
+  EXPECT_EQ(sample.python_status, PYSTROBE_PY_WALKED);
+  EXPECT_THAT(sample.python_frames, ElementsAre(Frame(code, 6, true)));
+}
+
+TEST_F(PythonWalkTest, ProcessHandedOverAgainIsWalkedByItsNewLayout) {
+  PinnedToThisCpu pinned;
+  FakeCPython& old_python = Interpreter(3, 8);
+  uint64_t old_code = NewCode(1);
+  old_python.SetTopFrame(tstate_, old_python.AddHeapFrame(old_code, 6, 0));
+  EXPECT_THAT(SampleOnce().python_frames, ElementsAre(Frame(old_code, 6, true)));
+
+  // The process execs another CPython, which the daemon hands over.
+  FakeCPython& python = Interpreter(3, 11);
+  uint64_t code = NewCode(2);
+  uint64_t frame = memory_.AllocatePage() + FakeCPython::kFrameStride;
+  python.WriteInterpreterFrame(frame, code, 8, 0, 0, /*is_entry=*/true);
+  python.SetTopFrame(tstate_, frame);
+  SampleRecord sample = SampleOnce();
+  EXPECT_EQ(sample.python_status, PYSTROBE_PY_WALKED);
+  EXPECT_THAT(sample.python_frames, ElementsAre(Frame(code, 8, true)));
 }
 
 TEST_F(PythonWalkTest, EachFaultIsExactlyOneSample) {
