@@ -140,6 +140,7 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 					 bool kernel_mode, __u64 user_ip, __u64 now)
 {
 	__u32 tgid = pid_tgid >> 32;
+	/* Non-null for a CPython process: the walk, ready for it. */
 	const struct python_walk *python = python_walk_of_process(tgid);
 	long kernel_bytes, user_bytes;
 	__u32 native_frames;
