@@ -9,13 +9,17 @@ seconds on the same processes: a bpftrace `profile:hz:99` program that does noth
 but 100 plain 8-byte user reads per sample, one per 8 bytes up the thread's stack
 (the cost of visiting 100 frames with one read each).
 
-Per CPython generation it starts two Python programs spinning 100 frames deep (one per
-CPU), then records them with `pystrobe record --pid A --pid B -r 99` (with and without
+Per CPython generation it starts Python programs spinning 100 frames deep (one per
+CPU), then records them with `pystrobe record --pid A --pid B ... -r 99` (with and without
 --native) while the reference runs, and reads both programs' run_time_ns / run_cnt
 (kernel.bpf_stats_enabled) over --seconds. Both programs run on every CPU at the same
 rate and filter the same pids, so their runs on an idle CPU or another process count
-alike. Prints a table; asserts nothing. As root, with bpftool and bpftrace.
+alike. Prints a table; asserts nothing. As root, with bpftool.
   tests/bench/run_kernel_ratio.py --bin build/pystrobe
+The reference is bpftrace's where it is installed, else the same 100 reads built in
+(build/tests/bench/reference_reads, reference_reads.bpf.c): bpftrace needs LLVM, which
+a host lent for a day may not have. --reference picks one; --python GEN=PATH measures
+another interpreter (a host's own python3.12, say).
 """
 import argparse
 import json
@@ -39,9 +43,10 @@ PYTHONS = [
     ("3.8", "/root/.pyenv/versions/3.8.18/bin/python3.8"),
 ]
 
-# 100 reads at 8-byte steps up the interrupted thread's user stack.
+# 100 reads at 8-byte steps up the interrupted thread's user stack; %s is the
+# filter on the measured pids.
 REFERENCE = """
-profile:hz:99 /pid == %d || pid == %d/ {
+profile:hz:99 /%s/ {
   $at = reg("sp");
   unroll(100) {
     $v = *(uint64 *)uptr($at);
@@ -49,6 +54,31 @@ profile:hz:99 /pid == %d || pid == %d/ {
   }
 }
 """
+
+
+BUILTIN_REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                 "build", "tests", "bench", "reference_reads")
+
+
+def reference_kind(asked=None, builtin=BUILTIN_REFERENCE):
+    """`asked`, or bpftrace where installed, else the built-in reference; exits when
+    the one picked is missing."""
+    kind = asked or ("bpftrace" if shutil.which("bpftrace") else "builtin")
+    if kind == "bpftrace" and shutil.which("bpftrace") is None:
+        raise SystemExit("bpftrace is not installed (scripts/install-deps.sh --tests)")
+    if kind == "builtin" and not os.access(builtin, os.X_OK):
+        raise SystemExit(f"{builtin} is not built (cmake --build build)")
+    return kind
+
+
+def start_reference(kind, pids, builtin=BUILTIN_REFERENCE):
+    """The reference's process on `pids`: bpftrace's program or the built-in one."""
+    if kind == "bpftrace":
+        filter_ = " || ".join(f"pid == {pid}" for pid in pids)
+        command = ["bpftrace", "-e", REFERENCE % filter_]
+    else:
+        command = [builtin, *map(str, pids)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def programs_of(pid):
@@ -86,11 +116,14 @@ def wait_for_program(pid, pick, timeout=30):
 
 
 def start_spinners(python, depth, tmp):
-    """Two programs of `python` spinning `depth` frames deep (one per CPU)."""
+    """Programs of `python` spinning `depth` frames deep, one per CPU: every CPU's
+    ticks then fall on a measured program, not on an idle CPU that both programs
+    would only filter out."""
     script = os.path.join(tmp, "deep.py")
     with open(script, "w") as f:
         f.write(DEEP_PY)
-    return [subprocess.Popen([python, script, str(depth)]) for _ in range(2)]
+    return [subprocess.Popen([python, script, str(depth)])
+            for _ in range(len(os.sched_getaffinity(0)))]
 
 
 def stop(processes):
@@ -110,22 +143,21 @@ def ns_per_run(before, after):
     return (after[0] - before[0]) / runs if runs > 0 else float("nan"), runs
 
 
-def measure(binaries, python, native, seconds, tmp):
-    """([pystrobe ns/run per binary], reference ns/run, [runs per binary]) on two
-    spinners of `python`, every binary recording them in the same seconds."""
+def measure(binaries, python, native, seconds, tmp, reference_kind_, reference_bin):
+    """([pystrobe ns/run per binary], reference ns/run, [runs per binary]) on a
+    spinner of `python` per CPU, every binary recording them in the same seconds."""
     spinners = start_spinners(python, DEPTH, tmp)
     procs = []
     try:
         time.sleep(1)  # past the interpreter's start
-        reference = subprocess.Popen(
-            ["bpftrace", "-e", REFERENCE % (spinners[0].pid, spinners[1].pid)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pids = [p.pid for p in spinners]
+        reference = start_reference(reference_kind_, pids, reference_bin)
         procs.append(reference)
         ours = []
         for i, binary in enumerate(binaries):
             args = [binary, "record", "-r", "99", "-f", "folded",
                     "-o", os.path.join(tmp, f"p{i}.folded"),
-                    "--pid", str(spinners[0].pid), "--pid", str(spinners[1].pid)]
+                    *[arg for pid in pids for arg in ("--pid", str(pid))]]
             if native:
                 args.append("--native")
             pystrobe = subprocess.Popen(args, stdout=subprocess.DEVNULL,
@@ -158,18 +190,27 @@ def main():
                         help="run the binaries one at a time, in turn, each against the "
                              "reference of its own seconds: recorders run at once share the "
                              "caches, and the ring buffer's cost depends on what else is written")
+    parser.add_argument("--reference", choices=("bpftrace", "builtin"),
+                        help="the reference program (default: bpftrace where installed)")
+    parser.add_argument("--reference-bin", default=BUILTIN_REFERENCE,
+                        help="the built-in reference's loader (reference_reads)")
+    parser.add_argument("--python", action="append", default=[], metavar="GEN=PATH",
+                        help="measure this interpreter as generation GEN (repeatable); "
+                             "with it, only the interpreters named")
     options = parser.parse_args()
     binaries = options.bin or ["build/pystrobe"]
-    for tool in ("bpftool", "bpftrace"):
-        if shutil.which(tool) is None:
-            raise SystemExit(f"{tool} is not installed (scripts/install-deps.sh --tests)")
-    print(f"{DEPTH}-deep Python stacks, two programs (one per CPU), 99 Hz, {options.seconds:g} s "
-          f"per figure, {options.rounds} rounds; reference: bpftrace, {DEPTH} user reads per "
+    if shutil.which("bpftool") is None:
+        raise SystemExit("bpftool is not installed (scripts/install-deps.sh --tests)")
+    kind = reference_kind(options.reference, options.reference_bin)
+    pythons = [tuple(p.split("=", 1)) for p in options.python] or PYTHONS
+    cpus = len(os.sched_getaffinity(0))
+    print(f"{DEPTH}-deep Python stacks, {cpus} programs (one per CPU), 99 Hz, {options.seconds:g} s "
+          f"per figure, {options.rounds} rounds; reference: {kind}, {DEPTH} user reads per "
           f"sample, in the same seconds")
     print(f"{'CPython':14} {'mode':10} {'pystrobe ns':>12} {'reference ns':>13} "
           f"{'ratio':>6} {'runs':>6}" + ("  binary" if len(binaries) > 1 else ""))
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
-        for generation, python in PYTHONS:
+        for generation, python in pythons:
             if options.only and generation.split()[0] not in options.only:
                 continue
             if not os.access(python, os.X_OK):
@@ -181,7 +222,7 @@ def main():
                 for _ in range(options.rounds):
                     for group in ([[b] for b in binaries] if options.alone else [binaries]):
                         ours, reference, runs = measure(group, python, native, options.seconds,
-                                                        tmp)
+                                                        tmp, kind, options.reference_bin)
                         for binary, ns, count in zip(group, ours, runs):
                             print(f"{generation:14} {mode:10} {ns:12.0f} {reference:13.0f} "
                                   f"{ns / reference:6.2f} {count:6d}"

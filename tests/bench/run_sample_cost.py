@@ -16,6 +16,8 @@ live: `pystrobe record --all -r 99` for --long and --short seconds on the same
   the steady-state CPU per sample, start-up and the final write cancelled out.
   --baseline BIN measures another build in the same run, alternating.
 pid: the same for `record --pid A --pid B` (the two busy loops).
+On a bigger host, --busy N keeps N CPUs busy (live, pid) and --python names its
+interpreter.
 
 Asserts nothing; timings move with the machine's other load (printed).
 """
@@ -58,8 +60,10 @@ while True:
 class Load:
     """The programs sampled: started on entry, killed on exit."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, python=PY, busy=2):
         self.workdir = workdir
+        self.python = python
+        self.busy_count = busy
         self.procs = []
 
     def write(self, name, text):
@@ -72,12 +76,13 @@ class Load:
         deep = self.write("deep.py", DEEP_PY)
         sleeper = self.write("sleeper.py", SLEEPER_PY)
         churn = self.write("churn.py", CHURN_PY)
-        cpus = sorted(os.sched_getaffinity(0))[:2]
+        cpus = sorted(os.sched_getaffinity(0))[:self.busy_count]
         for cpu in cpus:
-            self.procs.append(subprocess.Popen(["taskset", "-c", str(cpu), PY, deep, "100"]))
+            self.procs.append(subprocess.Popen(["taskset", "-c", str(cpu), self.python, deep,
+                                                "100"]))
         self.busy = [p.pid for p in self.procs]
-        self.procs.append(subprocess.Popen([PY, sleeper, "100"]))
-        self.procs.append(subprocess.Popen([PY, churn]))
+        self.procs.append(subprocess.Popen([self.python, sleeper, "100"]))
+        self.procs.append(subprocess.Popen([self.python, churn]))
         time.sleep(1.0)  # past start-up: imports are not the loop
         return self
 
@@ -109,7 +114,7 @@ def run_record(binary, args, seconds, out):
 
 def live(args, binaries, extra):
     """Steady-state CPU per sample of each binary: (long - short) runs."""
-    with tempfile.TemporaryDirectory() as tmp, Load(tmp) as load:
+    with tempfile.TemporaryDirectory() as tmp, Load(tmp, args.python, args.busy) as load:
         record_args = list(extra)
         if "--pid" in record_args:
             record_args = [a for pid in load.busy for a in ("--pid", str(pid))]
@@ -170,6 +175,9 @@ def main():
     parser.add_argument("--replay-only", action="store_true")
     parser.add_argument("--long", type=int, default=30)
     parser.add_argument("--short", type=int, default=4)
+    parser.add_argument("--python", default=PY, help="the interpreter of the load (live, pid)")
+    parser.add_argument("--busy", type=int, default=2,
+                        help="100-deep busy loops, one per CPU from the first (live, pid)")
     args = parser.parse_args()
     if args.mode == "replay":
         args.rounds = args.rounds or 20

@@ -8,12 +8,12 @@ with every other stage running, from a pystrobe built to time them
   cmake -B build-stages -G Ninja -DPYSTROBE_SAMPLE_STAGES=ON
   cmake --build build-stages --target pystrobe
   tests/bench/run_sample_stages.py --bin build-stages/pystrobe
-Per CPython generation and depth (1 and 100), two spinners (one per CPU) are recorded
-at 99 Hz while run_kernel_ratio's bpftrace reference (100 plain user reads a sample)
-runs on the same pids; each stage's nanoseconds a sample, summed over CPUs from
+Per CPython generation and depth (1 and 100), spinners (one per CPU) are recorded
+at 99 Hz while run_kernel_ratio's reference (100 plain user reads a sample: bpftrace's,
+or the built-in one) runs on the same pids; each stage's nanoseconds a sample, summed over CPUs from
 sample_stage_ns, are printed over the reference's. A mark costs a clock read and a
 lookup (about 0.04 of the reference on the VMs measured), counted in each stage. Prints
-a table; asserts nothing. As root, with bpftool and bpftrace.
+a table; asserts nothing. As root, with bpftool.
 """
 import argparse
 import json
@@ -51,20 +51,18 @@ def stage_times():
     return totals
 
 
-def measure(binary, python, depth, seconds, tmp):
+def measure(binary, python, depth, seconds, tmp, reference_kind):
     """(reference ns a sample, samples, [ns a sample per stage])."""
     spinners = run_kernel_ratio.start_spinners(python, depth, tmp)
     procs = []
     try:
         time.sleep(1)  # past the interpreter's start
-        pids = [str(p.pid) for p in spinners]
+        pids = [p.pid for p in spinners]
         procs.append(subprocess.Popen(
             [binary, "record", "-r", "99", "-f", "folded", "-o", os.path.join(tmp, "out"),
-             "--pid", pids[0], "--pid", pids[1]],
+             *[arg for pid in pids for arg in ("--pid", str(pid))]],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        reference = subprocess.Popen(
-            ["bpftrace", "-e", run_kernel_ratio.REFERENCE % (spinners[0].pid, spinners[1].pid)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reference = run_kernel_ratio.start_reference(reference_kind, pids)
         procs.append(reference)
         theirs = run_kernel_ratio.wait_for_program(
             reference.pid, lambda _, info: info.get("type") == "perf_event")
@@ -89,9 +87,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--only", action="append", default=[],
                         help="a generation to measure (3.11, 3.12, 3.10, 3.8); repeatable")
+    parser.add_argument("--reference", choices=("bpftrace", "builtin"),
+                        help="the reference program (default: bpftrace where installed)")
     options = parser.parse_args()
-    print("Each stage's ns a sample over the reference's (100 user reads) of the same seconds; "
-          "two spinners, 99 Hz, Python frames")
+    kind = run_kernel_ratio.reference_kind(options.reference)
+    print(f"Each stage's ns a sample over the reference's ({kind}, 100 user reads) of the same "
+          "seconds; a spinner per CPU, 99 Hz, Python frames")
     print(f"{'CPython':14} {'depth':>5} {'ref ns':>7} {'samples':>7} {'total':>6}  "
           + "  ".join(STAGES))
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
@@ -104,7 +105,7 @@ def main():
             for depth in (1, 100):
                 for _ in range(options.rounds):
                     reference, samples, stages = measure(options.bin, python, depth,
-                                                         options.seconds, tmp)
+                                                         options.seconds, tmp, kind)
                     shares = [ns / reference for ns in stages]
                     print(f"{generation:14} {depth:5} {reference:7.0f} {samples:7d} "
                           f"{sum(shares):6.2f}  "

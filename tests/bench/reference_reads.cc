@@ -1,0 +1,77 @@
+// The kernel-ratio bench's reference (reference_reads.bpf.c), loaded and
+// attached to a 99 Hz cpu-clock event on every online CPU:
+//   reference_reads TGID...
+// Prints "ready" once attached and runs until SIGTERM or SIGINT; the bench
+// reads the program's run time and count (bpf_stats) from its fdinfo.
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "reference_reads.skel.h"
+
+namespace {
+
+volatile std::sig_atomic_t stopping = 0;
+
+void Stop(int) { stopping = 1; }
+
+int OpenCpuClock(int cpu) {
+  perf_event_attr attr{};
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.freq = 1;
+  attr.sample_freq = 99;
+  return static_cast<int>(
+      syscall(SYS_perf_event_open, &attr, /*pid=*/-1, cpu, /*group_fd=*/-1, PERF_FLAG_FD_CLOEXEC));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  constexpr int kMaxTargets = 64;  // REFERENCE_MAX_TARGETS
+  if (argc < 2 || argc - 1 > kMaxTargets) {
+    std::fprintf(stderr, "usage: %s TGID... (1 to %d of them)\n", argv[0], kMaxTargets);
+    return 2;
+  }
+  std::unique_ptr<reference_reads, decltype(&reference_reads__destroy)> skel(
+      reference_reads__open(), &reference_reads__destroy);
+  if (!skel) {
+    std::perror("reference_reads: open");
+    return 1;
+  }
+  for (int i = 1; i < argc; ++i) {
+    skel->rodata->reference_tgids[i - 1] = static_cast<__u32>(std::atoi(argv[i]));
+  }
+  skel->rodata->reference_target_count = static_cast<__u32>(argc - 1);
+  if (reference_reads__load(skel.get()) != 0) {
+    std::perror("reference_reads: load");
+    return 1;
+  }
+  std::vector<bpf_link*> links;
+  int cpus = libbpf_num_possible_cpus();
+  for (int cpu = 0; cpu < cpus; ++cpu) {
+    int fd = OpenCpuClock(cpu);
+    if (fd < 0) continue;  // an offline CPU
+    bpf_link* link = bpf_program__attach_perf_event(skel->progs.reference_reads, fd);
+    if (!link) {
+      std::perror("reference_reads: attach");
+      return 1;
+    }
+    links.push_back(link);
+  }
+  std::signal(SIGTERM, Stop);
+  std::signal(SIGINT, Stop);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  while (!stopping) pause();
+  for (bpf_link* link : links) bpf_link__destroy(link);
+  return 0;
+}
