@@ -8,9 +8,11 @@
  *     $at = reg("sp"); unroll(100) { $v = *(uint64 *)uptr($at); $at += 8; } }
  * built in so that the bench runs on a host without bpftrace (it needs LLVM).
  */
-#include <bpf/bpf_helpers.h>
-
+// vmlinux.h defines the types the libbpf headers use: it comes first.
+// clang-format off
 #include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+// clang-format on
 
 #define REFERENCE_READS 100
 
