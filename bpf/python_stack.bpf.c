@@ -112,10 +112,12 @@ static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u
  */
 static __always_inline long frame_in_block(struct python_walk *walk, __u64 frame)
 {
-	__u64 end = frame + walk->frame_copy_size, start, page, size;
+	__u64 at = frame - walk->block_addr, end, start, page, size;
 
-	if (frame >= walk->block_addr && end <= walk->block_addr + walk->block_len)
-		return frame - walk->block_addr;
+	/* One comparison: a frame below the block wraps around to a huge at. */
+	if (at <= walk->block_last)
+		return at;
+	end = frame + walk->frame_copy_size;
 	start = end - walk->block_span;
 	page = frame & ~(__u64)(PYTHON_PAGE_SIZE - 1);
 	if (start < page || start > frame)
@@ -126,7 +128,7 @@ static __always_inline long frame_in_block(struct python_walk *walk, __u64 frame
 	if (bpf_probe_read_user(walk->frame_block, size, (void *)start))
 		return -1;
 	walk->block_addr = start;
-	walk->block_len = size;
+	walk->block_last = size - walk->frame_copy_size;
 	return frame - start;
 }
 
@@ -140,6 +142,11 @@ static __always_inline __u64 block_u64(const struct python_walk *walk, __u64 at,
 static __always_inline __u32 block_u32(const struct python_walk *walk, __u64 at, __u32 offset)
 {
 	return *(const __u32 *)(walk->frame_block + ((at + offset) & (PYTHON_FRAME_BLOCK - 4)));
+}
+
+static __always_inline __u8 block_u8(const struct python_walk *walk, __u64 at, __u32 offset)
+{
+	return walk->frame_block[(at + offset) & (PYTHON_FRAME_BLOCK - 1)];
 }
 
 /*
@@ -165,36 +172,88 @@ static __always_inline __u64 bytecode_base(struct python_walk *walk, __u64 at, _
 	return base;
 }
 
-/* What a step of the frame walk works on: bpf_loop hands its callback a
- * pointer to the caller's stack, and the map values ride along in it. */
+/*
+ * What the frame walk works on: bpf_loop hands its callback a pointer to
+ * the caller's stack, and the map values ride along in it. The frame to
+ * visit and the code object of the frame before are kept here rather than
+ * in the map value, so that a step's frames pass them in registers. (Not
+ * the count of frames written: the verifier follows a count kept here
+ * value by value, frame by frame, past its limit.)
+ */
 struct python_walk_ctx {
 	struct python_walk *walk;
 	struct pystrobe_sample *sample;
+	__u64 cursor;	 /* the next frame, 0 past the outermost */
+	__u64 last_code; /* the code object of the frame recorded last, or 0 */
+	__u64 last_tlbc;
+	__u32 last_stamp;
 	struct code_copy_progress copies;
 };
 
+enum frame_step {
+	FRAME_RECORDED,
+	FRAME_SKIPPED, /* a shim or a frame that runs no code object */
+	FRAME_WALK_ENDS,
+};
+
+/*
+ * The stamp and co_tlbc of `code`, the code object of a frame about to be
+ * recorded: the frame before's when it ran the same one (recursion, and
+ * every frame of a loop's callee), else from the walk's cache or read, and
+ * offered to the code copies when read. FRAME_RECORDED when found.
+ */
+static __always_inline enum frame_step frame_code_stamp(struct python_walk_ctx *walk_ctx,
+							__u64 code, __u32 *stamp, __u64 *tlbc)
+{
+	if (code == 0) {
+		walk_ctx->walk->status = PYSTROBE_PY_READ_FAILED;
+		return FRAME_WALK_ENDS;
+	}
+	if (code == walk_ctx->last_code) {
+		*stamp = walk_ctx->last_stamp;
+		*tlbc = walk_ctx->last_tlbc;
+		return FRAME_RECORDED;
+	}
+	switch (code_stamp(walk_ctx->walk, code, stamp, tlbc)) {
+	case CODE_CACHED:
+		break;
+	case CODE_READ:
+		offer_code_copy(&walk_ctx->copies, walk_ctx->sample->pid, code, *stamp,
+				walk_ctx->sample->time_ns, &walk_ctx->walk->proc);
+		break;
+	case CODE_NOT_CODE:
+		return FRAME_SKIPPED;
+	default:
+		walk_ctx->walk->status = PYSTROBE_PY_READ_FAILED;
+		return FRAME_WALK_ENDS;
+	}
+	walk_ctx->last_code = code;
+	walk_ctx->last_stamp = *stamp;
+	walk_ctx->last_tlbc = *tlbc;
+	return FRAME_RECORDED;
+}
+
 /* One frame: find its copy, skip shims and non-code frames, record the
  * rest, and offer a code object met first to the code copies. */
-static long walk_frame_step(__u32 index, void *ctx)
+static __always_inline enum frame_step walk_frame(struct python_walk_ctx *walk_ctx)
 {
-	struct python_walk_ctx *walk_ctx = ctx;
 	struct python_walk *walk = walk_ctx->walk;
 	struct pystrobe_sample *sample = walk_ctx->sample;
 	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
-	__u64 frame = walk->cursor, code, instr, tlbc = 0, base;
+	__u64 frame = walk_ctx->cursor, code, tlbc, base;
 	__u32 slot, stamp;
 	__s64 offset, at;
+	enum frame_step step;
 
 	if (frame == 0)
-		return 1;
+		return FRAME_WALK_ENDS;
 	at = frame_in_block(walk, frame);
 	if (at < 0) {
 		walk->status = PYSTROBE_PY_READ_FAILED;
-		return 1;
+		return FRAME_WALK_ENDS;
 	}
-	walk->cursor = block_u64(walk, at, off->frame_previous);
-	if (pystrobe_python_is_shim_frame(
-		walk->frame_block[(at + off->frame_owner) & (PYTHON_FRAME_BLOCK - 1)], off)) {
+	walk_ctx->cursor = block_u64(walk, at, off->frame_previous);
+	if (pystrobe_python_is_shim_frame(block_u8(walk, at, off->frame_owner), off)) {
 		/* An interpreter shim frame (3.12+): nothing of the program's,
 		 * but the frame above it was the first of an eval loop's call. */
 		if (walk->frames > 0) {
@@ -202,52 +261,58 @@ static long walk_frame_step(__u32 index, void *ctx)
 			sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] |=
 			    PYSTROBE_PY_FRAME_ENTRY;
 		}
-		return 0;
+		return FRAME_SKIPPED;
 	}
 
 	code = pystrobe_python_frame_code(block_u64(walk, at, off->frame_code), off);
-	switch (code == 0 ? CODE_UNREADABLE : code_stamp(walk, code, &stamp, &tlbc)) {
-	case CODE_CACHED:
-		break;
-	case CODE_READ:
-		offer_code_copy(&walk_ctx->copies, sample->pid, code, stamp, sample->time_ns,
-				&walk->proc);
-		break;
-	case CODE_NOT_CODE:
-		return 0;
-	default:
-		walk->status = PYSTROBE_PY_READ_FAILED;
-		return 1;
-	}
+	step = frame_code_stamp(walk_ctx, code, &stamp, &tlbc);
+	if (step != FRAME_RECORDED)
+		return step;
 
 	switch (off->frame_model) {
-	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_BYTES:
-		offset = (__s32)block_u32(walk, at, off->frame_instr);
+	case PYSTROBE_PY_FRAMES_CFRAME:
+	case PYSTROBE_PY_FRAMES_CURRENT_FRAME:
+		base = bytecode_base(walk, at, code, tlbc);
+		offset = base == 0 ? -1 : (__s64)(block_u64(walk, at, off->frame_instr) - base);
+		/* 3.11 says which frame began an eval loop's call. */
+		if (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE &&
+		    block_u8(walk, at, off->frame_is_entry))
+			code |= PYSTROBE_PY_FRAME_ENTRY;
 		break;
 	case PYSTROBE_PY_FRAMES_OBJECT_LASTI_UNITS:
 		offset = (__s64)(__s32)block_u32(walk, at, off->frame_instr) * 2;
+		code |= PYSTROBE_PY_FRAME_ENTRY; /* each frame its own eval loop call */
 		break;
 	default:
-		instr = block_u64(walk, at, off->frame_instr);
-		base = bytecode_base(walk, at, code, tlbc);
-		offset = base == 0 ? -1 : (__s64)(instr - base);
+		offset = (__s32)block_u32(walk, at, off->frame_instr);
+		code |= PYSTROBE_PY_FRAME_ENTRY;
 		break;
 	}
 	if (offset > 0x7fffffff || offset < -0x7fffffff)
 		offset = -1;
 
-	/* Before 3.11 each frame runs in its own eval loop call; 3.11 says
-	 * which frame began one. */
-	if (off->frame_model < PYSTROBE_PY_FRAMES_CFRAME ||
-	    (off->frame_is_entry != PYSTROBE_PY_OWNER_NONE &&
-	     walk->frame_block[(at + off->frame_is_entry) & (PYTHON_FRAME_BLOCK - 1)]))
-		code |= PYSTROBE_PY_FRAME_ENTRY;
 	slot = walk->base + 2 * walk->frames;
 	sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = code;
 	sample->data[(slot + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
 	    (__u64)stamp | ((__u64)(__u32)(__s32)offset << 32);
 	walk->frames++;
-	return walk->frames >= walk->max_frames ? 1 : 0;
+	return walk->frames >= walk->max_frames ? FRAME_WALK_ENDS : FRAME_RECORDED;
+}
+
+/*
+ * Frames visited per call of the bpf_loop callback. A call and its return
+ * cost as much as a third of a 3.11+ frame's work on hosts whose CPUs
+ * guard returns (AMD's Safe RET), so a call walks several frames; more
+ * than a few only multiplies what the verifier explores.
+ */
+#define PYTHON_FRAMES_PER_STEP 8
+
+static long walk_frames_step(__u32 index, void *ctx)
+{
+	for (int i = 0; i < PYTHON_FRAMES_PER_STEP; i++)
+		if (walk_frame(ctx) == FRAME_WALK_ENDS)
+			return 1;
+	return 0;
 }
 
 /*
@@ -323,7 +388,8 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base)
 	off = &walk->proc.offsets;
 	if (walk->frame_copy_size == 0 || walk->code_copy_size == 0 || walk->tstate_head_size == 0)
 		return 0;
-	walk->block_len = 0;
+	walk->block_addr = 0;
+	walk->block_last = 0; /* no frame: a frame's address is never 0 */
 
 	walk->walk_id++;
 	walk->pthread_self = thread->thread.fsbase;
@@ -361,15 +427,19 @@ __noinline int walk_python_stack(struct pystrobe_sample *sample, __u32 base)
 		sample->python_status = PYSTROBE_PY_READ_FAILED;
 		return 0;
 	}
-	walk->cursor = frame;
 	walk_ctx.walk = walk;
 	walk_ctx.sample = sample;
+	walk_ctx.cursor = frame;
+	walk_ctx.last_code = 0;
+	walk_ctx.last_tlbc = 0;
+	walk_ctx.last_stamp = 0;
 	walk_ctx.copies.sent = 0;
 	walk_ctx.copies.stopped = false;
 	sample_stage_done(SAMPLE_STAGE_TOP_FRAME);
-	bpf_loop(walk->max_frames, walk_frame_step, &walk_ctx, 0);
+	bpf_loop((walk->max_frames + PYTHON_FRAMES_PER_STEP - 1) / PYTHON_FRAMES_PER_STEP,
+		 walk_frames_step, &walk_ctx, 0);
 	sample_stage_done(SAMPLE_STAGE_FRAMES);
-	if (walk->status == PYSTROBE_PY_WALKED && walk->cursor != 0)
+	if (walk->status == PYSTROBE_PY_WALKED && walk_ctx.cursor != 0)
 		sample->flags |= PYSTROBE_SAMPLE_PY_TRUNCATED;
 	sample->python_frames = walk->frames;
 	sample->python_status = walk->status;

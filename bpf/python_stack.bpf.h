@@ -18,7 +18,7 @@
 #define PYTHON_COPY_SIZE 256
 /* Bytes of a thread's data stack read at once, and the page a read may not
  * reach below (see frame_in_block). */
-#define PYTHON_FRAME_BLOCK 2048
+#define PYTHON_FRAME_BLOCK 4096
 #define PYTHON_PAGE_SIZE 4096
 
 /*

@@ -53,7 +53,7 @@ struct python_walk {
 	__u8 proc_is_python;
 	__u64 pthread_self; /* the sampled thread's fs base: PyThreadState.thread_id */
 	__u64 interp;	    /* interpreter being searched */
-	__u64 cursor;	    /* thread state, then frame, being looked at */
+	__u64 cursor;	    /* thread state being looked at */
 	__u64 tstate;
 	__u64 inactive_match; /* a thread state of the thread, not its active one */
 	__u32 frames;	      /* Python frames written so far */
@@ -79,10 +79,11 @@ struct python_walk {
 	__u64 last_task_start;
 	__u64 last_tstate;
 	__u8 tstate_head[PYTHON_COPY_SIZE];
-	/* Copy of [block_addr, block_addr + block_len) of the target: the
-	 * frame being walked and, with luck, the frames it was called from. */
+	/* Copy of the target's memory from block_addr: the frame being walked
+	 * and, with luck, the frames it was called from. block_last is the
+	 * last index in it at which a whole frame (frame_copy_size) fits. */
 	__u64 block_addr;
-	__u32 block_len;
+	__u32 block_last;
 	__u8 frame_block[PYTHON_FRAME_BLOCK];
 	__u8 code_copy[PYTHON_COPY_SIZE];
 	/* Left over from earlier walks too: walk_id tells them apart. */
