@@ -59,41 +59,51 @@ static __always_inline bool top_frame(struct python_walk *walk, __u64 *frame)
 }
 
 enum code_lookup {
-	CODE_CACHED,	 /* *stamp is the code object's, met before in this walk */
-	CODE_READ,	 /* *stamp is the code object's, met first in this walk */
+	CODE_READ,	 /* its stamp is in the walk's cache now */
 	CODE_NOT_CODE,	 /* 3.13's f_executable may hold something else: skip the frame */
 	CODE_UNREADABLE, /* the walk ends */
 };
 
-/* The stamp of the code object `code` and its co_tlbc (0 where the build
- * has none): from this walk's cache, or read. */
-static __always_inline enum code_lookup code_stamp(struct python_walk *walk, __u64 code,
-						   __u32 *stamp, __u64 *tlbc)
+/* The slot of the walk's stamp cache that code object `code` goes in. */
+static __always_inline struct python_stamp_slot *stamp_slot(struct python_walk *walk, __u64 code)
 {
-	const struct pystrobe_python_offsets *off = &walk->proc.offsets;
-	struct python_stamp_slot *slot = &walk->stamps[(code >> 4) & (PYTHON_STAMP_SLOTS - 1)];
+	return &walk->stamps[(code >> 4) & (PYTHON_STAMP_SLOTS - 1)];
+}
 
-	if (slot->code == code && slot->walk_id == walk->walk_id) {
-		*stamp = slot->stamp;
-		*tlbc = slot->tlbc;
-		return CODE_CACHED;
-	}
+/*
+ * A code object met first in this walk: its head read, its stamp and
+ * co_tlbc (0 where the build has none) put in its slot of the walk's
+ * cache, and a copy offered to userspace (python_code_copy.bpf.h).
+ *
+ * A global function, verified once on its own: inlined into each frame of
+ * a walk step, it multiplied the verifier's work (a second of CPU at each
+ * start) for a path that most frames of a sample do not take.
+ */
+__noinline int python_code_met_first(struct python_walk *walk, struct pystrobe_sample *sample,
+				     struct code_copy_progress *copies, __u64 code)
+{
+	const struct pystrobe_python_offsets *off;
+	struct python_stamp_slot *slot;
+
+	if (!walk || !sample || !copies)
+		return CODE_UNREADABLE;
+	off = &walk->proc.offsets;
 	if (bpf_probe_read_user(walk->code_copy, walk->code_copy_size & (PYTHON_COPY_SIZE - 1),
 				(void *)code))
 		return CODE_UNREADABLE;
 	if (copied_u64(walk->code_copy, off->object_type) != walk->proc.code_type_addr)
 		return CODE_NOT_CODE;
-	*stamp = pystrobe_python_code_stamp32(
+	slot = stamp_slot(walk, code);
+	slot->code = code;
+	slot->walk_id = walk->walk_id;
+	slot->stamp = pystrobe_python_code_stamp32(
 	    pystrobe_python_code_stamp(copied_u64(walk->code_copy, off->code_filename),
 				       copied_u64(walk->code_copy, off->code_name),
 				       copied_u32(walk->code_copy, off->code_firstlineno)));
-	*tlbc = off->code_tlbc == PYSTROBE_PY_OFFSET_NONE
-		    ? 0
-		    : copied_u64(walk->code_copy, off->code_tlbc);
-	slot->code = code;
-	slot->walk_id = walk->walk_id;
-	slot->stamp = *stamp;
-	slot->tlbc = *tlbc;
+	slot->tlbc = off->code_tlbc == PYSTROBE_PY_OFFSET_NONE
+			 ? 0
+			 : copied_u64(walk->code_copy, off->code_tlbc);
+	offer_code_copy(copies, sample->pid, code, slot->stamp, sample->time_ns, &walk->proc);
 	return CODE_READ;
 }
 
@@ -199,14 +209,17 @@ enum frame_step {
 /*
  * The stamp and co_tlbc of `code`, the code object of a frame about to be
  * recorded: the frame before's when it ran the same one (recursion, and
- * every frame of a loop's callee), else from the walk's cache or read, and
- * offered to the code copies when read. FRAME_RECORDED when found.
+ * every frame of a loop's callee), else from the walk's cache, else read
+ * (and offered to the code copies). FRAME_RECORDED when found.
  */
 static __always_inline enum frame_step frame_code_stamp(struct python_walk_ctx *walk_ctx,
 							__u64 code, __u32 *stamp, __u64 *tlbc)
 {
+	struct python_walk *walk = walk_ctx->walk;
+	struct python_stamp_slot *slot;
+
 	if (code == 0) {
-		walk_ctx->walk->status = PYSTROBE_PY_READ_FAILED;
+		walk->status = PYSTROBE_PY_READ_FAILED;
 		return FRAME_WALK_ENDS;
 	}
 	if (code == walk_ctx->last_code) {
@@ -214,19 +227,22 @@ static __always_inline enum frame_step frame_code_stamp(struct python_walk_ctx *
 		*tlbc = walk_ctx->last_tlbc;
 		return FRAME_RECORDED;
 	}
-	switch (code_stamp(walk_ctx->walk, code, stamp, tlbc)) {
-	case CODE_CACHED:
-		break;
-	case CODE_READ:
-		offer_code_copy(&walk_ctx->copies, walk_ctx->sample->pid, code, *stamp,
-				walk_ctx->sample->time_ns, &walk_ctx->walk->proc);
-		break;
-	case CODE_NOT_CODE:
-		return FRAME_SKIPPED;
-	default:
-		walk_ctx->walk->status = PYSTROBE_PY_READ_FAILED;
-		return FRAME_WALK_ENDS;
+	/* While the sampled thread is stopped, its frames keep their code
+	 * objects alive: an address names one code object for the walk. */
+	slot = stamp_slot(walk, code);
+	if (slot->code != code || slot->walk_id != walk->walk_id) {
+		switch (python_code_met_first(walk, walk_ctx->sample, &walk_ctx->copies, code)) {
+		case CODE_READ:
+			break;
+		case CODE_NOT_CODE:
+			return FRAME_SKIPPED;
+		default:
+			walk->status = PYSTROBE_PY_READ_FAILED;
+			return FRAME_WALK_ENDS;
+		}
 	}
+	*stamp = slot->stamp;
+	*tlbc = slot->tlbc;
 	walk_ctx->last_code = code;
 	walk_ctx->last_stamp = *stamp;
 	walk_ctx->last_tlbc = *tlbc;

@@ -51,7 +51,7 @@ def stage_times():
     return totals
 
 
-def measure(binary, python, depth, seconds, tmp, reference_kind):
+def measure(binary, python, depth, seconds, tmp, reference_kind, reference_bin):
     """(reference ns a sample, samples, [ns a sample per stage])."""
     spinners = run_kernel_ratio.start_spinners(python, depth, tmp)
     procs = []
@@ -62,7 +62,7 @@ def measure(binary, python, depth, seconds, tmp, reference_kind):
             [binary, "record", "-r", "99", "-f", "folded", "-o", os.path.join(tmp, "out"),
              *[arg for pid in pids for arg in ("--pid", str(pid))]],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        reference = run_kernel_ratio.start_reference(reference_kind, pids)
+        reference = run_kernel_ratio.start_reference(reference_kind, pids, reference_bin)
         procs.append(reference)
         theirs = run_kernel_ratio.wait_for_program(
             reference.pid, lambda _, info: info.get("type") == "perf_event")
@@ -89,14 +89,20 @@ def main():
                         help="a generation to measure (3.11, 3.12, 3.10, 3.8); repeatable")
     parser.add_argument("--reference", choices=("bpftrace", "builtin"),
                         help="the reference program (default: bpftrace where installed)")
+    parser.add_argument("--reference-bin", default=run_kernel_ratio.BUILTIN_REFERENCE,
+                        help="the built-in reference's loader (reference_reads)")
+    parser.add_argument("--python", action="append", default=[], metavar="GEN=PATH",
+                        help="measure this interpreter as generation GEN (repeatable); "
+                             "with it, only the interpreters named")
     options = parser.parse_args()
-    kind = run_kernel_ratio.reference_kind(options.reference)
+    kind = run_kernel_ratio.reference_kind(options.reference, options.reference_bin)
+    pythons = [tuple(p.split("=", 1)) for p in options.python] or run_kernel_ratio.PYTHONS
     print(f"Each stage's ns a sample over the reference's ({kind}, 100 user reads) of the same "
           "seconds; a spinner per CPU, 99 Hz, Python frames")
     print(f"{'CPython':14} {'depth':>5} {'ref ns':>7} {'samples':>7} {'total':>6}  "
           + "  ".join(STAGES))
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
-        for generation, python in run_kernel_ratio.PYTHONS:
+        for generation, python in pythons:
             if options.only and generation.split()[0] not in options.only:
                 continue
             if not os.access(python, os.X_OK):
@@ -105,7 +111,8 @@ def main():
             for depth in (1, 100):
                 for _ in range(options.rounds):
                     reference, samples, stages = measure(options.bin, python, depth,
-                                                         options.seconds, tmp, kind)
+                                                         options.seconds, tmp, kind,
+                                                         options.reference_bin)
                     shares = [ns / reference for ns in stages]
                     print(f"{generation:14} {depth:5} {reference:7.0f} {samples:7d} "
                           f"{sum(shares):6.2f}  "
