@@ -107,28 +107,39 @@ __noinline int python_code_met_first(struct python_walk *walk, struct pystrobe_s
 	return CODE_READ;
 }
 
+/* How far below the frame read last a frame object may start and still be
+ * taken for the next of a packed chain (see frame_in_block). */
+#define PYTHON_PACKED_FRAME_GAP 1024
+
 /*
  * The frame at `frame` in walk->frame_block, read in unless a read for an
  * earlier frame brought it: returns its index in the block, or -1 when it
  * cannot be read.
  *
- * Reads are what a frame costs (about 30 ns each, where the rest of a
- * frame's work is a third of that), and 3.11+ pushes a thread's frames side
- * by side onto its data stack, each above the one that called it. So a read
- * takes the frame and up to block_span bytes below it, stopping at the
- * frame's page: the pages below it in its chunk were written when the
- * frames under it were pushed, but the page below a chunk may not be mapped
- * and a faulting read costs twenty good ones.
+ * A read costs more than the rest of a frame's work, and 3.11+ pushes a
+ * thread's frames side by side onto its data stack, each above the one
+ * that called it. So a read takes the frame and up to block_span bytes
+ * below it, stopping at the frame's page: the pages below it in its chunk
+ * were written when the frames under it were pushed, but the page below a
+ * chunk may not be mapped and a faulting read costs twenty good ones.
+ *
+ * Frame objects before 3.11 are each on the heap, where their function was
+ * first called; but calls made in a row (recursion, a fresh call chain)
+ * take them in a row from one pool, each below its callee. So when this
+ * frame starts just below the frame read last, the read takes the rest of
+ * its page below it too, as on the data stack; otherwise the frame alone.
  */
 static __always_inline long frame_in_block(struct python_walk *walk, __u64 frame)
 {
-	__u64 at = frame - walk->block_addr, end, start, page, size;
+	__u64 at = frame - walk->block_addr, span = walk->block_span, end, start, page, size;
 
 	/* One comparison: a frame below the block wraps around to a huge at. */
 	if (at <= walk->block_last)
 		return at;
+	if (frame < walk->block_addr && walk->block_addr - frame <= PYTHON_PACKED_FRAME_GAP)
+		span = PYTHON_FRAME_BLOCK;
 	end = frame + walk->frame_copy_size;
-	start = end - walk->block_span;
+	start = end - span;
 	page = frame & ~(__u64)(PYTHON_PAGE_SIZE - 1);
 	if (start < page || start > frame)
 		start = page;

@@ -145,7 +145,8 @@ static __always_inline struct python_walk *python_walk_of_process(__u32 tgid)
 	walk->frame_copy_size = python_frame_copy_size(&walk->proc.offsets);
 	walk->code_copy_size = python_code_copy_size(&walk->proc.offsets);
 	walk->tstate_head_size = python_tstate_head_size(&walk->proc.offsets);
-	/* Frame objects before 3.11 are each on the heap: read them one by one. */
+	/* Frame objects before 3.11 are each on the heap: read one by one,
+	 * unless packed (see frame_in_block). */
 	walk->block_span = walk->proc.offsets.frame_model >= PYSTROBE_PY_FRAMES_CFRAME
 			       ? PYTHON_FRAME_BLOCK
 			       : walk->frame_copy_size;
