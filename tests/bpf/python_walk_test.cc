@@ -133,6 +133,26 @@ TEST_F(PythonWalkTest, Python310LastInstructionInCodeUnitsIsReportedInBytes) {
   EXPECT_THAT(sample.python_frames, ElementsAre(Frame(inner, 8, true), Frame(outer, 46, true)));
 }
 
+// Frame objects made by calls in a row sit packed, each below its callee,
+// and are read in one block with the rest of their page; one made elsewhere
+// (its function first called long before) is read alone. Both are walked
+// alike.
+TEST_F(PythonWalkTest, Python310PackedFramesAndAFrameElsewhereAreWalkedAlike) {
+  FakeCPython& python = Interpreter(3, 10);
+  uint64_t main = NewCode(1), run = NewCode(2), step = NewCode(3), leaf = NewCode(4);
+  uint64_t f1 = python.AddHeapFrame(main, 2, 0);
+  memory_.AllocatePage();  // more than a page between f1 and the frames called from it
+  uint64_t f2 = python.AddHeapFrame(run, 4, f1);
+  uint64_t f3 = python.AddHeapFrame(step, 6, f2);
+  python.SetTopFrame(tstate_, python.AddHeapFrame(leaf, 8, f3));
+
+  SampleRecord sample = SampleOnce();
+  EXPECT_EQ(sample.python_status, PYSTROBE_PY_WALKED);
+  EXPECT_THAT(sample.python_frames, ElementsAre(Frame(leaf, 8, true), Frame(step, 6, true),
+                                                Frame(run, 4, true), Frame(main, 2, true)));
+  EXPECT_EQ(sampler_->counters().dropped[PYSTROBE_DROP_PYTHON_READ], 0u);
+}
+
 TEST_F(PythonWalkTest, Python311FramesSideBySideInChunksAreWalkedWithIsEntryMarkingEvalStarts) {
   FakeCPython& python = Interpreter(3, 11);
   const uint64_t stride = FakeCPython::kFrameStride;
