@@ -71,6 +71,31 @@ def reference_kind(asked=None, builtin=BUILTIN_REFERENCE):
     return kind
 
 
+def add_sample_options(parser):
+    """The options both kernel benches take: which interpreters, which reference."""
+    parser.add_argument("--only", action="append", default=[],
+                        help="a generation to measure (3.11, 3.12, 3.10, 3.8); repeatable")
+    parser.add_argument("--python", action="append", default=[], metavar="GEN=PATH",
+                        help="measure this interpreter as generation GEN (repeatable); "
+                             "with it, only the interpreters named")
+    parser.add_argument("--reference", choices=("bpftrace", "builtin"),
+                        help="the reference program (default: bpftrace where installed)")
+    parser.add_argument("--reference-bin", default=BUILTIN_REFERENCE,
+                        help="the built-in reference's loader (reference_reads)")
+
+
+def interpreters(options):
+    """(generation, interpreter) to measure: --python's, else PYTHONS narrowed by --only;
+    one that is not installed is named and skipped."""
+    for generation, python in [tuple(p.split("=", 1)) for p in options.python] or PYTHONS:
+        if options.only and generation.split()[0] not in options.only:
+            continue
+        if not os.access(python, os.X_OK):
+            print(f"skipped: {generation} ({python} is not installed)")
+            continue
+        yield generation, python
+
+
 def start_reference(kind, pids, builtin=BUILTIN_REFERENCE):
     """The reference's process on `pids`: bpftrace's program or the built-in one."""
     if kind == "bpftrace":
@@ -183,26 +208,17 @@ def main():
                              "binaries recording the same programs in the same seconds")
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", action="append", default=[],
-                        help="a generation to measure (3.11, 3.12, 3.10, 3.8); repeatable")
     parser.add_argument("--mode", choices=("python", "native", "both"), default="both")
     parser.add_argument("--alone", action="store_true",
                         help="run the binaries one at a time, in turn, each against the "
                              "reference of its own seconds: recorders run at once share the "
                              "caches, and the ring buffer's cost depends on what else is written")
-    parser.add_argument("--reference", choices=("bpftrace", "builtin"),
-                        help="the reference program (default: bpftrace where installed)")
-    parser.add_argument("--reference-bin", default=BUILTIN_REFERENCE,
-                        help="the built-in reference's loader (reference_reads)")
-    parser.add_argument("--python", action="append", default=[], metavar="GEN=PATH",
-                        help="measure this interpreter as generation GEN (repeatable); "
-                             "with it, only the interpreters named")
+    add_sample_options(parser)
     options = parser.parse_args()
     binaries = options.bin or ["build/pystrobe"]
     if shutil.which("bpftool") is None:
         raise SystemExit("bpftool is not installed (scripts/install-deps.sh --tests)")
     kind = reference_kind(options.reference, options.reference_bin)
-    pythons = [tuple(p.split("=", 1)) for p in options.python] or PYTHONS
     cpus = len(os.sched_getaffinity(0))
     print(f"{DEPTH}-deep Python stacks, {cpus} programs (one per CPU), 99 Hz, {options.seconds:g} s "
           f"per figure, {options.rounds} rounds; reference: {kind}, {DEPTH} user reads per "
@@ -210,12 +226,7 @@ def main():
     print(f"{'CPython':14} {'mode':10} {'pystrobe ns':>12} {'reference ns':>13} "
           f"{'ratio':>6} {'runs':>6}" + ("  binary" if len(binaries) > 1 else ""))
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
-        for generation, python in pythons:
-            if options.only and generation.split()[0] not in options.only:
-                continue
-            if not os.access(python, os.X_OK):
-                print(f"skipped: {generation} ({python} is not installed)")
-                continue
+        for generation, python in interpreters(options):
             for native in {"python": (False,), "native": (True,),
                            "both": (False, True)}[options.mode]:
                 mode = "--native" if native else "python"

@@ -85,29 +85,15 @@ def main():
     parser.add_argument("--bin", required=True, help="a pystrobe built with PYSTROBE_SAMPLE_STAGES")
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--only", action="append", default=[],
-                        help="a generation to measure (3.11, 3.12, 3.10, 3.8); repeatable")
-    parser.add_argument("--reference", choices=("bpftrace", "builtin"),
-                        help="the reference program (default: bpftrace where installed)")
-    parser.add_argument("--reference-bin", default=run_kernel_ratio.BUILTIN_REFERENCE,
-                        help="the built-in reference's loader (reference_reads)")
-    parser.add_argument("--python", action="append", default=[], metavar="GEN=PATH",
-                        help="measure this interpreter as generation GEN (repeatable); "
-                             "with it, only the interpreters named")
+    run_kernel_ratio.add_sample_options(parser)
     options = parser.parse_args()
     kind = run_kernel_ratio.reference_kind(options.reference, options.reference_bin)
-    pythons = [tuple(p.split("=", 1)) for p in options.python] or run_kernel_ratio.PYTHONS
     print(f"Each stage's ns a sample over the reference's ({kind}, 100 user reads) of the same "
           "seconds; a spinner per CPU, 99 Hz, Python frames")
     print(f"{'CPython':14} {'depth':>5} {'ref ns':>7} {'samples':>7} {'total':>6}  "
           + "  ".join(STAGES))
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
-        for generation, python in pythons:
-            if options.only and generation.split()[0] not in options.only:
-                continue
-            if not os.access(python, os.X_OK):
-                print(f"skipped: {generation} ({python} is not installed)")
-                continue
+        for generation, python in run_kernel_ratio.interpreters(options):
             for depth in (1, 100):
                 for _ in range(options.rounds):
                     reference, samples, stages = measure(options.bin, python, depth,
