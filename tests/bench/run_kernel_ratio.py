@@ -168,7 +168,7 @@ def ns_per_run(before, after):
     return (after[0] - before[0]) / runs if runs > 0 else float("nan"), runs
 
 
-def measure(binaries, python, native, seconds, tmp, reference_kind_, reference_bin):
+def measure(binaries, python, native, seconds, tmp, kind, reference_bin):
     """([pystrobe ns/run per binary], reference ns/run, [runs per binary]) on a
     spinner of `python` per CPU, every binary recording them in the same seconds."""
     spinners = start_spinners(python, DEPTH, tmp)
@@ -176,7 +176,7 @@ def measure(binaries, python, native, seconds, tmp, reference_kind_, reference_b
     try:
         time.sleep(1)  # past the interpreter's start
         pids = [p.pid for p in spinners]
-        reference = start_reference(reference_kind_, pids, reference_bin)
+        reference = start_reference(kind, pids, reference_bin)
         procs.append(reference)
         ours = []
         for i, binary in enumerate(binaries):

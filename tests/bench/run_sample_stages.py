@@ -51,7 +51,7 @@ def stage_times():
     return totals
 
 
-def measure(binary, python, depth, seconds, tmp, reference_kind, reference_bin):
+def measure(binary, python, depth, seconds, tmp, kind, reference_bin):
     """(reference ns a sample, samples, [ns a sample per stage])."""
     spinners = run_kernel_ratio.start_spinners(python, depth, tmp)
     procs = []
@@ -62,7 +62,7 @@ def measure(binary, python, depth, seconds, tmp, reference_kind, reference_bin):
             [binary, "record", "-r", "99", "-f", "folded", "-o", os.path.join(tmp, "out"),
              *[arg for pid in pids for arg in ("--pid", str(pid))]],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        reference = run_kernel_ratio.start_reference(reference_kind, pids, reference_bin)
+        reference = run_kernel_ratio.start_reference(kind, pids, reference_bin)
         procs.append(reference)
         theirs = run_kernel_ratio.wait_for_program(
             reference.pid, lambda _, info: info.get("type") == "perf_event")
