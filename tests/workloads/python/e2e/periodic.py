@@ -95,8 +95,9 @@ def main():
                 deadline += share * cycle
                 w0, t0 = clock(), time.thread_time()
                 function(deadline)
-                used[name] += time.thread_time() - t0
-                off_cpu[name] += (clock() - w0) - (time.thread_time() - t0)
+                w1, t1 = clock(), time.thread_time()
+                used[name] += t1 - t0
+                off_cpu[name] += (w1 - w0) - (t1 - t0)
         else:
             two_lines(cycle_start, cycle_start + shares[0] * cycle, cycle_start + cycle, used,
                       off_cpu)
