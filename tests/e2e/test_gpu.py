@@ -111,17 +111,17 @@ def json_report(test, out, err):
 class FakeGpuStatTest(BpfTestCase):
 
     def stat(self, mode, device_percent, seconds=4, options=("--json",), nvml=FAKE_NVML):
-        self.gpu = FakeGpu(self.tmp, device_percent, name=mode)
-        rc, out, err = run(["stat", "--no-daemon", *options, "--",
-                            *self.gpu.workload(mode, seconds)], self.gpu.env(nvml),
-                           timeout=seconds + 60)
+        """`pystrobe stat` of a fake GPU workload: (stdout, stderr, the fake GPU)."""
+        gpu = FakeGpu(self.tmp, device_percent, name=mode)
+        rc, out, err = run(["stat", "--no-daemon", *options, "--", *gpu.workload(mode, seconds)],
+                           gpu.env(nvml), timeout=seconds + 60)
         self.assertEqual(rc, 0, f"stat {mode} exited {rc}: {err}")
-        return out, err
+        return out, err, gpu
 
     def test_gpu_bound_loop_is_gpu_bound_its_waits_ending_in_gpu_wait(self):
-        out, err = self.stat("bound", 95)
+        out, err, gpu = self.stat("bound", 95)
         report = json_report(self, out, err)
-        own = self.gpu.own_clocks()
+        own = gpu.own_clocks()
         self.assertIn(report["verdict"], verdicts_of("gpu-bound", report), report["evidence"])
         # The workload listed itself at its start; polls before count as idle.
         self.assertGreater(report["gpu_utilization"], 0.5)
@@ -150,7 +150,7 @@ class FakeGpuStatTest(BpfTestCase):
                             for frame in report["stacks"][0]["frames"]), report["stacks"][0])
 
     def test_slow_batch_preparation_is_gpu_starved_with_it_on_top(self):
-        out, err = self.stat("starved", 10)
+        out, err, _ = self.stat("starved", 10)
         report = json_report(self, out, err)
         # On a loaded machine the batch preparation may wait for a CPU as
         # long as it runs: cpu-starved is then the truer answer, with the
@@ -166,20 +166,20 @@ class FakeGpuStatTest(BpfTestCase):
             self.assertNotEqual(stack["frames"][-1], "[gpu wait]", stack)
 
     def test_text_report_has_the_gpu_lines(self):
-        out, _ = self.stat("bound", 95, seconds=2, options=())
+        out, _, _ = self.stat("bound", 95, seconds=2, options=())
         self.assertRegex(out, r"GPU \(this process\) +\d+\.\d% utilization, memory 1\.30 GiB")
         self.assertRegex(out, r"GPU 0 +95\.0% utilization, memory peak 1\.31 GiB of 74\.51 GiB"
                               r"  Fake H100")
         self.assertRegex(out, r"GPU wait +\d+\.\d+ s")
 
     def test_without_nvml_nothing_is_shown_and_verbose_says_why_once(self):
-        out, err = self.stat("bound", 95, seconds=1, nvml=NO_NVML)
+        out, err, _ = self.stat("bound", 95, seconds=1, nvml=NO_NVML)
         report = json_report(self, out, err)
         for key in ("gpu_utilization", "gpu_memory_peak_bytes", "gpu_devices"):
             self.assertNotIn(key, report)
         self.assertNotIn("GPU figures", err)
         self.assertNotEqual(report["verdict"], "gpu-bound")
-        _, err = self.stat("bound", 95, seconds=1, options=("--json", "-v"), nvml=NO_NVML)
+        _, err, _ = self.stat("bound", 95, seconds=1, options=("--json", "-v"), nvml=NO_NVML)
         self.assertEqual(len(re.findall(r"no GPU figures: no NVML", err)), 1, err)
 
     def test_process_in_a_pid_namespace_is_matched_by_its_host_pid(self):
