@@ -61,6 +61,14 @@ static __always_inline __u64 thread_state_u64(const struct python_walk *walk, __
 	return copied_u64(walk->tstate_head, offset);
 }
 
+/* Reads the head of thread state `tstate` (one found earlier) and says
+ * whether it is still the sampled thread's. */
+static __always_inline bool thread_state_still_threads(struct python_walk *walk, __u64 tstate)
+{
+	return read_thread_state_head(walk, tstate) &&
+	       thread_state_u64(walk, walk->proc.offsets.tstate_thread_id) == walk->pthread_self;
+}
+
 /* True when the thread state head last read is its thread's current one
  * (see thread_state_active). */
 static __always_inline bool thread_state_head_active(const struct python_walk *walk)
@@ -127,8 +135,7 @@ static __always_inline void look_up_thread_state(struct python_walk *walk,
 	struct python_thread_cache *cached =
 	    bpf_task_storage_get(&python_thread_states, thread, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 
-	if (cached && cached->tstate != 0 && read_thread_state_head(walk, cached->tstate) &&
-	    thread_state_u64(walk, walk->proc.offsets.tstate_thread_id) == walk->pthread_self) {
+	if (cached && cached->tstate != 0 && thread_state_still_threads(walk, cached->tstate)) {
 		/* Not its current one: the thread may run in another interpreter
 		 * now, or have let the GIL go; look again, now and then. */
 		if (thread_state_head_active(walk) ||
@@ -176,8 +183,7 @@ static __always_inline void find_thread_state(struct python_walk *walk, struct t
 	walk->inactive_match = 0;
 	walk->tstate_head_of = 0; /* an earlier walk's, maybe of another process */
 	if (walk->last_task == (__u64)thread && walk->last_task_start == start_time &&
-	    walk->last_tstate != 0 && read_thread_state_head(walk, walk->last_tstate) &&
-	    thread_state_u64(walk, walk->proc.offsets.tstate_thread_id) == walk->pthread_self &&
+	    walk->last_tstate != 0 && thread_state_still_threads(walk, walk->last_tstate) &&
 	    thread_state_head_active(walk)) {
 		walk->tstate = walk->last_tstate;
 		return;
