@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The native walk's global function (native_stack.bpf.h); the walk's steps
- * are in native_unwind.bpf.h, its maps defined in unwind_tables.bpf.c.
+ * The native walk's global functions (declared in native_stack.bpf.h and
+ * native_unwind.bpf.h); the walk's steps are in native_unwind.bpf.h, its
+ * maps defined in unwind_tables.bpf.c.
  */
 #include "vmlinux.h"
 
@@ -20,4 +21,42 @@ __noinline int unwind_native_stack(struct pystrobe_sample *sample, __u32 base, _
 		return -1;
 	return native_unwind(sample, base, PYSTROBE_MAX_USER_FRAMES, compat_user_ip(regs),
 			     compat_user_sp(regs), compat_user_fp(regs), python != 0);
+}
+
+/* Declared, and their contracts given, in native_unwind.bpf.h. */
+__noinline int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_found *found)
+{
+	const struct pystrobe_unwind_process *proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
+	const struct pystrobe_unwind_mapping *mapping;
+	struct native_walk_scratch *scratch;
+	__u64 pc = key >> 1;
+	__u32 zero = 0;
+	int looked_up;
+
+	scratch = bpf_map_lookup_elem(&native_walk_scratch, &zero);
+	if (!proc || !scratch || !found)
+		return NATIVE_LOOKUP_NONE;
+	mapping = native_find_mapping(proc, pc);
+	if (!mapping)
+		return NATIVE_LOOKUP_STALE;
+	if (mapping->table_id == PYSTROBE_UNWIND_TABLE_JIT)
+		return NATIVE_LOOKUP_JIT;
+	if (mapping->table_id == PYSTROBE_UNWIND_TABLE_NONE)
+		return NATIVE_LOOKUP_NONE;
+	/* A return address is the instruction after the call: the call
+	 * itself, one byte earlier, is in the calling function (which may end
+	 * with it). */
+	found->lookup = pc - mapping->bias - (key & 1 ? 0 : 1);
+	looked_up = native_find_rule(now, mapping->table_id, found->lookup, &found->rule);
+	if (looked_up == NATIVE_LOOKUP_FOUND)
+		native_cache_rule(scratch, key, tgid, proc->generation, &found->rule, found->lookup,
+				  mapping->table_id);
+	return looked_up;
+}
+
+__noinline int native_pc_is_mapped(__u32 tgid, __u64 pc)
+{
+	const struct pystrobe_unwind_process *proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
+
+	return proc && native_find_mapping(proc, pc) != NULL;
 }

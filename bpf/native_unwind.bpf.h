@@ -10,12 +10,14 @@
  * Cost per frame: a binary search over the process's mappings, a page
  * index entry pair and a few rows (a page of 4 KiB holds a few dozen), or
  * none of these for a pc met before in the process (native_walk_scratch's
- * rules); its return address (and rbp, when saved) come out of a window on
- * the stack read once for many frames.
+ * rules); its return address (and rbp, when saved) come out of a copy of
+ * the stack's page, read once for many frames. Several frames are walked
+ * per call of bpf_loop's callback (NATIVE_FRAMES_PER_STEP).
  *
  * The walk runs in one global function, unwind_native_stack
- * (native_stack.bpf.h, native_unwind.bpf.c); the tables it reads, and its
- * knobs, are in unwind_tables.bpf.h.
+ * (native_stack.bpf.h, native_unwind.bpf.c), a frame's lookup in the tables
+ * in another (native_rule_of); the tables it reads, and its knobs, are in
+ * unwind_tables.bpf.h.
  */
 #ifndef PYSTROBE_BPF_NATIVE_UNWIND_BPF_H_
 #define PYSTROBE_BPF_NATIVE_UNWIND_BPF_H_
@@ -71,22 +73,48 @@ struct native_rule_slot {
 };
 
 /*
- * Bytes of the stack read at once. A frame's return address and saved rbp
- * are two 8-byte reads, and the frames it returns into are just above it:
- * one read of the stack from the frame's sp serves them all, where a read
- * costs about the same however few bytes it takes.
+ * The stack is copied a page at a time. A frame's return address and saved
+ * rbp are two 8-byte reads, and the frames it returns into are just above
+ * it: one read of the page they are in serves them all, where a read costs
+ * about the same however few bytes it takes. A page, not a span from sp:
+ * every page from sp's up to the stack's top is mapped (it holds the
+ * callers' frames), but a span may reach past the top, and a read that
+ * faults costs twenty good ones.
  */
-#define UNWIND_STACK_WINDOW 1024
+#define UNWIND_STACK_WINDOW 4096
+
+/*
+ * The walk's registers and counts. In its per-CPU scratch, not in the
+ * context of bpf_loop's steps (native_walk): the verifier follows what that
+ * context holds value by value, across every frame of every step, where it
+ * takes a value read from a map as any value.
+ *
+ * A walk in process context (allocations, resident growth) may be
+ * interrupted by a cpu-clock walk on the same CPU, which starts its own
+ * here; the sample the first then finishes is taken again (sample.bpf.h's
+ * send_event_sample), as is everything else it keeps per CPU.
+ */
+struct native_walk_regs {
+	__u64 pc, sp, bp;
+	__u64 stack_value; /* what native_stack_read read */
+	/* scratch->stack holds [window_addr, window_end) of the stack. */
+	__u64 window_addr, window_end;
+	__u32 frames; /* frames written */
+	__u32 max_frames;
+	__u32 jit_frames; /* frames in JIT code walked through by rbp */
+	__u32 used_table; /* the table last marked used by this walk */
+	__u8 no_window;	  /* a read of the stack's page failed: read alone */
+	__u8 exact_pc;	  /* the pc was interrupted, not a return address */
+	__u8 outcome;	  /* enum native_walk_outcome */
+};
 
 /* What a walk keeps per CPU: too big for the BPF stack. */
 struct native_walk_scratch {
 	struct native_rule_slot rules[UNWIND_RULE_CACHE_SLOTS];
-	/* The walk (native_walk.now) that claimed `stack`: a program in process
-	 * context (allocations, resident growth) may be interrupted by a
-	 * cpu-clock walk that reads another. */
-	__u64 stack_walk;
-	/* [window_addr, window_addr + UNWIND_STACK_WINDOW) of the stack, and
-	 * 8 bytes of slack so a read at any offset in it stays in bounds. */
+	struct native_walk_regs regs;
+	/* A page of the stack, or what of it lies above sp (regs.window_addr,
+	 * regs.window_end), and 8 bytes of slack so a read at any offset in
+	 * it stays in bounds. */
 	__u8 stack[UNWIND_STACK_WINDOW + 8];
 };
 
@@ -98,22 +126,15 @@ struct native_walk_scratch_map {
 };
 extern struct native_walk_scratch_map native_walk_scratch SEC(".maps");
 
-/* The walk's registers and where its frames go. */
+/* What the walk's steps work on: where its frames go, its tables, and its
+ * registers (r: scratch->regs). */
 struct native_walk {
 	struct pystrobe_sample *sample;
 	const struct pystrobe_unwind_process *proc;
-	__u64 pc, sp, bp;
-	__u32 base;   /* index in sample->data of the first user frame */
-	__u32 frames; /* frames written */
-	__u32 max_frames;
-	__u32 jit_frames; /* frames in JIT code walked through by rbp */
-	__u64 now;	  /* the sample's time_ns: every fill_sample reads its own */
 	struct native_walk_scratch *scratch;
-	__u64 window_addr; /* where scratch->stack was read from */
-	__u64 stack_value; /* what native_stack_read read */
-	__u8 no_window;	   /* a read of it failed: read alone */
-	__u8 exact_pc;	   /* the pc was interrupted, not a return address */
-	__u8 outcome;	   /* enum native_walk_outcome */
+	struct native_walk_regs *r;
+	__u64 now;  /* the sample's time_ns: every fill_sample reads its own */
+	__u32 base; /* index in sample->data of the first user frame */
 };
 
 enum native_walk_outcome {
@@ -128,10 +149,10 @@ enum native_walk_outcome {
 
 static __always_inline void native_emit(struct native_walk *w, __u64 address)
 {
-	__u32 slot = w->base + w->frames;
+	__u32 slot = w->base + w->r->frames;
 
 	w->sample->data[slot & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = address;
-	w->frames++;
+	w->r->frames++;
 }
 
 /* A binary search's bounds, for bpf_loop: one step per call keeps the
@@ -213,16 +234,38 @@ static long native_row_step(__u32 index, void *ctx)
 	return 0;
 }
 
-/* What native_find_rule found. */
+/* What native_find_rule and native_rule_of found. */
 enum native_lookup {
 	NATIVE_LOOKUP_FOUND = 0,
 	NATIVE_LOOKUP_NONE = 1,	  /* no row: the walk cannot go on */
 	NATIVE_LOOKUP_ABSENT = 2, /* the table is not in the kernel */
+	NATIVE_LOOKUP_STALE = 3,  /* the pc is outside every known mapping */
+	NATIVE_LOOKUP_JIT = 4,	  /* the pc is in anonymous executable memory */
 };
 
+/* What native_rule_of found for a pc: its rule, and the link-time address
+ * it was looked up for. */
+struct native_found {
+	struct pystrobe_unwind_rule rule;
+	__u64 lookup;
+};
+
+/*
+ * The rule of the pc in `key` (native_rule_key) in process `tgid`, looked
+ * up in the tables and put in the walk's cache, for a walk at time `now`:
+ * NATIVE_LOOKUP_FOUND with *found filled, or why not (enum native_lookup).
+ * And whether `pc` lies in one of process `tgid`'s known mappings.
+ *
+ * Global functions, each verified once on its own (native_unwind.bpf.c):
+ * inlined, their binary searches were verified again at every frame of a
+ * step of several (NATIVE_FRAMES_PER_STEP).
+ */
+int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_found *found);
+int native_pc_is_mapped(__u32 tgid, __u64 pc);
+
 /* The rule of table `table_id` in effect at link-time address `addr`, in
- * *rule. */
-static __always_inline int native_find_rule(struct native_walk *w, __u32 table_id, __u64 addr,
+ * *rule, for a walk at time `now`. */
+static __always_inline int native_find_rule(__u64 now, __u32 table_id, __u64 addr,
 					    struct pystrobe_unwind_rule *rule)
 {
 	struct pystrobe_unwind_table *table = bpf_map_lookup_elem(&unwind_tables, &table_id);
@@ -236,7 +279,7 @@ static __always_inline int native_find_rule(struct native_walk *w, __u32 table_i
 	if (table->state != PYSTROBE_UNWIND_TABLE_LOADED) {
 		if (table->state == PYSTROBE_UNWIND_TABLE_UNAVAILABLE)
 			return NATIVE_LOOKUP_NONE;
-		bpf_map_update_elem(&unwind_wanted, &table_id, &w->now, BPF_NOEXIST);
+		bpf_map_update_elem(&unwind_wanted, &table_id, &now, BPF_NOEXIST);
 		return NATIVE_LOOKUP_ABSENT;
 	}
 	page = (__u32)(addr >> PYSTROBE_UNWIND_PAGE_SHIFT);
@@ -266,8 +309,8 @@ static __always_inline int native_find_rule(struct native_walk *w, __u32 table_i
 	if (!found)
 		return NATIVE_LOOKUP_NONE;
 	*rule = *found;
-	if (table->used_ns != w->now)
-		table->used_ns = w->now;
+	if (table->used_ns != now)
+		table->used_ns = now;
 	return NATIVE_LOOKUP_FOUND;
 }
 
@@ -278,37 +321,40 @@ static __always_inline bool native_read(__u64 address, __u64 *value)
 
 /*
  * 8 bytes of the stack at `address` (a frame's return address or saved
- * rbp) into w->stack_value, out of the walk's copy of the stack, read anew
- * from the frame's sp when `address` is outside it; read alone when it is
- * below sp or a window or more above it. (Into the walk, not through a
- * pointer to the step's own stack: that trips a bug of the 6.18
- * verifier.) A read of the window that fails (it would reach past the
- * stack's top) ends the copies for the rest of the walk: each such read
- * faults, at the cost of many good ones.
+ * rbp) into w->r->stack_value, out of the walk's copy of the stack: the page
+ * that holds `address`, from sp where sp is in it, read when the copy is
+ * of another; read alone when `address` is below sp or its 8 bytes span two
+ * pages. (Into the walk, not through a pointer to the step's own stack:
+ * that trips a bug of the 6.18 verifier.) A read of a page that fails ends
+ * the copies for the rest of the walk: each such read faults, at the cost
+ * of many good ones.
  */
 static __always_inline bool native_stack_read(struct native_walk *w, __u64 address)
 {
 	struct native_walk_scratch *scratch = w->scratch;
+	__u64 start, end, size;
 
-	if (w->no_window || address - w->sp > UNWIND_STACK_WINDOW - 8)
-		return native_read(address, &w->stack_value);
-	if (scratch->stack_walk != w->now || w->sp < w->window_addr ||
-	    address + 8 > w->window_addr + UNWIND_STACK_WINDOW) {
-		/* Claimed before the read: a walk that interrupts this one
-		 * claims it for itself, and this one then reads alone. */
-		scratch->stack_walk = w->now;
-		if (bpf_probe_read_user(scratch->stack, UNWIND_STACK_WINDOW, (void *)w->sp)) {
-			w->no_window = 1;
-			return native_read(address, &w->stack_value);
+	if (w->r->no_window || address < w->r->sp ||
+	    (address & (UNWIND_STACK_WINDOW - 1)) > UNWIND_STACK_WINDOW - 8)
+		return native_read(address, &w->r->stack_value);
+	if (address < w->r->window_addr || address + 8 > w->r->window_end) {
+		start = address & ~(__u64)(UNWIND_STACK_WINDOW - 1);
+		end = start + UNWIND_STACK_WINDOW;
+		if (start < w->r->sp)
+			start = w->r->sp;
+		size = end - start;
+		if (size > UNWIND_STACK_WINDOW)
+			return native_read(address, &w->r->stack_value);
+		if (bpf_probe_read_user(scratch->stack, size, (void *)start)) {
+			w->r->no_window = 1;
+			return native_read(address, &w->r->stack_value);
 		}
-		if (scratch->stack_walk != w->now)
-			return native_read(address, &w->stack_value);
-		w->window_addr = w->sp;
+		w->r->window_addr = start;
+		w->r->window_end = end;
 	}
-	w->stack_value =
-	    *(__u64 *)(scratch->stack + ((address - w->window_addr) & (UNWIND_STACK_WINDOW - 1)));
-	/* Taken by an interrupting walk while copied: read it alone. */
-	return scratch->stack_walk == w->now || native_read(address, &w->stack_value);
+	w->r->stack_value = *(__u64 *)(scratch->stack +
+				       ((address - w->r->window_addr) & (UNWIND_STACK_WINDOW - 1)));
+	return true;
 }
 
 /*
@@ -324,183 +370,216 @@ static __always_inline long native_jit_step(struct native_walk *w)
 	__u64 saved[2], cfa;
 	__u8 code[5] = {};
 
-	w->outcome = NATIVE_WALK_JIT;
-	if (w->exact_pc)
+	w->r->outcome = NATIVE_WALK_JIT;
+	if (w->r->exact_pc)
 		return 1; /* the leaf's stack is in no known state */
-	bpf_probe_read_user(code, sizeof(code), (void *)w->pc);
+	bpf_probe_read_user(code, sizeof(code), (void *)w->r->pc);
 	if (code[0] == 0x48 && code[1] == 0x83 && code[2] == 0xc4 && code[3] == 0x08 &&
 	    code[4] == 0xc3) {
 		/* add $8,%rsp; ret */
-		cfa = w->sp + 16;
+		cfa = w->r->sp + 16;
 		if (bpf_probe_read_user(&saved[1], sizeof(saved[1]), (void *)(cfa - 8)))
 			return 1;
-		saved[0] = w->bp;
+		saved[0] = w->r->bp;
 	} else {
-		if (w->bp < w->sp || w->bp - w->sp > UNWIND_JIT_MAX_FRAME ||
-		    bpf_probe_read_user(saved, sizeof(saved), (void *)w->bp))
+		if (w->r->bp < w->r->sp || w->r->bp - w->r->sp > UNWIND_JIT_MAX_FRAME ||
+		    bpf_probe_read_user(saved, sizeof(saved), (void *)w->r->bp))
 			return 1;
-		cfa = w->bp + 16;
+		cfa = w->r->bp + 16;
 	}
-	if (!native_find_mapping(w->proc, saved[1]))
+	if (!native_pc_is_mapped(w->sample->pid, saved[1]))
 		return 1;
-	w->sp = cfa;
-	w->pc = saved[1];
-	w->bp = saved[0];
-	w->outcome = NATIVE_WALK_RUNNING;
-	w->jit_frames++;
+	w->r->sp = cfa;
+	w->r->pc = saved[1];
+	w->r->bp = saved[0];
+	w->r->outcome = NATIVE_WALK_RUNNING;
+	w->r->jit_frames++;
 	return 0;
 }
 
-static __always_inline struct native_rule_slot *native_rule_slot(struct native_walk *w)
+/* The cache's key for a pc: the pc, and whether it was interrupted. */
+static __always_inline __u64 native_rule_key(__u64 pc, __u8 exact_pc)
 {
-	__u64 key = w->pc << 1 | w->exact_pc;
-
-	return &w->scratch
-		    ->rules[(key ^ (key >> 7) ^ w->sample->pid) & (UNWIND_RULE_CACHE_SLOTS - 1)];
+	return pc << 1 | exact_pc;
 }
 
-static __always_inline bool native_slot_is(const struct native_rule_slot *slot,
-					   const struct native_walk *w)
+static __always_inline struct native_rule_slot *
+native_rule_slot(struct native_walk_scratch *scratch, __u64 key, __u32 tgid)
 {
-	return slot->key == (w->pc << 1 | w->exact_pc) && slot->tgid == w->sample->pid &&
-	       slot->generation == w->proc->generation;
+	return &scratch->rules[(key ^ (key >> 7) ^ tgid) & (UNWIND_RULE_CACHE_SLOTS - 1)];
 }
 
-/* The rule of w->pc and the address looked up for it, when found before
+static __always_inline bool native_slot_is(const struct native_rule_slot *slot, __u64 key,
+					   __u32 tgid, __u32 generation)
+{
+	return slot->key == key && slot->tgid == tgid && slot->generation == generation;
+}
+
+/* The rule of w->r->pc and the address looked up for it, when found before
  * in the process's mappings as they stand. */
 static __always_inline bool native_cached_rule(struct native_walk *w,
 					       struct pystrobe_unwind_rule *rule, __u64 *lookup)
 {
-	struct native_rule_slot *slot = native_rule_slot(w);
+	__u64 key = native_rule_key(w->r->pc, w->r->exact_pc);
+	__u32 tgid = w->sample->pid, generation = w->proc->generation;
+	struct native_rule_slot *slot = native_rule_slot(w->scratch, key, tgid);
 	struct pystrobe_unwind_table *table;
 	__u32 table_id;
 
-	if (w->proc->generation == 0 || !native_slot_is(slot, w))
+	if (generation == 0 || !native_slot_is(slot, key, tgid, generation))
 		return false;
 	*rule = slot->rule;
 	*lookup = slot->lookup;
 	table_id = slot->table_id;
-	/* A program in process context (allocations, resident growth) may be
-	 * interrupted by a cpu-clock walk that takes the slot: a copy made
-	 * across that is not this pc's. */
-	if (!native_slot_is(slot, w))
-		return false;
+	/* Marked used, as a lookup would; once a walk, where its frames
+	 * run in the same binary one after another. */
+	if (table_id == w->r->used_table)
+		return true;
+	w->r->used_table = table_id;
 	table = bpf_map_lookup_elem(&unwind_tables, &table_id);
 	if (table && table->used_ns != w->now)
 		table->used_ns = w->now;
 	return true;
 }
 
-static __always_inline void native_cache_rule(struct native_walk *w,
+static __always_inline void native_cache_rule(struct native_walk_scratch *scratch, __u64 key,
+					      __u32 tgid, __u32 generation,
 					      const struct pystrobe_unwind_rule *rule, __u64 lookup,
 					      __u32 table_id)
 {
-	struct native_rule_slot *slot = native_rule_slot(w);
+	struct native_rule_slot *slot = native_rule_slot(scratch, key, tgid);
 
 	/* Generation 0 holds for no process: a walk that interrupts this one
 	 * while the slot is half written does not take it. */
 	slot->generation = 0;
 	asm volatile("" ::: "memory");
-	slot->key = w->pc << 1 | w->exact_pc;
-	slot->tgid = w->sample->pid;
+	slot->key = key;
+	slot->tgid = tgid;
 	slot->lookup = lookup;
 	slot->rule = *rule;
 	slot->table_id = table_id;
 	asm volatile("" ::: "memory");
-	slot->generation = w->proc->generation;
+	slot->generation = generation;
 }
 
-/* One frame: record the pc, then find the caller's registers. */
-static long native_unwind_step(__u32 index, void *ctx)
+/* The caller's registers, from w's by `row`, the rule of w->r->pc (found for
+ * link-time address `lookup`): 0 to go on, 1 when the walk ends. */
+static __always_inline long
+native_step_by_rule(struct native_walk *w, const struct pystrobe_unwind_rule *row, __u64 lookup)
 {
-	struct native_walk *w = ctx;
-	const struct pystrobe_unwind_mapping *mapping;
-	struct pystrobe_unwind_rule rule_value = {}, *row = &rule_value;
-	__u64 lookup, cfa, ra, regs[7];
-	int found;
+	__u64 cfa, ra, regs[7];
 
-	if (w->frames >= w->max_frames) {
-		w->outcome = NATIVE_WALK_TRUNCATED;
-		return 1;
-	}
-	native_emit(w, w->pc);
-	if (!native_cached_rule(w, row, &lookup)) {
-		mapping = native_find_mapping(w->proc, w->pc);
-		if (!mapping) {
-			w->outcome = NATIVE_WALK_STALE;
-			return 1;
-		}
-		if (mapping->table_id == PYSTROBE_UNWIND_TABLE_JIT)
-			return native_jit_step(w);
-		/* A return address is the instruction after the call: the call
-		 * itself, one byte earlier, is in the calling function (which
-		 * may end with it). */
-		lookup = w->pc - mapping->bias - (w->exact_pc ? 0 : 1);
-		found = mapping->table_id == PYSTROBE_UNWIND_TABLE_NONE
-			    ? NATIVE_LOOKUP_NONE
-			    : native_find_rule(w, mapping->table_id, lookup, row);
-		if (found != NATIVE_LOOKUP_FOUND) {
-			w->outcome = found == NATIVE_LOOKUP_ABSENT ? NATIVE_WALK_ABSENT
-								   : NATIVE_WALK_UNKNOWN;
-			return 1;
-		}
-		native_cache_rule(w, row, lookup, mapping->table_id);
-	}
 	switch (row->cfa_rule) {
 	case PYSTROBE_UNWIND_CFA_RSP:
-		cfa = w->sp + row->cfa_offset;
+		cfa = w->r->sp + row->cfa_offset;
 		break;
 	case PYSTROBE_UNWIND_CFA_RBP:
-		if (w->bp == 0) {
-			w->outcome = NATIVE_WALK_UNKNOWN;
+		if (w->r->bp == 0) {
+			w->r->outcome = NATIVE_WALK_UNKNOWN;
 			return 1;
 		}
-		cfa = w->bp + row->cfa_offset;
+		cfa = w->r->bp + row->cfa_offset;
 		break;
 	case PYSTROBE_UNWIND_CFA_PLT:
-		cfa = w->sp + 8 + (((lookup & 15) >= (__u64)row->cfa_offset) ? 8 : 0);
+		cfa = w->r->sp + 8 + (((lookup & 15) >= (__u64)row->cfa_offset) ? 8 : 0);
 		break;
 	case PYSTROBE_UNWIND_CFA_SIGNAL:
 		/* The handler returned into __restore_rt: rsp is the ucontext. */
 		if (bpf_probe_read_user(regs, sizeof(regs),
-					(void *)(w->sp + UNWIND_UC_MCONTEXT + UNWIND_SC_RBP))) {
-			w->outcome = NATIVE_WALK_UNKNOWN;
+					(void *)(w->r->sp + UNWIND_UC_MCONTEXT + UNWIND_SC_RBP))) {
+			w->r->outcome = NATIVE_WALK_UNKNOWN;
 			return 1;
 		}
-		w->bp = regs[0];
-		w->sp = regs[(UNWIND_SC_RSP - UNWIND_SC_RBP) / 8];
-		w->pc = regs[(UNWIND_SC_RIP - UNWIND_SC_RBP) / 8];
-		w->exact_pc = 1;
-		return w->pc == 0 ? (w->outcome = NATIVE_WALK_COMPLETE, 1) : 0;
+		w->r->bp = regs[0];
+		w->r->sp = regs[(UNWIND_SC_RSP - UNWIND_SC_RBP) / 8];
+		w->r->pc = regs[(UNWIND_SC_RIP - UNWIND_SC_RBP) / 8];
+		w->r->exact_pc = 1;
+		return w->r->pc == 0 ? (w->r->outcome = NATIVE_WALK_COMPLETE, 1) : 0;
 	case PYSTROBE_UNWIND_CFA_END:
-		w->outcome = NATIVE_WALK_COMPLETE;
+		w->r->outcome = NATIVE_WALK_COMPLETE;
 		return 1;
 	default:
-		w->outcome = NATIVE_WALK_UNKNOWN;
+		w->r->outcome = NATIVE_WALK_UNKNOWN;
 		return 1;
 	}
 	/* The caller's frame is above this one; anything else is garbage. */
-	if (cfa <= w->sp || !native_stack_read(w, cfa - 8)) {
-		w->outcome = NATIVE_WALK_UNKNOWN;
+	if (cfa <= w->r->sp || !native_stack_read(w, cfa - 8)) {
+		w->r->outcome = NATIVE_WALK_UNKNOWN;
 		return 1;
 	}
-	ra = w->stack_value;
+	ra = w->r->stack_value;
 	if (row->rbp_rule == PYSTROBE_UNWIND_RBP_OFFSET) {
 		if (!native_stack_read(w, cfa + row->rbp_offset)) {
-			w->outcome = NATIVE_WALK_UNKNOWN;
+			w->r->outcome = NATIVE_WALK_UNKNOWN;
 			return 1;
 		}
-		w->bp = w->stack_value;
+		w->r->bp = w->r->stack_value;
 	} else if (row->rbp_rule == PYSTROBE_UNWIND_RBP_UNKNOWN) {
-		w->bp = 0;
+		w->r->bp = 0;
 	}
-	w->sp = cfa;
-	w->pc = ra;
-	w->exact_pc = 0;
+	w->r->sp = cfa;
+	w->r->pc = ra;
+	w->r->exact_pc = 0;
 	if (ra == 0) {
 		/* Threads' outermost frames return to 0. */
-		w->outcome = NATIVE_WALK_COMPLETE;
+		w->r->outcome = NATIVE_WALK_COMPLETE;
 		return 1;
+	}
+	return 0;
+}
+
+/* A frame whose pc's rule is not in the walk's cache: it is looked up in
+ * the tables and cached, or the frame is a JIT's. 0 to go on, 1 when the
+ * walk ends. */
+static __always_inline long native_step_uncached(struct native_walk *w)
+{
+	struct native_found found = {};
+
+	switch (native_rule_of(w->sample->pid, native_rule_key(w->r->pc, w->r->exact_pc), w->now,
+			       &found)) {
+	case NATIVE_LOOKUP_FOUND:
+		return native_step_by_rule(w, &found.rule, found.lookup);
+	case NATIVE_LOOKUP_JIT:
+		return native_jit_step(w);
+	case NATIVE_LOOKUP_STALE:
+		w->r->outcome = NATIVE_WALK_STALE;
+		return 1;
+	case NATIVE_LOOKUP_ABSENT:
+		w->r->outcome = NATIVE_WALK_ABSENT;
+		return 1;
+	default:
+		w->r->outcome = NATIVE_WALK_UNKNOWN;
+		return 1;
+	}
+}
+
+/*
+ * Frames walked per call of the bpf_loop callback while their rules are in
+ * the walk's cache: a call and its return cost about a quarter of a frame's
+ * work on a host whose CPU guards returns (AMD's Safe RET), and before 3.11
+ * a 100-deep Python stack is 250 native frames or more. A frame whose rule
+ * is looked up in the tables ends the call.
+ */
+#define NATIVE_FRAMES_PER_STEP 8
+
+/* Up to NATIVE_FRAMES_PER_STEP frames: record each pc, then find the
+ * caller's registers. */
+static long native_unwind_step(__u32 index, void *ctx)
+{
+	struct native_walk *w = ctx;
+	struct pystrobe_unwind_rule rule = {};
+	__u64 lookup;
+
+	for (int i = 0; i < NATIVE_FRAMES_PER_STEP; i++) {
+		if (w->r->frames >= w->r->max_frames) {
+			w->r->outcome = NATIVE_WALK_TRUNCATED;
+			return 1;
+		}
+		native_emit(w, w->r->pc);
+		if (!native_cached_rule(w, &rule, &lookup))
+			return native_step_uncached(w);
+		if (native_step_by_rule(w, &rule, lookup))
+			return 1;
 	}
 	return 0;
 }
@@ -528,26 +607,28 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		/* Kernel threads have no user stack: bpf_get_stack says so. */
 		if ((!native_unwinding_all && !python) || !bpf_get_current_task_btf()->mm)
 			return -1;
-		native_emit(&w, ip);
-		native_emit(&w, PYSTROBE_UNWIND_FRAME_UNKNOWN);
+		sample->data[base & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] = ip;
+		sample->data[(base + 1) & (PYSTROBE_SAMPLE_DATA_WORDS - 1)] =
+		    PYSTROBE_UNWIND_FRAME_UNKNOWN;
 		count_drop(PYSTROBE_DROP_NATIVE_NOT_TRACKED);
 		count_drop(PYSTROBE_DROP_NATIVE_UNWIND);
-		return w.frames;
+		return 2;
 	}
 	w.now = sample->time_ns;
 	w.scratch = bpf_map_lookup_elem(&native_walk_scratch, &zero);
 	if (!w.scratch)
 		return -1;
-	w.base = base;
-	w.max_frames = max_frames;
-	w.pc = ip;
-	w.sp = sp;
-	w.bp = bp;
-	w.exact_pc = 1;
+	w.r = &w.scratch->regs;
+	*w.r = (struct native_walk_regs){.pc = ip,
+					 .sp = sp,
+					 .bp = bp,
+					 .max_frames = max_frames,
+					 .used_table = PYSTROBE_UNWIND_TABLE_NONE,
+					 .exact_pc = 1};
 	bpf_loop(max_frames, native_unwind_step, &w, 0);
-	if (w.jit_frames)
+	if (w.r->jit_frames)
 		count_sample(PYSTROBE_COUNT_NATIVE_THROUGH_JIT);
-	switch (w.outcome) {
+	switch (w.r->outcome) {
 	case NATIVE_WALK_COMPLETE:
 		count_sample(PYSTROBE_COUNT_NATIVE_COMPLETE);
 		break;
@@ -558,14 +639,14 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 	case NATIVE_WALK_ABSENT:
 	case NATIVE_WALK_UNKNOWN:
 		/* The stack ends with [unknown]; the first two say why. */
-		if (w.outcome == NATIVE_WALK_STALE) {
+		if (w.r->outcome == NATIVE_WALK_STALE) {
 			sample->flags |= PYSTROBE_SAMPLE_NATIVE_STALE;
 			count_drop(PYSTROBE_DROP_NATIVE_STALE_MAPPINGS);
-		} else if (w.outcome == NATIVE_WALK_ABSENT) {
+		} else if (w.r->outcome == NATIVE_WALK_ABSENT) {
 			sample->flags |= PYSTROBE_SAMPLE_NATIVE_TABLE_WANTED;
 			count_drop(PYSTROBE_DROP_NATIVE_TABLE_ABSENT);
 		}
-		if (w.frames < max_frames)
+		if (w.r->frames < max_frames)
 			native_emit(&w, PYSTROBE_UNWIND_FRAME_UNKNOWN);
 		count_drop(PYSTROBE_DROP_NATIVE_UNWIND);
 		break;
@@ -574,7 +655,7 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		count_sample(PYSTROBE_COUNT_NATIVE_TRUNCATED);
 		break;
 	}
-	return w.frames;
+	return w.r->frames;
 }
 
 #endif /* PYSTROBE_BPF_NATIVE_UNWIND_BPF_H_ */

@@ -51,7 +51,7 @@ def stage_times():
     return totals
 
 
-def measure(binary, python, depth, seconds, tmp, kind, reference_bin):
+def measure(binary, python, depth, seconds, tmp, kind, reference_bin, native=False):
     """(reference ns a sample, samples, [ns a sample per stage])."""
     spinners = run_kernel_ratio.start_spinners(python, depth, tmp)
     procs = []
@@ -60,7 +60,7 @@ def measure(binary, python, depth, seconds, tmp, kind, reference_bin):
         pids = [p.pid for p in spinners]
         procs.append(subprocess.Popen(
             [binary, "record", "-r", "99", "-f", "folded", "-o", os.path.join(tmp, "out"),
-             *[arg for pid in pids for arg in ("--pid", str(pid))]],
+             *(["--native"] if native else []), *[arg for pid in pids for arg in ("--pid", str(pid))]],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         reference = run_kernel_ratio.start_reference(kind, pids, reference_bin)
         procs.append(reference)
@@ -85,11 +85,14 @@ def main():
     parser.add_argument("--bin", required=True, help="a pystrobe built with PYSTROBE_SAMPLE_STAGES")
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--native", action="store_true",
+                        help="native stacks too (record --native): the user stage is their walk")
     run_kernel_ratio.add_sample_options(parser)
     options = parser.parse_args()
     kind = run_kernel_ratio.reference_kind(options.reference, options.reference_bin)
     print(f"Each stage's ns a sample over the reference's ({kind}, 100 user reads) of the same "
-          "seconds; a spinner per CPU, 99 Hz, Python frames")
+          "seconds; a spinner per CPU, 99 Hz, "
+          + ("Python and native frames" if options.native else "Python frames"))
     print(f"{'CPython':14} {'depth':>5} {'ref ns':>7} {'samples':>7} {'total':>6}  "
           + "  ".join(STAGES))
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
@@ -98,7 +101,8 @@ def main():
                 for _ in range(options.rounds):
                     reference, samples, stages = measure(options.bin, python, depth,
                                                          options.seconds, tmp, kind,
-                                                         options.reference_bin)
+                                                         options.reference_bin,
+                                                         options.native)
                     shares = [ns / reference for ns in stages]
                     print(f"{generation:14} {depth:5} {reference:7.0f} {samples:7d} "
                           f"{sum(shares):6.2f}  "

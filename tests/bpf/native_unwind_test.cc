@@ -65,8 +65,9 @@ constexpr uint64_t kInRspFrame = kLibraryStart + 0x1010;    // CFA = rsp + 8
 constexpr uint64_t kInOutermost = kLibraryStart + 0x2010;   // the stack's end
 constexpr uint64_t kInLargeFrame = kLibraryStart + 0x3010;  // CFA = rsp + kLargeFrame
 constexpr uint64_t kInGap = kLibraryStart + 0x4010;         // no rule
-// Larger than the walk's window on the stack (UNWIND_STACK_WINDOW).
-constexpr int32_t kLargeFrame = 3000;
+// Larger than the walk's copy of the stack at once, a page
+// (UNWIND_STACK_WINDOW): its return address lies in another page than its rsp.
+constexpr int32_t kLargeFrame = 7000;
 
 pystrobe_unwind_row Row(uint32_t addr, uint8_t cfa_rule, int32_t cfa_offset,
                         uint8_t rbp_rule = PYSTROBE_UNWIND_RBP_SAME, int16_t rbp_offset = 0) {
@@ -127,7 +128,7 @@ class NativeUnwindTest : public ::testing::Test {
          ._pad = 0},
     };
     ASSERT_TRUE(maps_->SetProcessMappings(static_cast<uint32_t>(getpid()), mappings).ok());
-    stack_ = memory_.Allocate(64 * 1024) + 32 * 1024;
+    stack_ = memory_.Allocate(64 * 1024, TargetMemory::kPageSize) + 32 * 1024;
   }
 
   static uint64_t fault_ip() { return reinterpret_cast<uint64_t>(pystrobe_bpf_test_fault_ip); }
@@ -222,8 +223,8 @@ TEST_F(NativeUnwindTest, RecursionThroughTheSamePcsTakesEachFramesOwnRegisters) 
 
 TEST_F(NativeUnwindTest, FramesLargerThanTheStackWindowAndStacksLongerThanItAreWalkedWhole) {
   // A frame whose return address lies further above its rsp than the walk
-  // copies of the stack at once, then 200 frames of 8 bytes, two windows'
-  // worth: each return address comes from the right place.
+  // copies of the stack at once, then 200 frames of 8 bytes, across the
+  // next page boundary: each return address comes from the right place.
   constexpr int kSmallFrames = 200;
   std::vector<uint64_t> expected = {fault_ip(), kInLargeFrame};
   uint64_t sp = stack_;
