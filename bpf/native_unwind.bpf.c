@@ -49,8 +49,8 @@ __noinline int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_fo
 	found->lookup = pc - mapping->bias - (key & 1 ? 0 : 1);
 	looked_up = native_find_rule(now, mapping->table_id, found->lookup, &found->rule);
 	if (looked_up == NATIVE_LOOKUP_FOUND)
-		native_cache_rule(scratch, key, tgid, proc->generation, &found->rule, found->lookup,
-				  mapping->table_id);
+		native_cache_rule(scratch, key, native_rule_owner(tgid, proc->generation),
+				  &found->rule, found->lookup, mapping->table_id);
 	return looked_up;
 }
 

@@ -63,10 +63,9 @@
 #define UNWIND_RULE_CACHE_SLOTS 256
 
 struct native_rule_slot {
-	__u64 key;	  /* pc << 1 | exact_pc */
-	__u32 tgid;	  /* the process, */
-	__u32 generation; /* and the generation of its mappings */
-	__u64 lookup;	  /* the address looked up in the table */
+	__u64 key;    /* pc << 1 | exact_pc */
+	__u64 owner;  /* native_rule_owner: the process and its mappings' generation */
+	__u64 lookup; /* the address looked up in the table */
 	struct pystrobe_unwind_rule rule;
 	__u32 table_id; /* marked used on a hit, as a lookup would */
 	__u32 _pad;
@@ -133,8 +132,9 @@ struct native_walk {
 	const struct pystrobe_unwind_process *proc;
 	struct native_walk_scratch *scratch;
 	struct native_walk_regs *r;
-	__u64 now;  /* the sample's time_ns: every fill_sample reads its own */
-	__u32 base; /* index in sample->data of the first user frame */
+	__u64 now;   /* the sample's time_ns: every fill_sample reads its own */
+	__u64 owner; /* of the rule cache's slots this walk takes (native_rule_owner) */
+	__u32 base;  /* index in sample->data of the first user frame */
 };
 
 enum native_walk_outcome {
@@ -403,16 +403,22 @@ static __always_inline __u64 native_rule_key(__u64 pc, __u8 exact_pc)
 	return pc << 1 | exact_pc;
 }
 
-static __always_inline struct native_rule_slot *
-native_rule_slot(struct native_walk_scratch *scratch, __u64 key, __u32 tgid)
+/* A slot being written is owned by no one: 0. A process whose mappings
+ * have generation 0 takes no slot. */
+#define NATIVE_RULE_WRITTEN 0
+#define NATIVE_RULE_UNCACHED 1
+
+/* The owner of the slots of process `tgid` while its mappings stand: both
+ * compared at once. Never NATIVE_RULE_WRITTEN (a tgid is never 0). */
+static __always_inline __u64 native_rule_owner(__u32 tgid, __u32 generation)
 {
-	return &scratch->rules[(key ^ (key >> 7) ^ tgid) & (UNWIND_RULE_CACHE_SLOTS - 1)];
+	return generation == 0 ? NATIVE_RULE_UNCACHED : (__u64)tgid << 32 | generation;
 }
 
-static __always_inline bool native_slot_is(const struct native_rule_slot *slot, __u64 key,
-					   __u32 tgid, __u32 generation)
+static __always_inline struct native_rule_slot *
+native_rule_slot(struct native_walk_scratch *scratch, __u64 key, __u64 owner)
 {
-	return slot->key == key && slot->tgid == tgid && slot->generation == generation;
+	return &scratch->rules[(key ^ (key >> 7) ^ (owner >> 32)) & (UNWIND_RULE_CACHE_SLOTS - 1)];
 }
 
 /* The rule of w->r->pc and the address looked up for it, when found before
@@ -421,12 +427,11 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 					       struct pystrobe_unwind_rule *rule, __u64 *lookup)
 {
 	__u64 key = native_rule_key(w->r->pc, w->r->exact_pc);
-	__u32 tgid = w->sample->pid, generation = w->proc->generation;
-	struct native_rule_slot *slot = native_rule_slot(w->scratch, key, tgid);
+	struct native_rule_slot *slot = native_rule_slot(w->scratch, key, w->owner);
 	struct pystrobe_unwind_table *table;
 	__u32 table_id;
 
-	if (generation == 0 || !native_slot_is(slot, key, tgid, generation))
+	if (slot->key != key || slot->owner != w->owner)
 		return false;
 	*rule = slot->rule;
 	*lookup = slot->lookup;
@@ -443,23 +448,23 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 }
 
 static __always_inline void native_cache_rule(struct native_walk_scratch *scratch, __u64 key,
-					      __u32 tgid, __u32 generation,
-					      const struct pystrobe_unwind_rule *rule, __u64 lookup,
-					      __u32 table_id)
+					      __u64 owner, const struct pystrobe_unwind_rule *rule,
+					      __u64 lookup, __u32 table_id)
 {
-	struct native_rule_slot *slot = native_rule_slot(scratch, key, tgid);
+	struct native_rule_slot *slot = native_rule_slot(scratch, key, owner);
 
-	/* Generation 0 holds for no process: a walk that interrupts this one
-	 * while the slot is half written does not take it. */
-	slot->generation = 0;
+	if (owner == NATIVE_RULE_UNCACHED)
+		return;
+	/* A walk that interrupts this one while the slot is half written
+	 * does not take it. */
+	slot->owner = NATIVE_RULE_WRITTEN;
 	asm volatile("" ::: "memory");
 	slot->key = key;
-	slot->tgid = tgid;
 	slot->lookup = lookup;
 	slot->rule = *rule;
 	slot->table_id = table_id;
 	asm volatile("" ::: "memory");
-	slot->generation = generation;
+	slot->owner = owner;
 }
 
 /* The caller's registers, from w's by `row`, the rule of w->r->pc (found for
@@ -615,6 +620,7 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		return 2;
 	}
 	w.now = sample->time_ns;
+	w.owner = native_rule_owner(tgid, w.proc->generation);
 	w.scratch = bpf_map_lookup_elem(&native_walk_scratch, &zero);
 	if (!w.scratch)
 		return -1;
