@@ -125,11 +125,10 @@ struct native_walk_scratch_map {
 };
 extern struct native_walk_scratch_map native_walk_scratch SEC(".maps");
 
-/* What the walk's steps work on: where its frames go, its tables, and its
- * registers (r: scratch->regs). */
+/* What the walk's steps work on: where its frames go, its cache of rules,
+ * and its registers (r: scratch->regs). */
 struct native_walk {
 	struct pystrobe_sample *sample;
-	const struct pystrobe_unwind_process *proc;
 	struct native_walk_scratch *scratch;
 	struct native_walk_regs *r;
 	__u64 now;   /* the sample's time_ns: every fill_sample reads its own */
@@ -601,14 +600,15 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 					  bool python)
 {
 	__u32 tgid = sample->pid, zero = 0;
+	const struct pystrobe_unwind_process *proc;
 	struct native_walk w = {};
 
 	if (!native_unwinding)
 		return -1;
 	w.sample = sample;
 	w.base = base;
-	w.proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
-	if (!w.proc) {
+	proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
+	if (!proc) {
 		/* Kernel threads have no user stack: bpf_get_stack says so. */
 		if ((!native_unwinding_all && !python) || !bpf_get_current_task_btf()->mm)
 			return -1;
@@ -620,7 +620,7 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		return 2;
 	}
 	w.now = sample->time_ns;
-	w.owner = native_rule_owner(tgid, w.proc->generation);
+	w.owner = native_rule_owner(tgid, proc->generation);
 	w.scratch = bpf_map_lookup_elem(&native_walk_scratch, &zero);
 	if (!w.scratch)
 		return -1;
