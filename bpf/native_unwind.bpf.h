@@ -333,10 +333,11 @@ static __always_inline bool native_stack_read(struct native_walk *w, __u64 addre
 	struct native_walk_scratch *scratch = w->scratch;
 	__u64 start, end, size;
 
-	if (w->r->no_window || address < w->r->sp ||
-	    (address & (UNWIND_STACK_WINDOW - 1)) > UNWIND_STACK_WINDOW - 8)
-		return native_read(address, &w->r->stack_value);
+	/* Most reads fall in the copy, which lies above sp in one page. */
 	if (address < w->r->window_addr || address + 8 > w->r->window_end) {
+		if (w->r->no_window || address < w->r->sp ||
+		    (address & (UNWIND_STACK_WINDOW - 1)) > UNWIND_STACK_WINDOW - 8)
+			return native_read(address, &w->r->stack_value);
 		start = address & ~(__u64)(UNWIND_STACK_WINDOW - 1);
 		end = start + UNWIND_STACK_WINDOW;
 		if (start < w->r->sp)
