@@ -29,7 +29,7 @@ __noinline int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_fo
 	const struct pystrobe_unwind_process *proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
 	const struct pystrobe_unwind_mapping *mapping;
 	struct native_walk_scratch *scratch;
-	__u64 pc = key >> 1;
+	__u64 pc = key >> 1, owner;
 	__u32 zero = 0;
 	int looked_up;
 
@@ -47,11 +47,16 @@ __noinline int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_fo
 	 * itself, one byte earlier, is in the calling function (which may end
 	 * with it). */
 	found->lookup = pc - mapping->bias - (key & 1 ? 0 : 1);
-	looked_up = native_find_rule(now, mapping->table_id, found->lookup, &found->rule);
-	if (looked_up == NATIVE_LOOKUP_FOUND)
-		native_cache_rule(scratch, key, native_rule_owner(tgid, proc->generation),
-				  &found->rule, found->lookup, mapping->table_id);
-	return looked_up;
+	looked_up = native_find_rule(now, mapping->table_id, found);
+	if (looked_up != NATIVE_LOOKUP_FOUND)
+		return looked_up;
+	owner = native_rule_owner(tgid, proc->generation);
+	if (key & 1)
+		native_cache_leaf(scratch, pc, owner, mapping->bias, found, mapping->table_id);
+	else
+		native_cache_rule(scratch, key, owner, &found->rule, found->lookup,
+				  mapping->table_id);
+	return NATIVE_LOOKUP_FOUND;
 }
 
 __noinline int native_pc_is_mapped(__u32 tgid, __u64 pc)

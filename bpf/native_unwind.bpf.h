@@ -46,13 +46,14 @@
 #define UNWIND_JIT_MAX_FRAME (1 << 20)
 
 /*
- * The rules found for the pcs of a process, direct-mapped by pc, per CPU.
- * The pcs of a stack repeat: a busy program's stacks differ little from
- * one sample to the next, and before 3.11 every Python call recurses
- * through the same few return addresses of the eval loop (a 100-deep
- * Python stack is 500 native frames of about 8 pcs). A hit skips the
- * mapping's and the row's binary searches, a score of bpf_loop steps and
- * map lookups.
+ * The rules found for the return addresses of a process, per CPU, two
+ * slots to a hash of the pc (native_rule_ways). The pcs of a stack repeat:
+ * a busy program's stacks differ little from one sample to the next, and
+ * before 3.11 every Python call recurses through the same few return
+ * addresses of the eval loop (a 100-deep Python stack is 250 native frames
+ * or more, of about 8 pcs). A hit skips the mapping's and the row's binary
+ * searches, a score of bpf_loop steps and map lookups. (Interrupted pcs
+ * have a cache of their own: native_leaf_slot.)
  *
  * A slot holds while the process's mappings stand: it names the process and
  * the generation of its mappings, which userspace renews with every write
@@ -60,14 +61,33 @@
  * of the binary mapped there, so it holds even when its table has been
  * unloaded since.
  */
-#define UNWIND_RULE_CACHE_SLOTS 256
+#define UNWIND_RULE_CACHE_SLOTS 512
 
 struct native_rule_slot {
-	__u64 key;    /* pc << 1 | exact_pc */
-	__u64 owner;  /* native_rule_owner: the process and its mappings' generation */
-	__u64 lookup; /* the address looked up in the table */
+	__u64 key;   /* pc << 1 | exact_pc */
+	__u64 owner; /* native_rule_owner: the process and its mappings' generation */
 	struct pystrobe_unwind_rule rule;
-	__u32 table_id; /* marked used on a hit, as a lookup would */
+	__u32 table_id;	 /* marked used on a hit, as a lookup would */
+	__u8 lookup_low; /* the address looked up & 15: what a PLT rule tests */
+	__u8 _pad[3];
+};
+
+/*
+ * The rules of interrupted pcs (each walk's first frame), per CPU, by the
+ * page they are in. A tick lands anywhere in a function: cached by pc, as
+ * return addresses are, its pc missed at most samples and pushed return
+ * addresses out of their slots. A row holds for a range of pcs (most of a function's body,
+ * where it keeps no frame pointer), and a slot here holds that range, as
+ * far as it lies in the pc's page.
+ */
+#define UNWIND_LEAF_CACHE_SLOTS 64
+
+struct native_leaf_slot {
+	__u64 owner;	  /* as a native_rule_slot's */
+	__u64 start, end; /* the pcs [start, end) the rule holds for */
+	__u64 bias;	  /* the mapping's: a pc's address looked up is pc - bias */
+	struct pystrobe_unwind_rule rule;
+	__u32 table_id;
 	__u32 _pad;
 };
 
@@ -110,6 +130,7 @@ struct native_walk_regs {
 /* What a walk keeps per CPU: too big for the BPF stack. */
 struct native_walk_scratch {
 	struct native_rule_slot rules[UNWIND_RULE_CACHE_SLOTS];
+	struct native_leaf_slot leaves[UNWIND_LEAF_CACHE_SLOTS];
 	struct native_walk_regs regs;
 	/* A page of the stack, or what of it lies above sp (regs.window_addr,
 	 * regs.window_end), and 8 bytes of slack so a read at any offset in
@@ -242,11 +263,13 @@ enum native_lookup {
 	NATIVE_LOOKUP_JIT = 4,	  /* the pc is in anonymous executable memory */
 };
 
-/* What native_rule_of found for a pc: its rule, and the link-time address
- * it was looked up for. */
+/* What native_rule_of found for a pc: its rule, the link-time address it
+ * was looked up for, and the link-time addresses [start, end) its row holds
+ * for within that address's page. */
 struct native_found {
 	struct pystrobe_unwind_rule rule;
 	__u64 lookup;
+	__u64 start, end;
 };
 
 /*
@@ -262,16 +285,17 @@ struct native_found {
 int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_found *found);
 int native_pc_is_mapped(__u32 tgid, __u64 pc);
 
-/* The rule of table `table_id` in effect at link-time address `addr`, in
- * *rule, for a walk at time `now`. */
-static __always_inline int native_find_rule(__u64 now, __u32 table_id, __u64 addr,
-					    struct pystrobe_unwind_rule *rule)
+/* The rule of table `table_id` in effect at link-time address
+ * found->lookup, with the addresses it holds for, into *found, for a walk
+ * at time `now`. */
+static __always_inline int native_find_rule(__u64 now, __u32 table_id, struct native_found *found)
 {
 	struct pystrobe_unwind_table *table = bpf_map_lookup_elem(&unwind_tables, &table_id);
-	const struct pystrobe_unwind_packed_row *row;
-	const struct pystrobe_unwind_rule *found;
+	const struct pystrobe_unwind_packed_row *row, *next;
+	const struct pystrobe_unwind_rule *rule;
 	struct native_search s = {};
-	__u32 page, entry, *bound, rule_index;
+	__u32 page, entry, *bound, rule_index, first, last;
+	__u64 addr = found->lookup, page_start;
 
 	if (!table || addr > 0xffffffffull)
 		return NATIVE_LOOKUP_NONE;
@@ -282,20 +306,21 @@ static __always_inline int native_find_rule(__u64 now, __u32 table_id, __u64 add
 		return NATIVE_LOOKUP_ABSENT;
 	}
 	page = (__u32)(addr >> PYSTROBE_UNWIND_PAGE_SHIFT);
+	page_start = (__u64)page << PYSTROBE_UNWIND_PAGE_SHIFT;
 	s.key = addr & ((1u << PYSTROBE_UNWIND_PAGE_SHIFT) - 1);
-	s.page_low = (__u16)(page << PYSTROBE_UNWIND_PAGE_SHIFT);
+	s.page_low = (__u16)page_start;
 	if (page < table->first_page || page - table->first_page + 1 >= table->page_count)
 		return NATIVE_LOOKUP_NONE;
 	entry = table->first_page_entry + (page - table->first_page);
 	bound = bpf_map_lookup_elem(&unwind_pages, &entry);
 	if (!bound)
 		return NATIVE_LOOKUP_NONE;
-	s.lo = *bound;
+	first = s.lo = *bound;
 	entry++;
 	bound = bpf_map_lookup_elem(&unwind_pages, &entry);
 	if (!bound)
 		return NATIVE_LOOKUP_NONE;
-	s.hi = *bound;
+	last = s.hi = *bound;
 	s.first_row = table->first_row;
 	bpf_loop(UNWIND_ROW_STEPS, native_row_step, &s, 0);
 	if (s.failed || s.lo < s.hi || s.lo >= table->row_count)
@@ -304,10 +329,19 @@ static __always_inline int native_find_rule(__u64 now, __u32 table_id, __u64 add
 	if (!row)
 		return NATIVE_LOOKUP_NONE;
 	rule_index = row->rule;
-	found = bpf_map_lookup_elem(&unwind_rules, &rule_index);
-	if (!found)
+	rule = bpf_map_lookup_elem(&unwind_rules, &rule_index);
+	if (!rule)
 		return NATIVE_LOOKUP_NONE;
-	*rule = *found;
+	found->rule = *rule;
+	/* The page's first row may start below it; the next row, if the
+	 * page has one, starts within it (pystrobe_unwind_packed_row). */
+	found->start = page_start;
+	if (s.lo != first)
+		found->start += (__u16)(row->addr_low - s.page_low);
+	found->end = page_start + (1u << PYSTROBE_UNWIND_PAGE_SHIFT);
+	next = s.lo < last ? native_row(table->first_row + s.lo + 1) : NULL;
+	if (next)
+		found->end = page_start + (__u16)(next->addr_low - s.page_low);
 	if (table->used_ns != now)
 		table->used_ns = now;
 	return NATIVE_LOOKUP_FOUND;
@@ -415,27 +449,51 @@ static __always_inline __u64 native_rule_owner(__u32 tgid, __u32 generation)
 	return generation == 0 ? NATIVE_RULE_UNCACHED : (__u64)tgid << 32 | generation;
 }
 
-static __always_inline struct native_rule_slot *
-native_rule_slot(struct native_walk_scratch *scratch, __u64 key, __u64 owner)
+/* The first of the two slots that `key` of `owner` may take: two, so that
+ * two pcs of a stack that hash alike do not push each other out at every
+ * walk (with one slot a pc, and interrupted pcs among them, a CPython 3.12
+ * spinner's twenty-odd frames took three lookups a sample). */
+static __always_inline __u32 native_rule_ways(__u64 key, __u64 owner)
 {
-	return &scratch->rules[(key ^ (key >> 7) ^ (owner >> 32)) & (UNWIND_RULE_CACHE_SLOTS - 1)];
+	return (__u32)(((key ^ owner) * 0x9e3779b97f4a7c15ull) >> 56) * 2;
 }
 
-/* The rule of w->r->pc and the address looked up for it, when found before
- * in the process's mappings as they stand. */
-static __always_inline bool native_cached_rule(struct native_walk *w,
-					       struct pystrobe_unwind_rule *rule, __u64 *lookup)
+static __always_inline struct native_leaf_slot *
+native_leaf_slot(struct native_walk_scratch *scratch, __u64 pc, __u64 owner)
 {
-	__u64 key = native_rule_key(w->r->pc, w->r->exact_pc);
-	struct native_rule_slot *slot = native_rule_slot(w->scratch, key, w->owner);
-	struct pystrobe_unwind_table *table;
-	__u32 table_id;
+	return &scratch->leaves[((pc >> 12) ^ (owner >> 32)) & (UNWIND_LEAF_CACHE_SLOTS - 1)];
+}
 
-	if (slot->key != key || slot->owner != w->owner)
-		return false;
-	*rule = slot->rule;
-	*lookup = slot->lookup;
-	table_id = slot->table_id;
+/* The rule of w->r->pc and the low bits of the address looked up for it,
+ * when found before in the process's mappings as they stand. */
+static __always_inline bool native_cached_rule(struct native_walk *w,
+					       struct pystrobe_unwind_rule *rule, __u32 *lookup_low)
+{
+	__u64 pc = w->r->pc, key = native_rule_key(pc, w->r->exact_pc);
+	struct native_rule_slot *slot;
+	struct native_leaf_slot *leaf;
+	struct pystrobe_unwind_table *table;
+	__u32 table_id, way;
+
+	if (w->r->exact_pc) {
+		leaf = native_leaf_slot(w->scratch, pc, w->owner);
+		if (leaf->owner != w->owner || pc < leaf->start || pc >= leaf->end)
+			return false;
+		*rule = leaf->rule;
+		*lookup_low = (pc - leaf->bias) & 15;
+		table_id = leaf->table_id;
+	} else {
+		way = native_rule_ways(key, w->owner);
+		slot = &w->scratch->rules[way & (UNWIND_RULE_CACHE_SLOTS - 1)];
+		if (slot->key != key || slot->owner != w->owner) {
+			slot = &w->scratch->rules[(way + 1) & (UNWIND_RULE_CACHE_SLOTS - 1)];
+			if (slot->key != key || slot->owner != w->owner)
+				return false;
+		}
+		*rule = slot->rule;
+		*lookup_low = slot->lookup_low;
+		table_id = slot->table_id;
+	}
 	/* Marked used, as a lookup would; once a walk, where its frames
 	 * run in the same binary one after another. */
 	if (table_id == w->r->used_table)
@@ -447,20 +505,45 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 	return true;
 }
 
+/* Caches what `found` says of interrupted pc `pc` of a mapping at `bias`. */
+static __always_inline void native_cache_leaf(struct native_walk_scratch *scratch, __u64 pc,
+					      __u64 owner, __u64 bias,
+					      const struct native_found *found, __u32 table_id)
+{
+	struct native_leaf_slot *leaf = native_leaf_slot(scratch, pc, owner);
+
+	if (owner == NATIVE_RULE_UNCACHED)
+		return;
+	leaf->owner = NATIVE_RULE_WRITTEN; /* as in native_cache_rule */
+	asm volatile("" ::: "memory");
+	leaf->start = found->start + bias;
+	leaf->end = found->end + bias;
+	leaf->bias = bias;
+	leaf->rule = found->rule;
+	leaf->table_id = table_id;
+	asm volatile("" ::: "memory");
+	leaf->owner = owner;
+}
+
 static __always_inline void native_cache_rule(struct native_walk_scratch *scratch, __u64 key,
 					      __u64 owner, const struct pystrobe_unwind_rule *rule,
 					      __u64 lookup, __u32 table_id)
 {
-	struct native_rule_slot *slot = native_rule_slot(scratch, key, owner);
+	__u32 way = native_rule_ways(key, owner);
+	struct native_rule_slot *slot = &scratch->rules[way & (UNWIND_RULE_CACHE_SLOTS - 1)];
 
 	if (owner == NATIVE_RULE_UNCACHED)
 		return;
+	/* The first way keeps the process's first pc; the others take turns
+	 * in the second. */
+	if (slot->owner == owner)
+		slot = &scratch->rules[(way + 1) & (UNWIND_RULE_CACHE_SLOTS - 1)];
 	/* A walk that interrupts this one while the slot is half written
 	 * does not take it. */
 	slot->owner = NATIVE_RULE_WRITTEN;
 	asm volatile("" ::: "memory");
 	slot->key = key;
-	slot->lookup = lookup;
+	slot->lookup_low = lookup & 15;
 	slot->rule = *rule;
 	slot->table_id = table_id;
 	asm volatile("" ::: "memory");
@@ -468,9 +551,10 @@ static __always_inline void native_cache_rule(struct native_walk_scratch *scratc
 }
 
 /* The caller's registers, from w's by `row`, the rule of w->r->pc (found for
- * link-time address `lookup`): 0 to go on, 1 when the walk ends. */
+ * a link-time address whose low 4 bits are `lookup_low`): 0 to go on, 1 when
+ * the walk ends. */
 static __always_inline long
-native_step_by_rule(struct native_walk *w, const struct pystrobe_unwind_rule *row, __u64 lookup)
+native_step_by_rule(struct native_walk *w, const struct pystrobe_unwind_rule *row, __u32 lookup_low)
 {
 	__u64 cfa, ra, regs[7];
 
@@ -486,7 +570,7 @@ native_step_by_rule(struct native_walk *w, const struct pystrobe_unwind_rule *ro
 		cfa = w->r->bp + row->cfa_offset;
 		break;
 	case PYSTROBE_UNWIND_CFA_PLT:
-		cfa = w->r->sp + 8 + (((lookup & 15) >= (__u64)row->cfa_offset) ? 8 : 0);
+		cfa = w->r->sp + 8 + ((lookup_low >= (__u32)row->cfa_offset) ? 8 : 0);
 		break;
 	case PYSTROBE_UNWIND_CFA_SIGNAL:
 		/* The handler returned into __restore_rt: rsp is the ucontext. */
@@ -543,7 +627,7 @@ static __always_inline long native_step_uncached(struct native_walk *w)
 	switch (native_rule_of(w->sample->pid, native_rule_key(w->r->pc, w->r->exact_pc), w->now,
 			       &found)) {
 	case NATIVE_LOOKUP_FOUND:
-		return native_step_by_rule(w, &found.rule, found.lookup);
+		return native_step_by_rule(w, &found.rule, found.lookup & 15);
 	case NATIVE_LOOKUP_JIT:
 		return native_jit_step(w);
 	case NATIVE_LOOKUP_STALE:
@@ -573,7 +657,7 @@ static long native_unwind_step(__u32 index, void *ctx)
 {
 	struct native_walk *w = ctx;
 	struct pystrobe_unwind_rule rule = {};
-	__u64 lookup;
+	__u32 lookup_low;
 
 	for (int i = 0; i < NATIVE_FRAMES_PER_STEP; i++) {
 		if (w->r->frames >= w->r->max_frames) {
@@ -581,9 +665,9 @@ static long native_unwind_step(__u32 index, void *ctx)
 			return 1;
 		}
 		native_emit(w, w->r->pc);
-		if (!native_cached_rule(w, &rule, &lookup))
+		if (!native_cached_rule(w, &rule, &lookup_low))
 			return native_step_uncached(w);
-		if (native_step_by_rule(w, &rule, lookup))
+		if (native_step_by_rule(w, &rule, lookup_low))
 			return 1;
 	}
 	return 0;

@@ -21,8 +21,11 @@
 // void pystrobe_bpf_test_fault_on_stack(uint8_t* page, uint64_t sp, uint64_t bp):
 // writes to `page` (one fault, at pystrobe_bpf_test_fault_ip) with rsp = sp
 // and rbp = bp, then puts both back. Nothing else touches the crafted stack.
+// pystrobe_bpf_test_fault_on_stack_b does the same, faulting at
+// pystrobe_bpf_test_fault_ip_b, in the same page (both in one aligned 128 bytes).
 asm(R"(
   .pushsection .text
+  .p2align 7
   .globl pystrobe_bpf_test_fault_on_stack
   .hidden pystrobe_bpf_test_fault_on_stack
   .type pystrobe_bpf_test_fault_on_stack, @function
@@ -41,10 +44,30 @@ pystrobe_bpf_test_fault_ip:
   pop %rbp
   ret
   .size pystrobe_bpf_test_fault_on_stack, .-pystrobe_bpf_test_fault_on_stack
+  .globl pystrobe_bpf_test_fault_on_stack_b
+  .hidden pystrobe_bpf_test_fault_on_stack_b
+  .type pystrobe_bpf_test_fault_on_stack_b, @function
+pystrobe_bpf_test_fault_on_stack_b:
+  push %rbp
+  push %rbx
+  mov %rsp, %rbx
+  mov %rsi, %rsp
+  mov %rdx, %rbp
+  .globl pystrobe_bpf_test_fault_ip_b
+  .hidden pystrobe_bpf_test_fault_ip_b
+pystrobe_bpf_test_fault_ip_b:
+  movb $1, (%rdi)
+  mov %rbx, %rsp
+  pop %rbx
+  pop %rbp
+  ret
+  .size pystrobe_bpf_test_fault_on_stack_b, .-pystrobe_bpf_test_fault_on_stack_b
   .popsection
 )");
 extern "C" void pystrobe_bpf_test_fault_on_stack(uint8_t* page, uint64_t sp, uint64_t bp);
+extern "C" void pystrobe_bpf_test_fault_on_stack_b(uint8_t* page, uint64_t sp, uint64_t bp);
 extern "C" const char pystrobe_bpf_test_fault_ip[];
+extern "C" const char pystrobe_bpf_test_fault_ip_b[];
 
 namespace pystrobe::bpf_test {
 namespace {
@@ -98,10 +121,15 @@ class NativeUnwindTest : public ::testing::Test {
 
     // The faulting instruction's page, as if linked at 0x1000: it pushed
     // rbp after its return address (CFA = rsp + 16, rbp saved at CFA - 16).
+    // From the second faulting instruction on, the frame is its return
+    // address alone (CFA = rsp + 8).
     const uint64_t fault_page = fault_ip() & ~uint64_t{0xfff};
+    ASSERT_EQ(fault_ip_b() & ~uint64_t{0xfff}, fault_page);
+    const auto fault_b_link = static_cast<uint32_t>(0x1000 + (fault_ip_b() - fault_page));
     ASSERT_TRUE(maps_
                     ->LoadTable(kFaultTable, TableOf({Row(0x1000, PYSTROBE_UNWIND_CFA_RSP, 16,
                                                           PYSTROBE_UNWIND_RBP_OFFSET, -16),
+                                                      Row(fault_b_link, PYSTROBE_UNWIND_CFA_RSP, 8),
                                                       Row(0x2000, PYSTROBE_UNWIND_CFA_INVALID, 0)}))
                     .ok());
     ASSERT_TRUE(
@@ -132,6 +160,7 @@ class NativeUnwindTest : public ::testing::Test {
   }
 
   static uint64_t fault_ip() { return reinterpret_cast<uint64_t>(pystrobe_bpf_test_fault_ip); }
+  static uint64_t fault_ip_b() { return reinterpret_cast<uint64_t>(pystrobe_bpf_test_fault_ip_b); }
 
   // Faults with rsp = stack_ and rbp = `bp`, and returns the sample taken
   // at the fault (a CPython thread's first samples come with copies of code
@@ -139,15 +168,20 @@ class NativeUnwindTest : public ::testing::Test {
   // event fires each time the instruction faults; why it faulted twice was
   // not seen): a sample at the fault walks the same stack, so every one of
   // them must be the same walk.
-  SampleRecord SampleOnCraftedStack(uint64_t bp) {
-    absl::StatusOr<std::vector<RingRecord>> records = sampler_->SampleFault(
-        [this, bp](uint8_t* page) { pystrobe_bpf_test_fault_on_stack(page, stack_, bp); });
+  // `at_b`: the fault is at fault_ip_b instead.
+  SampleRecord SampleOnCraftedStack(uint64_t bp, bool at_b = false) {
+    const uint64_t ip = at_b ? fault_ip_b() : fault_ip();
+    absl::StatusOr<std::vector<RingRecord>> records =
+        sampler_->SampleFault([this, bp, at_b](uint8_t* page) {
+          (at_b ? pystrobe_bpf_test_fault_on_stack_b : pystrobe_bpf_test_fault_on_stack)(
+              page, stack_, bp);
+        });
     EXPECT_TRUE(records.ok()) << records.status();
     std::vector<SampleRecord> at_fault;
     if (records.ok()) {
       for (RingRecord& record : *records) {
         auto* sample = std::get_if<SampleRecord>(&record);
-        if (sample != nullptr && !sample->user_ips.empty() && sample->user_ips[0] == fault_ip())
+        if (sample != nullptr && !sample->user_ips.empty() && sample->user_ips[0] == ip)
           at_fault.push_back(std::move(*sample));
       }
     }
@@ -254,6 +288,24 @@ TEST_F(NativeUnwindTest, ReturnAddressAtAFunctionsEndTakesTheCallersRule) {
   SampleRecord sample = SampleOnCraftedStack(WriteStack(kAfterLastCall, kInOutermost));
   EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kAfterLastCall, kInRspFrame, kInOutermost));
   EXPECT_EQ(sampler_->counters().native_complete, 1u);
+}
+
+TEST_F(NativeUnwindTest, InterruptedPcsOfOnePageTakeTheirOwnRowsRules) {
+  // The walk caches an interrupted pc's rule for the pcs its row holds for:
+  // a tick at the second faulting instruction, in the same page but under
+  // the next row, must not take the first one's rule (its rsp + 16 would
+  // read the second frame's return address as the first's).
+  SampleRecord first = SampleOnCraftedStack(WriteStack(kInRbpFrame, kInOutermost));
+  EXPECT_THAT(first.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+
+  memory_.WriteU64(stack_, kInRspFrame);
+  memory_.WriteU64(stack_ + 8, kInOutermost);
+  SampleRecord second = SampleOnCraftedStack(0x1234, /*at_b=*/true);
+  EXPECT_THAT(second.user_ips, ElementsAre(fault_ip_b(), kInRspFrame, kInOutermost));
+
+  SampleRecord again = SampleOnCraftedStack(WriteStack(kInRbpFrame, kInOutermost));
+  EXPECT_THAT(again.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+  EXPECT_EQ(sampler_->counters().native_complete, 3u);
 }
 
 TEST_F(NativeUnwindTest, ZeroReturnAddressEndsTheStackComplete) {
