@@ -339,9 +339,11 @@ static __always_inline int native_find_rule(__u64 now, __u32 table_id, struct na
 	if (s.lo != first)
 		found->start += (__u16)(row->addr_low - s.page_low);
 	found->end = page_start + (1u << PYSTROBE_UNWIND_PAGE_SHIFT);
-	next = s.lo < last ? native_row(table->first_row + s.lo + 1) : NULL;
-	if (next)
-		found->end = page_start + (__u16)(next->addr_low - s.page_low);
+	if (s.lo < last) {
+		next = native_row(table->first_row + s.lo + 1);
+		/* Unread, the next row's start is unknown: the range is addr. */
+		found->end = next ? page_start + (__u16)(next->addr_low - s.page_low) : addr + 1;
+	}
 	if (table->used_ns != now)
 		table->used_ns = now;
 	return NATIVE_LOOKUP_FOUND;
