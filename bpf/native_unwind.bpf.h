@@ -76,9 +76,9 @@ struct native_rule_slot {
  * The rules of interrupted pcs (each walk's first frame), per CPU, by the
  * page they are in. A tick lands anywhere in a function: cached by pc, as
  * return addresses are, its pc missed at most samples and pushed return
- * addresses out of their slots. A row holds for a range of pcs (most of a function's body,
- * where it keeps no frame pointer), and a slot here holds that range, as
- * far as it lies in the pc's page.
+ * addresses out of their slots. A row holds for a range of pcs (most of a
+ * function's body, where it keeps no frame pointer), and a slot here holds
+ * that range, as far as it lies in the pc's page.
  */
 #define UNWIND_LEAF_CACHE_SLOTS 64
 
