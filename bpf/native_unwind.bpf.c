@@ -24,12 +24,13 @@ __noinline int unwind_native_stack(struct pystrobe_sample *sample, __u32 base, _
 }
 
 /* Declared, and their contracts given, in native_unwind.bpf.h. */
-__noinline int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_found *found)
+__noinline int native_rule_of(__u32 tgid, __u64 pc, __u32 exact_pc, __u64 now,
+			      struct native_found *found)
 {
 	const struct pystrobe_unwind_process *proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
 	const struct pystrobe_unwind_mapping *mapping;
 	struct native_walk_scratch *scratch;
-	__u64 pc = key >> 1, owner;
+	__u64 owner;
 	__u32 zero = 0;
 	int looked_up;
 
@@ -46,15 +47,15 @@ __noinline int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_fo
 	/* A return address is the instruction after the call: the call
 	 * itself, one byte earlier, is in the calling function (which may end
 	 * with it). */
-	found->lookup = pc - mapping->bias - (key & 1 ? 0 : 1);
+	found->lookup = pc - mapping->bias - (exact_pc ? 0 : 1);
 	looked_up = native_find_rule(now, mapping->table_id, found);
 	if (looked_up != NATIVE_LOOKUP_FOUND)
 		return looked_up;
 	owner = native_rule_owner(tgid, proc->generation);
-	if (key & 1)
+	if (exact_pc)
 		native_cache_leaf(scratch, pc, owner, mapping->bias, found, mapping->table_id);
 	else
-		native_cache_rule(scratch, key, owner, &found->rule, found->lookup,
+		native_cache_rule(scratch, pc, owner, &found->rule, found->lookup,
 				  mapping->table_id);
 	return NATIVE_LOOKUP_FOUND;
 }

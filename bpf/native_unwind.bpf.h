@@ -64,7 +64,7 @@
 #define UNWIND_RULE_CACHE_SLOTS 512
 
 struct native_rule_slot {
-	__u64 key;   /* pc << 1 | exact_pc */
+	__u64 pc;    /* a return address */
 	__u64 owner; /* native_rule_owner: the process and its mappings' generation */
 	struct pystrobe_unwind_rule rule;
 	__u32 table_id;	 /* marked used on a hit, as a lookup would */
@@ -273,8 +273,9 @@ struct native_found {
 };
 
 /*
- * The rule of the pc in `key` (native_rule_key) in process `tgid`, looked
- * up in the tables and put in the walk's cache, for a walk at time `now`:
+ * The rule of `pc` in process `tgid` (an interrupted pc when `exact_pc`, else
+ * a return address), looked up in the tables and put in the walk's caches,
+ * for a walk at time `now`:
  * NATIVE_LOOKUP_FOUND with *found filled, or why not (enum native_lookup).
  * And whether `pc` lies in one of process `tgid`'s known mappings.
  *
@@ -282,7 +283,7 @@ struct native_found {
  * inlined, their binary searches were verified again at every frame of a
  * step of several (NATIVE_FRAMES_PER_STEP).
  */
-int native_rule_of(__u32 tgid, __u64 key, __u64 now, struct native_found *found);
+int native_rule_of(__u32 tgid, __u64 pc, __u32 exact_pc, __u64 now, struct native_found *found);
 int native_pc_is_mapped(__u32 tgid, __u64 pc);
 
 /* The rule of table `table_id` in effect at link-time address
@@ -433,12 +434,6 @@ static __always_inline long native_jit_step(struct native_walk *w)
 	return 0;
 }
 
-/* The cache's key for a pc: the pc, and whether it was interrupted. */
-static __always_inline __u64 native_rule_key(__u64 pc, __u8 exact_pc)
-{
-	return pc << 1 | exact_pc;
-}
-
 /* A slot being written is owned by no one: 0. A process whose mappings
  * have generation 0 takes no slot. */
 #define NATIVE_RULE_WRITTEN 0
@@ -451,13 +446,13 @@ static __always_inline __u64 native_rule_owner(__u32 tgid, __u32 generation)
 	return generation == 0 ? NATIVE_RULE_UNCACHED : (__u64)tgid << 32 | generation;
 }
 
-/* The first of the two slots that `key` of `owner` may take: two, so that
- * two pcs of a stack that hash alike do not push each other out at every
- * walk (with one slot a pc, and interrupted pcs among them, a CPython 3.12
- * spinner's twenty-odd frames took three lookups a sample). */
-static __always_inline __u32 native_rule_ways(__u64 key, __u64 owner)
+/* The first of the two slots that return address `pc` of `owner` may take:
+ * two, so that two pcs of a stack that hash alike do not push each other
+ * out at every walk (with one slot a pc, and interrupted pcs among them, a
+ * CPython 3.12 spinner's twenty-odd frames took three lookups a sample). */
+static __always_inline __u32 native_rule_ways(__u64 pc, __u64 owner)
 {
-	return (__u32)(((key ^ owner) * 0x9e3779b97f4a7c15ull) >> 56) * 2;
+	return (__u32)(((pc ^ owner) * 0x9e3779b97f4a7c15ull) >> 56) * 2;
 }
 
 static __always_inline struct native_leaf_slot *
@@ -471,7 +466,7 @@ native_leaf_slot(struct native_walk_scratch *scratch, __u64 pc, __u64 owner)
 static __always_inline bool native_cached_rule(struct native_walk *w,
 					       struct pystrobe_unwind_rule *rule, __u32 *lookup_low)
 {
-	__u64 pc = w->r->pc, key = native_rule_key(pc, w->r->exact_pc);
+	__u64 pc = w->r->pc;
 	struct native_rule_slot *slot;
 	struct native_leaf_slot *leaf;
 	struct pystrobe_unwind_table *table;
@@ -485,11 +480,11 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 		*lookup_low = (pc - leaf->bias) & 15;
 		table_id = leaf->table_id;
 	} else {
-		way = native_rule_ways(key, w->owner);
+		way = native_rule_ways(pc, w->owner);
 		slot = &w->scratch->rules[way & (UNWIND_RULE_CACHE_SLOTS - 1)];
-		if (slot->key != key || slot->owner != w->owner) {
+		if (slot->pc != pc || slot->owner != w->owner) {
 			slot = &w->scratch->rules[(way + 1) & (UNWIND_RULE_CACHE_SLOTS - 1)];
-			if (slot->key != key || slot->owner != w->owner)
+			if (slot->pc != pc || slot->owner != w->owner)
 				return false;
 		}
 		*rule = slot->rule;
@@ -527,11 +522,11 @@ static __always_inline void native_cache_leaf(struct native_walk_scratch *scratc
 	leaf->owner = owner;
 }
 
-static __always_inline void native_cache_rule(struct native_walk_scratch *scratch, __u64 key,
+static __always_inline void native_cache_rule(struct native_walk_scratch *scratch, __u64 pc,
 					      __u64 owner, const struct pystrobe_unwind_rule *rule,
 					      __u64 lookup, __u32 table_id)
 {
-	__u32 way = native_rule_ways(key, owner);
+	__u32 way = native_rule_ways(pc, owner);
 	struct native_rule_slot *slot = &scratch->rules[way & (UNWIND_RULE_CACHE_SLOTS - 1)];
 
 	if (owner == NATIVE_RULE_UNCACHED)
@@ -544,7 +539,7 @@ static __always_inline void native_cache_rule(struct native_walk_scratch *scratc
 	 * does not take it. */
 	slot->owner = NATIVE_RULE_WRITTEN;
 	asm volatile("" ::: "memory");
-	slot->key = key;
+	slot->pc = pc;
 	slot->lookup_low = lookup & 15;
 	slot->rule = *rule;
 	slot->table_id = table_id;
@@ -626,8 +621,7 @@ static __always_inline long native_step_uncached(struct native_walk *w)
 {
 	struct native_found found = {};
 
-	switch (native_rule_of(w->sample->pid, native_rule_key(w->r->pc, w->r->exact_pc), w->now,
-			       &found)) {
+	switch (native_rule_of(w->sample->pid, w->r->pc, w->r->exact_pc, w->now, &found)) {
 	case NATIVE_LOOKUP_FOUND:
 		return native_step_by_rule(w, &found.rule, found.lookup & 15);
 	case NATIVE_LOOKUP_JIT:
