@@ -209,6 +209,40 @@ class NativeUnwindTest : public ::testing::Test {
     return 0x1234;  // rbp at the fault: the faulting frame's rule reads it off the stack
   }
 
+  // A stack whose faulting frame returns to returns[0], each frame to the
+  // next return address, laid out by each one's rule (kInRbpFrame: rbp
+  // saved where rbp points, kInRspFrame: its return address alone,
+  // kInLargeFrame: kLargeFrame bytes), the last being kInOutermost.
+  // Returns the frames the walk must find.
+  std::vector<uint64_t> WriteChain(const std::vector<uint64_t>& returns) {
+    std::vector<uint64_t> expected = {fault_ip()};
+    std::vector<uint64_t> rbp_saved_at = {stack_};  // the faulting frame's, then each rbp frame's
+    std::vector<uint64_t> rbp_frames;
+    uint64_t sp = stack_ + 16;
+    memory_.WriteU64(stack_ + 8, returns[0]);
+    for (size_t i = 0; i + 1 < returns.size(); i++) {
+      expected.push_back(returns[i]);
+      uint64_t return_at = sp;
+      if (returns[i] == kInRbpFrame) {
+        rbp_frames.push_back(sp);
+        rbp_saved_at.push_back(sp);
+        return_at = sp + 8;
+        sp += 16;
+      } else if (returns[i] == kInLargeFrame) {
+        return_at = sp + kLargeFrame - 8;
+        sp += kLargeFrame;
+      } else {
+        sp += 8;
+      }
+      memory_.WriteU64(return_at, returns[i + 1]);
+    }
+    expected.push_back(returns.back());
+    // Each saved rbp is the next rbp frame's rsp.
+    for (size_t k = 0; k < rbp_saved_at.size(); k++)
+      memory_.WriteU64(rbp_saved_at[k], k < rbp_frames.size() ? rbp_frames[k] : 0x5a5a);
+    return expected;
+  }
+
   TargetMemory memory_;
   std::unique_ptr<ThreadSampler> sampler_;
   std::unique_ptr<UnwindMaps> maps_;
@@ -253,6 +287,25 @@ TEST_F(NativeUnwindTest, RecursionThroughTheSamePcsTakesEachFramesOwnRegisters) 
   SamplerCounters counters = sampler_->counters();
   EXPECT_EQ(counters.native_complete, 1u);
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 0u);
+}
+
+TEST_F(NativeUnwindTest, ACallerRememberedFromAnEarlierWalkIsCheckedNotTrusted) {
+  // The walk remembers, in a return address's cache slot, where it found the
+  // caller's return address last (native_fast_frames). The rbp frame's
+  // caller is the rsp frame, then the large frame, whose rule differs, then
+  // the rsp frame again: each walk must follow the stack it reads.
+  // (Each stack's first return address takes the walk into the library's
+  // table, which a frame taken the careful way marks used first.)
+  const std::vector<uint64_t> via_rsp = {kInRspFrame, kInRbpFrame, kInRspFrame,
+                                         kInRbpFrame, kInRspFrame, kInOutermost};
+  const std::vector<uint64_t> via_large = {kInRspFrame, kInRbpFrame, kInLargeFrame, kInRspFrame,
+                                           kInOutermost};
+  for (const auto* returns : {&via_rsp, &via_rsp, &via_large, &via_rsp, &via_large}) {
+    std::vector<uint64_t> expected = WriteChain(*returns);
+    SampleRecord sample = SampleOnCraftedStack(0x1234);
+    EXPECT_THAT(sample.user_ips, ElementsAreArray(expected));
+  }
+  EXPECT_EQ(sampler_->counters().native_complete, 5u);
 }
 
 TEST_F(NativeUnwindTest, FramesLargerThanTheStackWindowAndStacksLongerThanItAreWalkedWhole) {
