@@ -514,7 +514,7 @@ static __always_inline void native_cache_leaf(struct native_walk_scratch *scratc
 
 	if (owner == NATIVE_RULE_UNCACHED)
 		return;
-	leaf->owner = NATIVE_RULE_WRITTEN; /* as in native_cache_rule */
+	leaf->owner = NATIVE_RULE_WRITTEN; /* as in native_cache_rule, by start */
 	asm volatile("" ::: "memory");
 	leaf->start = found->start + bias;
 	leaf->end = found->end + bias;
@@ -522,7 +522,7 @@ static __always_inline void native_cache_leaf(struct native_walk_scratch *scratc
 	leaf->rule = found->rule;
 	leaf->table_id = table_id;
 	asm volatile("" ::: "memory");
-	leaf->owner = owner;
+	leaf->owner = leaf->start == found->start + bias ? owner : NATIVE_RULE_WRITTEN;
 }
 
 static __always_inline void native_cache_rule(struct native_walk_scratch *scratch, __u64 pc,
@@ -547,7 +547,11 @@ static __always_inline void native_cache_rule(struct native_walk_scratch *scratc
 	slot->rule = *rule;
 	slot->table_id = table_id;
 	asm volatile("" ::: "memory");
-	slot->owner = owner;
+	/* Nor does this one when the other wrote the slot meanwhile (a tick
+	 * during an allocation's walk, of the same process): its fields may
+	 * lie under the rest of these. Every write of a slot begins with its
+	 * pc, and a pc that is still this one names the same rule. */
+	slot->owner = slot->pc == pc ? owner : NATIVE_RULE_WRITTEN;
 }
 
 /* The caller's registers, from w's by `row`, the rule of w->r->pc (found for
