@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/loader/libbpf_errors.h"
+#include "daemon/loader/map_entries.h"
 
 namespace pystrobe {
 namespace {
@@ -83,15 +84,16 @@ pystrobe_task_counters CountersSince(const pystrobe_task_counters& now,
 
 std::vector<ProcessCounters> AccountingReader::Processes(std::optional<uint32_t> pid) const {
   std::vector<ProcessCounters> out;
-  int fd = bpf_map__fd(maps_.processes);
-  pystrobe_process_key key = {}, next = {};
-  bool first = true;
-  while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
-    first = false;
-    key = next;
+  absl::StatusOr<MapEntries> entries =
+      ReadHashMapEntries(bpf_map__fd(maps_.processes), sizeof(pystrobe_process_key),
+                         sizeof(pystrobe_process_counters));
+  if (!entries.ok()) return out;
+  for (size_t i = 0; i < entries->count; i++) {
+    pystrobe_process_key key;
+    std::memcpy(&key, entries->key(i), sizeof(key));
     if (pid && key.tgid != *pid) continue;
     pystrobe_process_counters value;
-    if (bpf_map_lookup_elem(fd, &key, &value) != 0) continue;  // gone meanwhile
+    std::memcpy(&value, entries->value(i), sizeof(value));
     ProcessCounters p;
     p.pid = key.tgid;
     p.start_ns = key.start_ns;
@@ -108,18 +110,15 @@ std::vector<ProcessCounters> AccountingReader::Processes(std::optional<uint32_t>
 
 std::vector<ThreadCounters> AccountingReader::Threads(std::optional<uint32_t> pid) const {
   std::vector<ThreadCounters> out;
-  int fd = bpf_map__fd(maps_.threads);
   // The kernel's value is the ABI part followed by its own bookkeeping.
-  std::vector<uint8_t> value(bpf_map__value_size(maps_.threads));
-  if (value.size() < sizeof(pystrobe_thread_counters)) return out;
-  uint32_t key = 0, next = 0;
-  bool first = true;
-  while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
-    first = false;
-    key = next;
-    if (bpf_map_lookup_elem(fd, &key, value.data()) != 0) continue;
+  size_t value_size = bpf_map__value_size(maps_.threads);
+  if (value_size < sizeof(pystrobe_thread_counters)) return out;
+  absl::StatusOr<MapEntries> entries =
+      ReadHashMapEntries(bpf_map__fd(maps_.threads), sizeof(uint32_t), value_size);
+  if (!entries.ok()) return out;
+  for (size_t i = 0; i < entries->count; i++) {
     pystrobe_thread_counters thread;
-    std::memcpy(&thread, value.data(), sizeof(thread));
+    std::memcpy(&thread, entries->value(i), sizeof(thread));
     if (pid && thread.tgid != *pid) continue;
     out.push_back(ThreadCounters{.pid = thread.tgid,
                                  .tid = thread.tid,
