@@ -265,21 +265,13 @@ TEST_F(NativeUnwindTest, RecursionThroughTheSamePcsTakesEachFramesOwnRegisters) 
   // walk finds their rules in its cache, and each rule must still be
   // applied to that frame's own rsp and rbp.
   constexpr int kRecursions = 30;
-  std::vector<uint64_t> expected = {fault_ip()};
-  uint64_t sp = stack_;
-  memory_.WriteU64(sp, sp + 16);  // the faulting frame's saved rbp: the next frame's rsp
-  memory_.WriteU64(sp + 8, kInRbpFrame);
-  sp += 16;
+  std::vector<uint64_t> returns;
   for (int i = 0; i < kRecursions; i++) {
-    expected.push_back(kInRbpFrame);
-    memory_.WriteU64(sp, sp + 24);  // the rbp of the next rbp-based frame, one rsp frame out
-    memory_.WriteU64(sp + 8, kInRspFrame);
-    sp += 16;
-    expected.push_back(kInRspFrame);
-    memory_.WriteU64(sp, i + 1 < kRecursions ? kInRbpFrame : kInOutermost);
-    sp += 8;
+    returns.push_back(kInRbpFrame);
+    returns.push_back(kInRspFrame);
   }
-  expected.push_back(kInOutermost);
+  returns.push_back(kInOutermost);
+  std::vector<uint64_t> expected = WriteChain(returns);
 
   SampleRecord sample = SampleOnCraftedStack(0x1234);
   EXPECT_THAT(sample.user_ips, ElementsAreArray(expected));
