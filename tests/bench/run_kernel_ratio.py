@@ -14,7 +14,8 @@ CPU), then records them with `pystrobe record --pid A --pid B ... -r 99` (with a
 --native) while the reference runs, and reads both programs' run_time_ns / run_cnt
 (kernel.bpf_stats_enabled) over --seconds. Both programs run on every CPU at the same
 rate and filter the same pids, so their runs on an idle CPU or another process count
-alike. Prints a table; asserts nothing. As root, with bpftool.
+alike. Prints each round, then each figure's median and range over the rounds;
+asserts nothing. As root, with bpftool.
   tests/bench/run_kernel_ratio.py --bin build/pystrobe
 The reference is bpftrace's where it is installed, else the same 100 reads built in
 (build/tests/bench/reference_reads, reference_reads.bpf.c): bpftrace needs LLVM, which
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -225,6 +227,7 @@ def main():
           f"sample, in the same seconds")
     print(f"{'CPython':14} {'mode':10} {'pystrobe ns':>12} {'reference ns':>13} "
           f"{'ratio':>6} {'runs':>6}" + ("  binary" if len(binaries) > 1 else ""))
+    ratios = {}  # (generation, mode, binary): every round's ratio
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
         for generation, python in interpreters(options):
             for native in {"python": (False,), "native": (True,),
@@ -238,6 +241,22 @@ def main():
                             print(f"{generation:14} {mode:10} {ns:12.0f} {reference:13.0f} "
                                   f"{ns / reference:6.2f} {count:6d}"
                                   + (f"  {binary}" if len(binaries) > 1 else ""), flush=True)
+                            ratios.setdefault((generation, mode, binary), []).append(
+                                ns / reference)
+    if options.rounds > 1:
+        print_medians(ratios, len(binaries) > 1)
+
+
+def print_medians(ratios, name_binaries):
+    """Each figure's median over its rounds, with the lowest and highest: one binary's
+    ratio moves by a fifth from one round to the next on a shared host
+    (docs/benchmarks.md), so a single round says little."""
+    print(f"\n{'CPython':14} {'mode':10} {'median':>6} {'range':>11}"
+          + ("  binary" if name_binaries else ""))
+    for (generation, mode, binary), values in ratios.items():
+        print(f"{generation:14} {mode:10} {statistics.median(values):6.2f} "
+              f"{min(values):5.2f}-{max(values):<5.2f}"
+              + (f"  {binary}" if name_binaries else ""))
 
 
 if __name__ == "__main__":
