@@ -12,7 +12,9 @@
  * none of these for a pc met before in the process (native_walk_scratch's
  * rules); its return address (and rbp, when saved) come out of a copy of
  * the stack's page, read once for many frames. Several frames are walked
- * per call of bpf_loop's callback (NATIVE_FRAMES_PER_STEP).
+ * per call of bpf_loop's callback (NATIVE_FRAMES_PER_STEP), those of the
+ * commonest kind with the registers held in the program's own
+ * (native_fast_frames), any other one by native_frame.
  *
  * The walk runs in one global function, unwind_native_stack
  * (native_stack.bpf.h, native_unwind.bpf.c), a frame's lookup in the tables
