@@ -460,6 +460,23 @@ static __always_inline __u32 native_rule_ways(__u64 pc, __u64 owner)
 	return (__u32)(((pc ^ owner) * 0x9e3779b97f4a7c15ull) >> 56) * 2;
 }
 
+/* The index of the slot that holds return address `pc` of `owner`, of the
+ * two its hash allows, or UNWIND_RULE_CACHE_SLOTS when neither does. */
+static __always_inline __u32 native_return_slot(const struct native_walk_scratch *scratch, __u64 pc,
+						__u64 owner)
+{
+	__u32 way = native_rule_ways(pc, owner) & (UNWIND_RULE_CACHE_SLOTS - 1);
+	const struct native_rule_slot *slot = &scratch->rules[way];
+
+	if (slot->pc == pc && slot->owner == owner)
+		return way;
+	way = (way + 1) & (UNWIND_RULE_CACHE_SLOTS - 1);
+	slot = &scratch->rules[way];
+	if (slot->pc == pc && slot->owner == owner)
+		return way;
+	return UNWIND_RULE_CACHE_SLOTS;
+}
+
 static __always_inline struct native_leaf_slot *
 native_leaf_slot(struct native_walk_scratch *scratch, __u64 pc, __u64 owner)
 {
@@ -485,13 +502,10 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 		*lookup_low = (pc - leaf->bias) & 15;
 		table_id = leaf->table_id;
 	} else {
-		way = native_rule_ways(pc, w->owner);
+		way = native_return_slot(w->scratch, pc, w->owner);
+		if (way >= UNWIND_RULE_CACHE_SLOTS)
+			return false;
 		slot = &w->scratch->rules[way & (UNWIND_RULE_CACHE_SLOTS - 1)];
-		if (slot->pc != pc || slot->owner != w->owner) {
-			slot = &w->scratch->rules[(way + 1) & (UNWIND_RULE_CACHE_SLOTS - 1)];
-			if (slot->pc != pc || slot->owner != w->owner)
-				return false;
-		}
 		*rule = slot->rule;
 		*lookup_low = slot->lookup_low;
 		table_id = slot->table_id;
@@ -723,14 +737,10 @@ static __always_inline enum native_fast_outcome native_fast_frames(struct native
 		 */
 		slot = &w->scratch->rules[guess & (UNWIND_RULE_CACHE_SLOTS - 1)];
 		if (slot->pc != pc || slot->owner != w->owner) {
-			way = native_rule_ways(pc, w->owner);
+			way = native_return_slot(w->scratch, pc, w->owner);
+			if (way >= UNWIND_RULE_CACHE_SLOTS)
+				break;
 			slot = &w->scratch->rules[way & (UNWIND_RULE_CACHE_SLOTS - 1)];
-			if (slot->pc != pc || slot->owner != w->owner) {
-				way++;
-				slot = &w->scratch->rules[way & (UNWIND_RULE_CACHE_SLOTS - 1)];
-				if (slot->pc != pc || slot->owner != w->owner)
-					break;
-			}
 			if (i > 0)
 				callee->caller = way;
 		}
