@@ -1,6 +1,6 @@
 // The kernel-ratio bench's reference (reference_reads.bpf.c), loaded and
-// attached to a 99 Hz cpu-clock event on every online CPU:
-//   reference_reads TGID...
+// attached to a cpu-clock event (99 Hz, or --rate) on every online CPU:
+//   reference_reads [--rate HZ] TGID...
 // Prints "ready" once attached and runs until SIGTERM or SIGINT; the bench
 // reads the program's run time and count (bpf_stats) from its fdinfo.
 #include <bpf/libbpf.h>
@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -22,13 +23,13 @@ volatile std::sig_atomic_t stopping = 0;
 
 void Stop(int) { stopping = 1; }
 
-int OpenCpuClock(int cpu) {
+int OpenCpuClock(int cpu, int rate_hz) {
   perf_event_attr attr{};
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_CPU_CLOCK;
   attr.freq = 1;
-  attr.sample_freq = 99;
+  attr.sample_freq = rate_hz;
   return static_cast<int>(
       syscall(SYS_perf_event_open, &attr, /*pid=*/-1, cpu, /*group_fd=*/-1, PERF_FLAG_FD_CLOEXEC));
 }
@@ -37,8 +38,15 @@ int OpenCpuClock(int cpu) {
 
 int main(int argc, char** argv) {
   constexpr int kMaxTargets = 64;  // REFERENCE_MAX_TARGETS
-  if (argc < 2 || argc - 1 > kMaxTargets) {
-    std::fprintf(stderr, "usage: %s TGID... (1 to %d of them)\n", argv[0], kMaxTargets);
+  int rate_hz = 99;
+  int first_tgid = 1;
+  if (argc > 2 && std::strcmp(argv[1], "--rate") == 0) {
+    rate_hz = std::atoi(argv[2]);
+    first_tgid = 3;
+  }
+  if (rate_hz <= 0 || argc - first_tgid < 1 || argc - first_tgid > kMaxTargets) {
+    std::fprintf(stderr, "usage: %s [--rate HZ] TGID... (1 to %d of them)\n", argv[0],
+                 kMaxTargets);
     return 2;
   }
   std::unique_ptr<reference_reads, decltype(&reference_reads__destroy)> skel(
@@ -47,10 +55,10 @@ int main(int argc, char** argv) {
     std::perror("reference_reads: open");
     return 1;
   }
-  for (int i = 1; i < argc; ++i) {
-    skel->rodata->reference_tgids[i - 1] = static_cast<__u32>(std::atoi(argv[i]));
+  for (int i = first_tgid; i < argc; ++i) {
+    skel->rodata->reference_tgids[i - first_tgid] = static_cast<__u32>(std::atoi(argv[i]));
   }
-  skel->rodata->reference_target_count = static_cast<__u32>(argc - 1);
+  skel->rodata->reference_target_count = static_cast<__u32>(argc - first_tgid);
   if (reference_reads__load(skel.get()) != 0) {
     std::perror("reference_reads: load");
     return 1;
@@ -58,7 +66,7 @@ int main(int argc, char** argv) {
   std::vector<bpf_link*> links;
   int cpus = libbpf_num_possible_cpus();
   for (int cpu = 0; cpu < cpus; ++cpu) {
-    int fd = OpenCpuClock(cpu);
+    int fd = OpenCpuClock(cpu, rate_hz);
     if (fd < 0) continue;  // an offline CPU
     bpf_link* link = bpf_program__attach_perf_event(skel->progs.reference_reads, fd);
     if (!link) {

@@ -48,7 +48,7 @@ PYTHONS = [
 # 100 reads at 8-byte steps up the interrupted thread's user stack; %s is the
 # filter on the measured pids.
 REFERENCE = """
-profile:hz:99 /%s/ {
+profile:hz:%d /%s/ {
   $at = reg("sp");
   unroll(100) {
     $v = *(uint64 *)uptr($at);
@@ -98,13 +98,14 @@ def interpreters(options):
         yield generation, python
 
 
-def start_reference(kind, pids, builtin=BUILTIN_REFERENCE):
-    """The reference's process on `pids`: bpftrace's program or the built-in one."""
+def start_reference(kind, pids, builtin=BUILTIN_REFERENCE, rate=99):
+    """The reference's process on `pids` at `rate` Hz: bpftrace's program or the
+    built-in one."""
     if kind == "bpftrace":
         filter_ = " || ".join(f"pid == {pid}" for pid in pids)
-        command = ["bpftrace", "-e", REFERENCE % filter_]
+        command = ["bpftrace", "-e", REFERENCE % (rate, filter_)]
     else:
-        command = [builtin, *map(str, pids)]
+        command = [builtin, "--rate", str(rate), *map(str, pids)]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -170,19 +171,20 @@ def ns_per_run(before, after):
     return (after[0] - before[0]) / runs if runs > 0 else float("nan"), runs
 
 
-def measure(binaries, python, native, seconds, tmp, kind, reference_bin):
+def measure(binaries, python, native, seconds, tmp, kind, reference_bin, rate=99):
     """([pystrobe ns/run per binary], reference ns/run, [runs per binary]) on a
-    spinner of `python` per CPU, every binary recording them in the same seconds."""
+    spinner of `python` per CPU, every binary recording them in the same seconds,
+    all at `rate` Hz."""
     spinners = start_spinners(python, DEPTH, tmp)
     procs = []
     try:
         time.sleep(1)  # past the interpreter's start
         pids = [p.pid for p in spinners]
-        reference = start_reference(kind, pids, reference_bin)
+        reference = start_reference(kind, pids, reference_bin, rate)
         procs.append(reference)
         ours = []
         for i, binary in enumerate(binaries):
-            args = [binary, "record", "-r", "99", "-f", "folded",
+            args = [binary, "record", "-r", str(rate), "-f", "folded",
                     "-o", os.path.join(tmp, f"p{i}.folded"),
                     *[arg for pid in pids for arg in ("--pid", str(pid))]]
             if native:
@@ -211,6 +213,11 @@ def main():
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mode", choices=("python", "native", "both"), default="both")
+    parser.add_argument("--rate", type=int, action="append", default=[],
+                        help="the sampling rate of both programs (default 99); repeat to "
+                             "measure at each: the cost at 99 Hz includes refetching code "
+                             "and data that the host evicted since the last tick, which at "
+                             "999 Hz is mostly still cached")
     parser.add_argument("--alone", action="store_true",
                         help="run the binaries one at a time, in turn, each against the "
                              "reference of its own seconds: recorders run at once share the "
@@ -222,27 +229,31 @@ def main():
         raise SystemExit("bpftool is not installed (scripts/install-deps.sh --tests)")
     kind = reference_kind(options.reference, options.reference_bin)
     cpus = len(os.sched_getaffinity(0))
-    print(f"{DEPTH}-deep Python stacks, {cpus} programs (one per CPU), 99 Hz, {options.seconds:g} s "
+    rates = options.rate or [99]
+    print(f"{DEPTH}-deep Python stacks, {cpus} programs (one per CPU), "
+          f"{', '.join(map(str, rates))} Hz, {options.seconds:g} s "
           f"per figure, {options.rounds} rounds; reference: {kind}, {DEPTH} user reads per "
           f"sample, in the same seconds")
-    print(f"{'CPython':14} {'mode':10} {'pystrobe ns':>12} {'reference ns':>13} "
+    print(f"{'CPython':14} {'mode':10} {'Hz':>4} {'pystrobe ns':>12} {'reference ns':>13} "
           f"{'ratio':>6} {'runs':>6}" + ("  binary" if len(binaries) > 1 else ""))
-    ratios = {}  # (generation, mode, binary): every round's ratio
+    ratios = {}  # (generation, mode, rate, binary): every round's ratio
     with bpf_stats(), tempfile.TemporaryDirectory() as tmp:
         for generation, python in interpreters(options):
             for native in {"python": (False,), "native": (True,),
                            "both": (False, True)}[options.mode]:
                 mode = "--native" if native else "python"
                 for _ in range(options.rounds):
-                    for group in ([[b] for b in binaries] if options.alone else [binaries]):
-                        ours, reference, runs = measure(group, python, native, options.seconds,
-                                                        tmp, kind, options.reference_bin)
-                        for binary, ns, count in zip(group, ours, runs):
-                            print(f"{generation:14} {mode:10} {ns:12.0f} {reference:13.0f} "
-                                  f"{ns / reference:6.2f} {count:6d}"
-                                  + (f"  {binary}" if len(binaries) > 1 else ""), flush=True)
-                            ratios.setdefault((generation, mode, binary), []).append(
-                                ns / reference)
+                    for rate in rates:
+                        for group in ([[b] for b in binaries] if options.alone else [binaries]):
+                            ours, reference, runs = measure(group, python, native,
+                                                            options.seconds, tmp, kind,
+                                                            options.reference_bin, rate)
+                            for binary, ns, count in zip(group, ours, runs):
+                                print(f"{generation:14} {mode:10} {rate:4d} {ns:12.0f} "
+                                      f"{reference:13.0f} {ns / reference:6.2f} {count:6d}"
+                                      + (f"  {binary}" if len(binaries) > 1 else ""), flush=True)
+                                ratios.setdefault((generation, mode, rate, binary), []).append(
+                                    ns / reference)
     if options.rounds > 1:
         print_medians(ratios, len(binaries) > 1)
 
@@ -251,10 +262,10 @@ def print_medians(ratios, name_binaries):
     """Each figure's median over its rounds, with the lowest and highest: one binary's
     ratio moves by a fifth from one round to the next on a shared host
     (docs/benchmarks.md), so a single round says little."""
-    print(f"\n{'CPython':14} {'mode':10} {'median':>6} {'range':>11}"
+    print(f"\n{'CPython':14} {'mode':10} {'Hz':>4} {'median':>6} {'range':>11}"
           + ("  binary" if name_binaries else ""))
-    for (generation, mode, binary), values in ratios.items():
-        print(f"{generation:14} {mode:10} {statistics.median(values):6.2f} "
+    for (generation, mode, rate, binary), values in ratios.items():
+        print(f"{generation:14} {mode:10} {rate:4d} {statistics.median(values):6.2f} "
               f"{min(values):5.2f}-{max(values):<5.2f}"
               + (f"  {binary}" if name_binaries else ""))
 

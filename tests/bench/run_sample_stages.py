@@ -51,18 +51,18 @@ def stage_times():
     return totals
 
 
-def measure(binary, python, depth, seconds, tmp, kind, reference_bin, native=False):
-    """(reference ns a sample, samples, [ns a sample per stage])."""
+def measure(binary, python, depth, seconds, tmp, kind, reference_bin, native=False, rate=99):
+    """(reference ns a sample, samples, [ns a sample per stage]), at `rate` Hz."""
     spinners = run_kernel_ratio.start_spinners(python, depth, tmp)
     procs = []
     try:
         time.sleep(1)  # past the interpreter's start
         pids = [p.pid for p in spinners]
         procs.append(subprocess.Popen(
-            [binary, "record", "-r", "99", "-f", "folded", "-o", os.path.join(tmp, "out"),
+            [binary, "record", "-r", str(rate), "-f", "folded", "-o", os.path.join(tmp, "out"),
              *(["--native"] if native else []), *[arg for pid in pids for arg in ("--pid", str(pid))]],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        reference = run_kernel_ratio.start_reference(kind, pids, reference_bin)
+        reference = run_kernel_ratio.start_reference(kind, pids, reference_bin, rate)
         procs.append(reference)
         theirs = run_kernel_ratio.wait_for_program(
             reference.pid, lambda _, info: info.get("type") == "perf_event")
@@ -87,11 +87,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--native", action="store_true",
                         help="native stacks too (record --native): the user stage is their walk")
+    parser.add_argument("--rate", type=int, default=99,
+                        help="both programs' rate (at 999 Hz less of what they touch has "
+                             "left the caches since the last tick)")
     run_kernel_ratio.add_sample_options(parser)
     options = parser.parse_args()
     kind = run_kernel_ratio.reference_kind(options.reference, options.reference_bin)
     print(f"Each stage's ns a sample over the reference's ({kind}, 100 user reads) of the same "
-          "seconds; a spinner per CPU, 99 Hz, "
+          f"seconds; a spinner per CPU, {options.rate} Hz, "
           + ("Python and native frames" if options.native else "Python frames"))
     print(f"{'CPython':14} {'depth':>5} {'ref ns':>7} {'samples':>7} {'total':>6}  "
           + "  ".join(STAGES))
@@ -102,7 +105,7 @@ def main():
                     reference, samples, stages = measure(options.bin, python, depth,
                                                          options.seconds, tmp, kind,
                                                          options.reference_bin,
-                                                         options.native)
+                                                         options.native, options.rate)
                     shares = [ns / reference for ns in stages]
                     print(f"{generation:14} {depth:5} {reference:7.0f} {samples:7d} "
                           f"{sum(shares):6.2f}  "
