@@ -45,8 +45,7 @@ int main(int argc, char** argv) {
     first_tgid = 3;
   }
   if (rate_hz <= 0 || argc - first_tgid < 1 || argc - first_tgid > kMaxTargets) {
-    std::fprintf(stderr, "usage: %s [--rate HZ] TGID... (1 to %d of them)\n", argv[0],
-                 kMaxTargets);
+    std::fprintf(stderr, "usage: %s [--rate HZ] TGID... (1 to %d of them)\n", argv[0], kMaxTargets);
     return 2;
   }
   std::unique_ptr<reference_reads, decltype(&reference_reads__destroy)> skel(

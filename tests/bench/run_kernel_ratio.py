@@ -15,7 +15,9 @@ CPU), then records them with `pystrobe record --pid A --pid B ... -r 99` (with a
 (kernel.bpf_stats_enabled) over --seconds. Both programs run on every CPU at the same
 rate and filter the same pids, so their runs on an idle CPU or another process count
 alike. Prints each round, then each figure's median and range over the rounds;
-asserts nothing. As root, with bpftool.
+asserts nothing. As root, with bpftool. --rate 99 --rate 999 measures at both rates:
+at 99 Hz a busy host has evicted much of what a sample touches since the CPU's last
+tick, at 999 Hz less, so the second figure is nearer the walk's own work.
   tests/bench/run_kernel_ratio.py --bin build/pystrobe
 The reference is bpftrace's where it is installed, else the same 100 reads built in
 (build/tests/bench/reference_reads, reference_reads.bpf.c): bpftrace needs LLVM, which
@@ -45,8 +47,8 @@ PYTHONS = [
     ("3.8", "/root/.pyenv/versions/3.8.18/bin/python3.8"),
 ]
 
-# 100 reads at 8-byte steps up the interrupted thread's user stack; %s is the
-# filter on the measured pids.
+# 100 reads at 8-byte steps up the interrupted thread's user stack; %d is the
+# rate, %s the filter on the measured pids.
 REFERENCE = """
 profile:hz:%d /%s/ {
   $at = reg("sp");
