@@ -11,6 +11,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "current_task.bpf.h"
 #include "pystrobe_abi.h"
 #include "sample.bpf.h"
 #include "sample_stages.bpf.h"
@@ -47,7 +48,7 @@ static __always_inline __u64 take_tick_interval(__u64 now)
 SEC("perf_event")
 int sample_cpu(struct bpf_perf_event_data *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
 	struct pystrobe_sample *sample;
 	__u64 size, flags, interval, now = bpf_ktime_get_ns();

@@ -140,8 +140,8 @@ int handle_exit(void *ctx)
 			bpf_ringbuf_submit(event, 0);
 	}
 	/* A later process with this pid is not a target. */
-	if (filter_pids)
-		bpf_map_delete_elem(&target_pids, &tgid);
+	if (filter_pids && bpf_map_delete_elem(&target_pids, &tgid) == 0)
+		targets_changed();
 	return 0;
 }
 
@@ -163,6 +163,7 @@ int handle_fork(struct bpf_raw_tracepoint_args *ctx)
 	if (child_tgid == parent_tgid || !is_target(parent_tgid))
 		return 0;
 	bpf_map_update_elem(&target_pids, &child_tgid, &one, BPF_ANY);
+	targets_changed();
 	bpf_map_update_elem(&fresh_processes, &child_tgid, &one, BPF_ANY);
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "compat.bpf.h"
+#include "current_task.bpf.h"
 #include "native_stack.bpf.h"
 #include "pystrobe_abi.h"
 #include "python_process.bpf.h"
@@ -150,12 +151,12 @@ static __always_inline __u64 fill_sample(void *ctx, struct pystrobe_sample *samp
 	sample->tid = (__u32)pid_tgid;
 	sample->cpu = bpf_get_smp_processor_id();
 	sample->time_ns = now;
-	sample->cgroup_id = bpf_get_current_cgroup_id();
+	sample->cgroup_id = current_cgroup_id();
 	sample->offcpu_reason = 0;
 	sample->weight_ns = 0;
 	sample->address = 0;
 	sample->interpreter_id = 0;
-	bpf_get_current_comm(sample->comm, sizeof(sample->comm));
+	copy_current_comm(sample->comm);
 	sample->flags = kernel_mode ? PYSTROBE_SAMPLE_KERNEL_MODE : 0;
 	sample_stage_done(SAMPLE_STAGE_IDS);
 

@@ -12,3 +12,5 @@ const volatile __u8 filter_cgroups = 0;
 
 struct target_pids_map target_pids SEC(".maps");
 struct target_cgroups_map target_cgroups SEC(".maps");
+struct target_verdict_map target_verdict SEC(".maps");
+__u64 targets_generation = 0;

@@ -199,6 +199,7 @@ absl::Status BpfSampler::AddTargetPid(uint32_t pid) {
                            BPF_ANY) != 0) {
     return LibbpfError(-errno, absl::StrCat("add pid ", pid, " to the target filter"));
   }
+  TargetsChanged();
   return absl::OkStatus();
 }
 
@@ -208,6 +209,7 @@ absl::Status BpfSampler::AddTargetCgroup(uint64_t cgroup_id) {
                            sizeof(one), BPF_ANY) != 0) {
     return LibbpfError(-errno, absl::StrCat("add cgroup ", cgroup_id, " to the target filter"));
   }
+  TargetsChanged();
   return absl::OkStatus();
 }
 
@@ -216,7 +218,14 @@ absl::Status BpfSampler::RemoveTargetCgroup(uint64_t cgroup_id) {
       errno != ENOENT) {
     return LibbpfError(-errno, absl::StrCat("remove cgroup ", cgroup_id, " from the filter"));
   }
+  TargetsChanged();
   return absl::OkStatus();
+}
+
+void BpfSampler::TargetsChanged() {
+  // Each CPU's verdict on the process it looked at last is good until this
+  // moves (bpf/targets.bpf.h).
+  __atomic_fetch_add(&skeleton_->bss->targets_generation, 1, __ATOMIC_SEQ_CST);
 }
 
 UnwindMaps::Maps BpfSampler::unwind_maps() const {

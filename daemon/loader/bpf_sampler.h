@@ -246,6 +246,8 @@ class BpfSampler {
   absl::Status OpenRingBuffer(RecordHandler handler);
   // Notes the moment sampling starts as every CPU's last tick.
   absl::Status StartTickIntervals();
+  // Called after every change to the target maps: voids each CPU's verdict.
+  void TargetsChanged();
   // Every program that only SamplerConfig::accounting loads.
   std::vector<bpf_program*> AccountingPrograms() const;
 

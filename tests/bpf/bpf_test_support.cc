@@ -53,8 +53,10 @@ absl::StatusOr<int> OpenPageFaultEvent() {
 
 uint64_t ThisThreadId() { return static_cast<uint64_t>(pthread_self()); }
 
-void StartSamplerOrSkip(const SamplerConfig& config, std::unique_ptr<ThreadSampler>* sampler) {
-  absl::StatusOr<std::unique_ptr<ThreadSampler>> started = ThreadSampler::Start(config);
+void StartSamplerOrSkip(const SamplerConfig& config, std::unique_ptr<ThreadSampler>* sampler,
+                        bool target_this_process) {
+  absl::StatusOr<std::unique_ptr<ThreadSampler>> started =
+      ThreadSampler::Start(config, target_this_process);
   if (started.ok()) {
     *sampler = std::move(*started);
     return;
@@ -279,14 +281,17 @@ void FakeCPython::WriteShimFrame(uint64_t address, uint64_t previous) {
 
 // ---- ThreadSampler ----------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<ThreadSampler>> ThreadSampler::Start(SamplerConfig config) {
+absl::StatusOr<std::unique_ptr<ThreadSampler>> ThreadSampler::Start(SamplerConfig config,
+                                                                    bool target_this_process) {
   absl::StatusOr<std::unique_ptr<BpfSampler>> sampler = BpfSampler::Open();
   if (!sampler.ok()) return sampler.status();
   config.filter_pids = true;
   if (absl::Status s = (*sampler)->Configure(config); !s.ok()) return s;
   if (absl::Status s = (*sampler)->Load(); !s.ok()) return s;
-  if (absl::Status s = (*sampler)->AddTargetPid(static_cast<uint32_t>(getpid())); !s.ok()) {
-    return s;
+  if (target_this_process) {
+    if (absl::Status s = (*sampler)->AddTargetPid(static_cast<uint32_t>(getpid())); !s.ok()) {
+      return s;
+    }
   }
   absl::StatusOr<int> fd = OpenPageFaultEvent();
   if (!fd.ok()) return fd.status();

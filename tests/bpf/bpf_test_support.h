@@ -132,9 +132,11 @@ class FakeCPython {
 // sampler attached to this thread's page faults.
 class ThreadSampler {
  public:
-  // Opens, configures (filter to this process; `config`'s other knobs as
-  // given), loads and attaches. FailedPrecondition when BPF cannot be used.
-  static absl::StatusOr<std::unique_ptr<ThreadSampler>> Start(SamplerConfig config = {});
+  // Opens, configures (a pid filter, with this process in it unless
+  // `target_this_process` is false; `config`'s other knobs as given), loads
+  // and attaches. FailedPrecondition when BPF cannot be used.
+  static absl::StatusOr<std::unique_ptr<ThreadSampler>> Start(SamplerConfig config = {},
+                                                              bool target_this_process = true);
   ~ThreadSampler();
 
   // Lets the kernel walk this process as the CPython `process` describes.
@@ -177,7 +179,8 @@ uint64_t ThisThreadId();
 // cannot be used, leaves it null and fails the test, or skips it, naming
 // it, where PYSTROBE_SKIP_BPF_TESTS=1 asks for that (ctest counts it as
 // skipped); either way the test's body does not run.
-void StartSamplerOrSkip(const SamplerConfig& config, std::unique_ptr<ThreadSampler>* sampler);
+void StartSamplerOrSkip(const SamplerConfig& config, std::unique_ptr<ThreadSampler>* sampler,
+                        bool target_this_process = true);
 
 }  // namespace pystrobe::bpf_test
 
