@@ -132,8 +132,24 @@ struct native_walk_regs {
 	__u8 outcome;	  /* enum native_walk_outcome */
 };
 
+/*
+ * The process walked last on a CPU and its entry in unwind_processes then,
+ * as of unwind_processes_generation `seen` (plus one: 0 while the note is
+ * written): a hash lookup is a kernel function that a slow rate fetches
+ * again at every tick, and a CPU mostly walks the process it walked last.
+ * `process`: the tgid above, the entry's generation below (0: no entry).
+ * Written seen first (0), then process, then seen: a walk that interrupts
+ * the writing of the note leaves its own process there with the seen of the
+ * walk it interrupted, which read the generation first, so no later one.
+ */
+struct native_process_note {
+	__u64 process;
+	__u64 seen;
+};
+
 /* What a walk keeps per CPU: too big for the BPF stack. */
 struct native_walk_scratch {
+	struct native_process_note last_process;
 	struct native_rule_slot rules[UNWIND_RULE_CACHE_SLOTS];
 	struct native_leaf_slot leaves[UNWIND_LEAF_CACHE_SLOTS];
 	struct native_walk_regs regs;
@@ -803,6 +819,28 @@ static long native_unwind_step(__u32 index, void *ctx)
 	}
 }
 
+/* The generation of process `tgid`'s entry in unwind_processes, 0 when it
+ * has none: from this CPU's note when no entry has changed since. */
+static __always_inline __u32 native_process_generation(struct native_walk_scratch *scratch,
+						       __u32 tgid)
+{
+	struct native_process_note *note = &scratch->last_process;
+	__u64 seen = *(volatile __u64 *)&unwind_processes_generation + 1;
+	const struct pystrobe_unwind_process *proc;
+	__u32 generation;
+
+	if (note->seen == seen && note->process >> 32 == tgid)
+		return (__u32)note->process;
+	proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
+	generation = proc ? proc->generation : 0;
+	note->seen = 0;
+	asm volatile("" ::: "memory");
+	note->process = (__u64)tgid << 32 | generation;
+	asm volatile("" ::: "memory");
+	note->seen = seen;
+	return generation;
+}
+
 /*
  * Walks the current thread's user stack with the tables into
  * sample->data[base...], from `regs` (its user registers). Returns the
@@ -814,16 +852,18 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 					  __u32 max_frames, __u64 ip, __u64 sp, __u64 bp,
 					  bool python)
 {
-	__u32 tgid = sample->pid, zero = 0;
-	const struct pystrobe_unwind_process *proc;
+	__u32 tgid = sample->pid, zero = 0, generation;
 	struct native_walk w = {};
 
 	if (!native_unwinding)
 		return -1;
 	w.sample = sample;
 	w.base = base;
-	proc = bpf_map_lookup_elem(&unwind_processes, &tgid);
-	if (!proc) {
+	w.scratch = bpf_map_lookup_elem(&native_walk_scratch, &zero);
+	if (!w.scratch)
+		return -1;
+	generation = native_process_generation(w.scratch, tgid);
+	if (generation == 0) {
 		/* Kernel threads have no user stack: bpf_get_stack says so. */
 		if ((!native_unwinding_all && !python) || !bpf_get_current_task_btf()->mm)
 			return -1;
@@ -835,10 +875,7 @@ static __always_inline long native_unwind(struct pystrobe_sample *sample, __u32 
 		return 2;
 	}
 	w.now = sample->time_ns;
-	w.owner = native_rule_owner(tgid, proc->generation);
-	w.scratch = bpf_map_lookup_elem(&native_walk_scratch, &zero);
-	if (!w.scratch)
-		return -1;
+	w.owner = native_rule_owner(tgid, generation);
 	w.r = &w.scratch->regs;
 	*w.r = (struct native_walk_regs){.pc = ip,
 					 .sp = sp,

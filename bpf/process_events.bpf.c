@@ -105,7 +105,8 @@ int handle_exec(void *ctx)
 	 * pointers until userspace reads them again. */
 	if (bpf_map_delete_elem(&python_processes, &tgid) == 0)
 		python_processes_changed();
-	bpf_map_delete_elem(&unwind_processes, &tgid);
+	if (bpf_map_delete_elem(&unwind_processes, &tgid) == 0)
+		unwind_processes_changed();
 	if (!is_target(tgid))
 		return 0;
 	recognize_python_binary(tgid, &recognized);
@@ -132,7 +133,8 @@ int handle_exit(void *ctx)
 		return 0;
 	if (bpf_map_delete_elem(&python_processes, &tgid) == 0)
 		python_processes_changed();
-	bpf_map_delete_elem(&unwind_processes, &tgid);
+	if (bpf_map_delete_elem(&unwind_processes, &tgid) == 0)
+		unwind_processes_changed();
 	if (is_target(tgid)) {
 		struct pystrobe_process_event *event = new_process_event(PYSTROBE_EVENT_EXIT, tgid);
 

@@ -18,4 +18,5 @@ struct unwind_rules_map unwind_rules SEC(".maps");
 struct unwind_tables_map unwind_tables SEC(".maps");
 struct unwind_wanted_map unwind_wanted SEC(".maps");
 struct unwind_processes_map unwind_processes SEC(".maps");
+__u64 unwind_processes_generation = 0;
 struct native_walk_scratch_map native_walk_scratch SEC(".maps");

@@ -97,4 +97,16 @@ struct unwind_processes_map {
 };
 extern struct unwind_processes_map unwind_processes SEC(".maps");
 
+/*
+ * Bumped after every change to unwind_processes, by the loader (a write, a
+ * removal) and by the kernel (exec, exit): each CPU's note of the process it
+ * walked last (native_walk_scratch's) holds while this has not moved.
+ */
+extern __u64 unwind_processes_generation;
+
+static __always_inline void unwind_processes_changed(void)
+{
+	__sync_fetch_and_add(&unwind_processes_generation, 1);
+}
+
 #endif /* PYSTROBE_BPF_UNWIND_TABLES_BPF_H_ */

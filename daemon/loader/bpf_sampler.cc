@@ -229,9 +229,13 @@ void BpfSampler::TargetsChanged() {
 }
 
 UnwindMaps::Maps BpfSampler::unwind_maps() const {
-  return {skeleton_->maps.unwind_rows,   skeleton_->maps.unwind_pages,
-          skeleton_->maps.unwind_tables, skeleton_->maps.unwind_processes,
-          skeleton_->maps.unwind_rules,  skeleton_->maps.unwind_wanted};
+  return {skeleton_->maps.unwind_rows,
+          skeleton_->maps.unwind_pages,
+          skeleton_->maps.unwind_tables,
+          skeleton_->maps.unwind_processes,
+          skeleton_->maps.unwind_rules,
+          skeleton_->maps.unwind_wanted,
+          &skeleton_->bss->unwind_processes_generation};
 }
 
 std::vector<BpfSampler::MapFill> BpfSampler::ReadMapFill() const {

@@ -212,11 +212,16 @@ absl::Status UnwindMaps::SetProcessMappings(uint32_t pid,
       0) {
     return LibbpfError(-errno, absl::StrCat("write the mappings of process ", pid));
   }
+  ProcessesChanged();
   return absl::OkStatus();
 }
 
 void UnwindMaps::RemoveProcess(uint32_t pid) {
-  bpf_map__delete_elem(maps_.processes, &pid, sizeof(pid), 0);
+  if (bpf_map__delete_elem(maps_.processes, &pid, sizeof(pid), 0) == 0) ProcessesChanged();
+}
+
+void UnwindMaps::ProcessesChanged() {
+  __atomic_fetch_add(maps_.processes_generation, 1, __ATOMIC_SEQ_CST);
 }
 
 uint64_t UnwindMaps::bytes_used() const {

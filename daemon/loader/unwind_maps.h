@@ -39,6 +39,10 @@ class UnwindMaps : public UnwindTableStore {
     bpf_map* processes;  // tgid -> pystrobe_unwind_process
     bpf_map* rules;      // rule index -> pystrobe_unwind_rule
     bpf_map* wanted;     // table id -> first ask's time
+    // Bumped after every change to `processes` (each CPU keeps a note of
+    // the process it walked last while this stands): the BPF object's
+    // unwind_processes_generation, in its mapped .bss.
+    __u64* processes_generation;
   };
   explicit UnwindMaps(Maps maps);
 
@@ -60,6 +64,9 @@ class UnwindMaps : public UnwindTableStore {
   size_t rules() const { return rule_index_.size(); }
 
  private:
+  // After every write or removal in maps_.processes: voids each CPU's note.
+  void ProcessesChanged();
+
   struct Placement {
     uint32_t first_block = 0, blocks = 0;
     uint32_t first_page = 0, pages = 0;
