@@ -9,11 +9,9 @@
 #include "tests/bench/cold_costs.h"
 
 #include <bpf/libbpf.h>
-#include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "cold_costs.skel.h"
+#include "tests/bench/cpu_clock_events.h"
 
 namespace {
 
@@ -71,17 +70,6 @@ pid_t StartSpinner(int ready) {
   for (;;) spins = spins + 1;
 }
 
-int OpenCpuClock(int cpu, int rate_hz) {
-  perf_event_attr attr{};
-  attr.size = sizeof(attr);
-  attr.type = PERF_TYPE_SOFTWARE;
-  attr.config = PERF_COUNT_SW_CPU_CLOCK;
-  attr.freq = 1;
-  attr.sample_freq = rate_hz;
-  return static_cast<int>(
-      syscall(SYS_perf_event_open, &attr, /*pid=*/-1, cpu, /*group_fd=*/-1, PERF_FLAG_FD_CLOEXEC));
-}
-
 using Skeleton = std::unique_ptr<cold_costs, decltype(&cold_costs__destroy)>;
 
 // Each step's mean nanoseconds a tick of a spinner over `seconds` at `rate_hz`,
@@ -98,22 +86,16 @@ std::vector<double> Measure(const std::vector<pid_t>& spinners, int rate_hz, int
     std::perror("cold_costs: load");
     return {};
   }
-  std::vector<bpf_link*> links;
-  int cpus = libbpf_num_possible_cpus();
-  for (int cpu = 0; cpu < cpus; ++cpu) {
-    int fd = OpenCpuClock(cpu, rate_hz);
-    if (fd < 0) continue;  // an offline CPU
-    bpf_link* link = bpf_program__attach_perf_event(skel->progs.cold_costs, fd);
-    if (link == nullptr) {
-      std::perror("cold_costs: attach");
-      return {};
-    }
-    links.push_back(link);
+  std::vector<bpf_link*> links =
+      pystrobe::bench::AttachToCpuClocks(skel->progs.cold_costs, rate_hz);
+  if (links.empty()) {
+    std::perror("cold_costs: attach");
+    return {};
   }
   sleep(seconds);
   for (bpf_link* link : links) bpf_link__destroy(link);
 
-  std::vector<cold_step_times> per_cpu(cpus);
+  std::vector<cold_step_times> per_cpu(libbpf_num_possible_cpus());
   __u32 zero = 0;
   if (bpf_map__lookup_elem(skel->maps.step_times, &zero, sizeof(zero), per_cpu.data(),
                            per_cpu.size() * sizeof(cold_step_times), 0) != 0) {

@@ -4,8 +4,6 @@
 // Prints "ready" once attached and runs until SIGTERM or SIGINT; the bench
 // reads the program's run time and count (bpf_stats) from its fdinfo.
 #include <bpf/libbpf.h>
-#include <linux/perf_event.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -16,23 +14,13 @@
 #include <vector>
 
 #include "reference_reads.skel.h"
+#include "tests/bench/cpu_clock_events.h"
 
 namespace {
 
 volatile std::sig_atomic_t stopping = 0;
 
 void Stop(int) { stopping = 1; }
-
-int OpenCpuClock(int cpu, int rate_hz) {
-  perf_event_attr attr{};
-  attr.size = sizeof(attr);
-  attr.type = PERF_TYPE_SOFTWARE;
-  attr.config = PERF_COUNT_SW_CPU_CLOCK;
-  attr.freq = 1;
-  attr.sample_freq = rate_hz;
-  return static_cast<int>(
-      syscall(SYS_perf_event_open, &attr, /*pid=*/-1, cpu, /*group_fd=*/-1, PERF_FLAG_FD_CLOEXEC));
-}
 
 }  // namespace
 
@@ -62,17 +50,11 @@ int main(int argc, char** argv) {
     std::perror("reference_reads: load");
     return 1;
   }
-  std::vector<bpf_link*> links;
-  int cpus = libbpf_num_possible_cpus();
-  for (int cpu = 0; cpu < cpus; ++cpu) {
-    int fd = OpenCpuClock(cpu, rate_hz);
-    if (fd < 0) continue;  // an offline CPU
-    bpf_link* link = bpf_program__attach_perf_event(skel->progs.reference_reads, fd);
-    if (!link) {
-      std::perror("reference_reads: attach");
-      return 1;
-    }
-    links.push_back(link);
+  std::vector<bpf_link*> links =
+      pystrobe::bench::AttachToCpuClocks(skel->progs.reference_reads, rate_hz);
+  if (links.empty()) {
+    std::perror("reference_reads: attach");
+    return 1;
   }
   std::signal(SIGTERM, Stop);
   std::signal(SIGINT, Stop);
