@@ -58,7 +58,7 @@ static __always_inline __s64 draw_alloc_interval(void)
 /* An allocator's entry: counts `size` against the thread's interval. */
 static __always_inline void alloc_enter(__u64 size)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = current_pid_tgid();
 	struct alloc_thread *thread, fresh = {};
 	__u32 tid = (__u32)pid_tgid;
 	__u64 weight = 0;
@@ -104,7 +104,7 @@ static __always_inline void send_free(__u32 tgid, __u64 address)
 /* A block leaves: if it was sampled, say so. */
 static __always_inline void alloc_release(__u64 address)
 {
-	struct alloc_block block = {.tgid = bpf_get_current_pid_tgid() >> 32, .address = address};
+	struct alloc_block block = {.tgid = current_pid_tgid() >> 32, .address = address};
 
 	if (!allocations_enabled || !address || !bpf_map_lookup_elem(&alloc_live, &block))
 		return;
@@ -139,7 +139,7 @@ int BPF_KPROBE(alloc_realloc_entry, __u64 address, __u64 size)
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_return, __u64 address)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = current_pid_tgid();
 	struct alloc_block block = {.tgid = pid_tgid >> 32, .address = address};
 	struct alloc_thread *thread;
 	__u32 tid = (__u32)pid_tgid;
@@ -177,7 +177,7 @@ int BPF_KPROBE(alloc_free, __u64 address)
 SEC("uprobe")
 int BPF_KPROBE(alloc_lib_sampled, __u64 address, __u64 size, __u64 weight, __u64 untracked)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = current_pid_tgid();
 
 	if (!allocations_enabled || !is_target(pid_tgid >> 32))
 		return 0;
@@ -190,7 +190,7 @@ int BPF_KPROBE(alloc_lib_sampled, __u64 address, __u64 size, __u64 weight, __u64
 SEC("uprobe")
 int BPF_KPROBE(alloc_lib_freed, __u64 address)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = current_pid_tgid() >> 32;
 
 	if (!allocations_enabled || !is_target(tgid))
 		return 0;
@@ -203,7 +203,7 @@ int BPF_KPROBE(alloc_lib_freed, __u64 address)
 SEC("uprobe")
 int BPF_KPROBE(alloc_python_finalize)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = current_pid_tgid() >> 32;
 	struct pystrobe_finalize_event *event;
 
 	if (!allocations_enabled || !is_target(tgid))

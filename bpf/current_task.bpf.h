@@ -2,7 +2,7 @@
 /*
  * Who the current task is (its ids, its name, its cgroup), read straight
  * out of its task_struct through the pointer bpf_get_current_task_btf gives,
- * for the programs that take a sample at every tick.
+ * for the programs that take samples (at every tick, switch, allocation).
  *
  * The helpers that return the same (bpf_get_current_pid_tgid, _comm,
  * _cgroup_id) are each a kernel function of their own. At a slow rate every

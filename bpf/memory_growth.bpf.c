@@ -68,7 +68,7 @@ int sample_memory_growth(struct bpf_raw_tracepoint_args *ctx)
 	/* Only the mm's own threads grow it by faulting. */
 	if (task->mm != mm)
 		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
+	pid_tgid = current_pid_tgid();
 	tgid = pid_tgid >> 32;
 	if (!is_target(tgid))
 		return 0;

@@ -45,7 +45,7 @@ SEC("raw_tp/sched_switch")
 int handle_switch(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = current_pid_tgid();
 	struct sample_slot *kept, *leaving;
 	__u32 next_tid, tid = (__u32)pid_tgid;
 	__u32 reason;

@@ -40,7 +40,7 @@ int sample_oom_killed(struct bpf_raw_tracepoint_args *ctx)
 	task = bpf_get_current_task_btf();
 	if (!BPF_CORE_READ(task, signal, oom_mm))
 		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
+	pid_tgid = current_pid_tgid();
 	if (!is_target(pid_tgid >> 32))
 		return 0;
 	send_event_sample(ctx, pid_tgid, false, PYSTROBE_EVENT_OOM_KILLED, 1, 0);
