@@ -53,6 +53,16 @@ absl::StatusOr<int> OpenPageFaultEvent() {
 
 uint64_t ThisThreadId() { return static_cast<uint64_t>(pthread_self()); }
 
+PinnedToThisCpu::PinnedToThisCpu() {
+  sched_getaffinity(0, sizeof(was_), &was_);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  sched_setaffinity(0, sizeof(one), &one);
+}
+
+PinnedToThisCpu::~PinnedToThisCpu() { sched_setaffinity(0, sizeof(was_), &was_); }
+
 void StartSamplerOrSkip(const SamplerConfig& config, std::unique_ptr<ThreadSampler>* sampler,
                         bool target_this_process) {
   absl::StatusOr<std::unique_ptr<ThreadSampler>> started =

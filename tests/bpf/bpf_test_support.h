@@ -11,6 +11,8 @@
 #ifndef PYSTROBE_TESTS_BPF_BPF_TEST_SUPPORT_H_
 #define PYSTROBE_TESTS_BPF_BPF_TEST_SUPPORT_H_
 
+#include <sched.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -174,6 +176,20 @@ class ThreadSampler {
 // pthread_self() of the calling thread: what CPython keeps as a thread
 // state's thread_id, and what the walker compares with the task's fs base.
 uint64_t ThisThreadId();
+
+// Keeps the calling thread on the CPU it runs on now, for as long as it
+// lives: each CPU keeps its own copies (the process it sampled last, its
+// verdict on the pid filter), which a test of them must meet again.
+class PinnedToThisCpu {
+ public:
+  PinnedToThisCpu();
+  ~PinnedToThisCpu();
+  PinnedToThisCpu(const PinnedToThisCpu&) = delete;
+  PinnedToThisCpu& operator=(const PinnedToThisCpu&) = delete;
+
+ private:
+  cpu_set_t was_;
+};
 
 // For a test's SetUp: starts a ThreadSampler into `*sampler`. Where BPF
 // cannot be used, leaves it null and fails the test, or skips it, naming

@@ -3,7 +3,6 @@
 // fake interpreter, laid out with pystrobe's tables for each version, says
 // the thread is running frames the test built. Every record is known in
 // advance, field by field: no floors, no luck.
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -542,23 +541,6 @@ TEST_F(PythonWalkTest, ProcessNotKnownAsCPythonIsNotWalked) {
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_PYTHON_READ], 0u);
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_PYTHON_NO_THREAD_STATE], 0u);
 }
-
-// Keeps this thread on the CPU it runs on now, for as long as it lives: each
-// CPU keeps its own copy of the process it sampled last.
-class PinnedToThisCpu {
- public:
-  PinnedToThisCpu() {
-    sched_getaffinity(0, sizeof(was_), &was_);
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one);
-    sched_setaffinity(0, sizeof(one), &one);
-  }
-  ~PinnedToThisCpu() { sched_setaffinity(0, sizeof(was_), &was_); }
-
- private:
-  cpu_set_t was_;
-};
 
 TEST_F(PythonWalkTest, ProcessHandedOverAfterItsFirstSampleIsWalkedFromTheNext) {
   PinnedToThisCpu pinned;

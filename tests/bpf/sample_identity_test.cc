@@ -3,7 +3,6 @@
 // (bpf/current_task.bpf.h); and the pid filter's verdict, which each CPU keeps
 // for the process it looked at last and a target added later must void
 // (bpf/targets.bpf.h).
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -79,23 +78,6 @@ class InFreshCgroup {
 
  private:
   std::string mount_, home_, fresh_;
-};
-
-// Keeps the calling thread on the CPU it runs on until destroyed: each CPU
-// keeps its own verdict.
-class PinnedToThisCpu {
- public:
-  PinnedToThisCpu() {
-    sched_getaffinity(0, sizeof(saved_), &saved_);
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(sched_getcpu(), &one);
-    sched_setaffinity(0, sizeof(one), &one);
-  }
-  ~PinnedToThisCpu() { sched_setaffinity(0, sizeof(saved_), &saved_); }
-
- private:
-  cpu_set_t saved_;
 };
 
 // Sets the calling thread's name until destroyed.
