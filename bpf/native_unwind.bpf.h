@@ -366,8 +366,7 @@ static __always_inline int native_find_rule(__u64 now, __u32 table_id, struct na
 		/* Unread, the next row's start is unknown: the range is addr. */
 		found->end = next ? page_start + (__u16)(next->addr_low - s.page_low) : addr + 1;
 	}
-	if (table->used_ns != now)
-		table->used_ns = now;
+	unwind_table_used(table_id, now);
 	return NATIVE_LOOKUP_FOUND;
 }
 
@@ -507,7 +506,6 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 	__u64 pc = w->r->pc;
 	struct native_rule_slot *slot;
 	struct native_leaf_slot *leaf;
-	struct pystrobe_unwind_table *table;
 	__u32 table_id, way;
 
 	if (w->r->exact_pc) {
@@ -526,14 +524,12 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 		*lookup_low = slot->lookup_low;
 		table_id = slot->table_id;
 	}
-	/* Marked used, as a lookup would; once a walk, where its frames
-	 * run in the same binary one after another. */
-	if (table_id == w->r->used_table)
-		return true;
-	w->r->used_table = table_id;
-	table = bpf_map_lookup_elem(&unwind_tables, &table_id);
-	if (table && table->used_ns != w->now)
-		table->used_ns = w->now;
+	/* Marked used, as a lookup would; once a run of frames in the
+	 * same binary. */
+	if (table_id != w->r->used_table) {
+		w->r->used_table = table_id;
+		unwind_table_used(table_id, w->now);
+	}
 	return true;
 }
 
@@ -712,9 +708,10 @@ enum native_fast_outcome {
 /*
  * Up to NATIVE_FRAMES_PER_STEP frames of the commonest kind, with the
  * walk's registers in the program's own: a return address whose rule is
- * cached (from a table this walk has marked used already), the CFA rsp or
- * rbp plus an offset, the return address and a saved rbp in the copy of
- * the stack. That is nearly every frame of a deep stack. Walked through
+ * cached, the CFA rsp or rbp plus an offset, the return address and a
+ * saved rbp in the copy of the stack. That is nearly every frame of a deep
+ * stack, and a frame in another binary than the last is one too (its
+ * table is stamped used on the way). Walked through
  * w->r (native_frame), such a frame took about 100 BPF instructions, a
  * third of them loads and stores of the registers; here about 65. It stops
  * at the first frame of another kind, unrecorded, for native_frame.
@@ -760,8 +757,10 @@ static __always_inline enum native_fast_outcome native_fast_frames(struct native
 			if (i > 0)
 				callee->caller = way;
 		}
-		if (slot->table_id != r->used_table)
-			break;
+		if (slot->table_id != r->used_table) {
+			r->used_table = slot->table_id;
+			unwind_table_used(slot->table_id, w->now);
+		}
 		if (slot->rule.cfa_rule == PYSTROBE_UNWIND_CFA_RSP)
 			cfa = sp + slot->rule.cfa_offset;
 		else if (slot->rule.cfa_rule == PYSTROBE_UNWIND_CFA_RBP && bp != 0)

@@ -125,11 +125,11 @@ struct pystrobe_unwind_table {
 	__u32 page_count;	/* entries: pages covered, plus one past the last */
 	__u32 first_page;	/* lowest row address >> PYSTROBE_UNWIND_PAGE_SHIFT */
 	__u32 state;		/* enum pystrobe_unwind_table_state */
-	/* bpf_ktime_get_ns() of the last walk that used a row of it, written
-	 * by the kernel: userspace evicts the least recently used first. */
-	__u64 used_ns;
 };
-PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_table) == 32, "ABI: pystrobe_unwind_table");
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_unwind_table) == 24, "ABI: pystrobe_unwind_table");
+
+/* Table ids are below this: map unwind_tables' size. */
+#define PYSTROBE_UNWIND_MAX_TABLES 8192
 
 /* Special table ids of a mapping. */
 #define PYSTROBE_UNWIND_TABLE_NONE 0xffffffffu /* a file without unwind info */

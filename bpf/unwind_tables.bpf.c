@@ -19,4 +19,5 @@ struct unwind_tables_map unwind_tables SEC(".maps");
 struct unwind_wanted_map unwind_wanted SEC(".maps");
 struct unwind_processes_map unwind_processes SEC(".maps");
 __u64 unwind_processes_generation = 0;
+__u64 unwind_table_used_ns[PYSTROBE_UNWIND_MAX_TABLES] = {};
 struct native_walk_scratch_map native_walk_scratch SEC(".maps");

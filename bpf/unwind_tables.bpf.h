@@ -63,10 +63,10 @@ extern struct unwind_rules_map unwind_rules SEC(".maps");
 
 /* Where each table lies in unwind_rows and unwind_pages, and whether it is
  * there. Key: table id (UnwindTableCache's). Value: struct
- * pystrobe_unwind_table; the kernel writes only its used_ns. */
+ * pystrobe_unwind_table, written by userspace only. */
 struct unwind_tables_map {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 8192);
+	__uint(max_entries, PYSTROBE_UNWIND_MAX_TABLES);
 	__type(key, __u32);
 	__type(value, struct pystrobe_unwind_table);
 };
@@ -107,6 +107,29 @@ extern __u64 unwind_processes_generation;
 static __always_inline void unwind_processes_changed(void)
 {
 	__sync_fetch_and_add(&unwind_processes_generation, 1);
+}
+
+/*
+ * bpf_ktime_get_ns() of a walk that used each table lately, by table id:
+ * userspace evicts the least recently used first, and sets a table's to 0
+ * when it loads it. In .bss, not in unwind_tables' values: a store to a
+ * global is no helper call, so the walk's fast loop marks a table without
+ * leaving the loop (native_fast_frames).
+ */
+extern __u64 unwind_table_used_ns[PYSTROBE_UNWIND_MAX_TABLES];
+
+/* How stale a table's stamp may grow before a walk writes it again: every
+ * CPU walks the same few tables (a program's binary, libc), and a line that
+ * each wrote at every sample would go from CPU to CPU at each. Eviction
+ * needs no finer order than this. */
+#define UNWIND_TABLE_USED_GRAIN_NS (64ull * 1000 * 1000)
+
+static __always_inline void unwind_table_used(__u32 table_id, __u64 now)
+{
+	__u64 *used = &unwind_table_used_ns[table_id & (PYSTROBE_UNWIND_MAX_TABLES - 1)];
+
+	if (*used + UNWIND_TABLE_USED_GRAIN_NS < now)
+		*used = now;
 }
 
 #endif /* PYSTROBE_BPF_UNWIND_TABLES_BPF_H_ */

@@ -235,7 +235,8 @@ UnwindMaps::Maps BpfSampler::unwind_maps() const {
           skeleton_->maps.unwind_processes,
           skeleton_->maps.unwind_rules,
           skeleton_->maps.unwind_wanted,
-          &skeleton_->bss->unwind_processes_generation};
+          &skeleton_->bss->unwind_processes_generation,
+          skeleton_->bss->unwind_table_used_ns};
 }
 
 std::vector<BpfSampler::MapFill> BpfSampler::ReadMapFill() const {

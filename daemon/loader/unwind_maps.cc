@@ -103,7 +103,7 @@ void UnwindMaps::WriteEntry(uint32_t id, const pystrobe_unwind_table& entry) {
 }
 
 absl::Status UnwindMaps::LoadTable(uint32_t id, const UnwindTable& table) {
-  if (id >= bpf_map__max_entries(maps_.tables)) {
+  if (id >= std::min<uint32_t>(PYSTROBE_UNWIND_MAX_TABLES, bpf_map__max_entries(maps_.tables))) {
     return absl::ResourceExhaustedError(absl::StrCat("unwind table id ", id, " past the map"));
   }
   UnloadTable(id);
@@ -155,6 +155,8 @@ absl::Status UnwindMaps::LoadTable(uint32_t id, const UnwindTable& table) {
     return status;
   }
   placed_[id] = placed;
+  // Not walked yet: the first to make room for another, as it always was.
+  __atomic_store_n(&maps_.table_used_ns[id], 0, __ATOMIC_RELAXED);
   peak_bytes_used_ = std::max(peak_bytes_used_, bytes_used());
   return absl::OkStatus();
 }
@@ -192,9 +194,8 @@ std::vector<uint32_t> UnwindMaps::TakeWantedTables() {
 }
 
 uint64_t UnwindMaps::LastUsedNs(uint32_t id) {
-  pystrobe_unwind_table entry{};
-  if (bpf_map__lookup_elem(maps_.tables, &id, sizeof(id), &entry, sizeof(entry), 0) != 0) return 0;
-  return entry.used_ns;
+  if (id >= PYSTROBE_UNWIND_MAX_TABLES) return 0;
+  return __atomic_load_n(&maps_.table_used_ns[id], __ATOMIC_RELAXED);
 }
 
 absl::Status UnwindMaps::SetProcessMappings(uint32_t pid,

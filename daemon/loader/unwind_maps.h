@@ -43,6 +43,9 @@ class UnwindMaps : public UnwindTableStore {
     // the process it walked last while this stands): the BPF object's
     // unwind_processes_generation, in its mapped .bss.
     __u64* processes_generation;
+    // When a walk used each table lately, by id (PYSTROBE_UNWIND_MAX_TABLES
+    // of them): the BPF object's unwind_table_used_ns, in its mapped .bss.
+    __u64* table_used_ns;
   };
   explicit UnwindMaps(Maps maps);
 

@@ -5,8 +5,10 @@
 // finds its caller. The frames of every walk are known in advance.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -286,8 +288,6 @@ TEST_F(NativeUnwindTest, ACallerRememberedFromAnEarlierWalkIsCheckedNotTrusted) 
   // caller's return address last (native_fast_frames). The rbp frame's
   // caller is the rsp frame, then the large frame, whose rule differs, then
   // the rsp frame again: each walk must follow the stack it reads.
-  // (Each stack's first return address takes the walk into the library's
-  // table, which a frame taken the careful way marks used first.)
   const std::vector<uint64_t> via_rsp = {kInRspFrame, kInRbpFrame, kInRspFrame,
                                          kInRbpFrame, kInRspFrame, kInOutermost};
   const std::vector<uint64_t> via_large = {kInRspFrame, kInRbpFrame, kInLargeFrame, kInRspFrame,
@@ -379,6 +379,32 @@ TEST_F(NativeUnwindTest, PcOutsideEveryMappingIsFlaggedStale) {
   SamplerCounters counters = sampler_->counters();
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_STALE_MAPPINGS], 1u);
   EXPECT_EQ(counters.dropped[PYSTROBE_DROP_NATIVE_UNWIND], 1u);
+}
+
+TEST_F(NativeUnwindTest, WalksStampTheTablesTheyUseForEviction) {
+  // Userspace evicts the table walked least lately (NativeUnwindTracker):
+  // each walk stamps the tables of its frames, whether it looked their rules
+  // up (the first walk) or found them in its cache (the second, where the
+  // library's frames follow the faulting frame's in the fast loop). A table
+  // no walk used stays at 0, as a table just loaded is.
+  constexpr uint32_t kUnwalkedTable = 3;
+  ASSERT_TRUE(
+      maps_->LoadTable(kUnwalkedTable, TableOf({Row(0x1000, PYSTROBE_UNWIND_CFA_RSP, 8)})).ok());
+  const uint64_t bp = WriteStack(kInRbpFrame, kInOutermost);
+  for (int walk = 0; walk < 2; walk++) {
+    SampleRecord sample = SampleOnCraftedStack(bp);
+    EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+    EXPECT_EQ(maps_->LastUsedNs(kFaultTable), sample.time_ns) << "walk " << walk;
+    EXPECT_EQ(maps_->LastUsedNs(kLibraryTable), sample.time_ns) << "walk " << walk;
+    EXPECT_EQ(maps_->LastUsedNs(kUnwalkedTable), 0u) << "walk " << walk;
+    // Past the stamps' grain (UNWIND_TABLE_USED_GRAIN_NS, 64 ms): the next
+    // walk writes them again.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(
+      maps_->LoadTable(kLibraryTable, TableOf({Row(kLibraryLinkBase, PYSTROBE_UNWIND_CFA_RSP, 8)}))
+          .ok());
+  EXPECT_EQ(maps_->LastUsedNs(kLibraryTable), 0u) << "a table loaded again is not walked yet";
 }
 
 TEST_F(NativeUnwindTest, RulesFoundBeforeTheProcessWasRemappedAreNotUsedAfter) {
