@@ -79,21 +79,25 @@ struct native_rule_slot {
 
 /*
  * The rules of interrupted pcs (each walk's first frame), per CPU, by the
- * page they are in. A tick lands anywhere in a function: cached by pc, as
+ * 64 bytes of code they are in, two slots to a hash of those
+ * (native_leaf_ways). A tick lands anywhere in a function: cached by pc, as
  * return addresses are, its pc missed at most samples and pushed return
  * addresses out of their slots. A row holds for a range of pcs (most of a
  * function's body, where it keeps no frame pointer), and a slot here holds
- * that range, as far as it lies in the pc's page.
+ * that range, as far as it lies in the pc's page. By block, not by page: a
+ * page of small functions (CPython's integer arithmetic) holds dozens of
+ * rows, each function's pushes and pops rows of their own, and with a slot
+ * a page, a third of a spinner's ticks looked their rule up in the tables.
  */
-#define UNWIND_LEAF_CACHE_SLOTS 64
+#define UNWIND_LEAF_CACHE_SLOTS 256
 
 struct native_leaf_slot {
-	__u64 owner;	  /* as a native_rule_slot's */
-	__u64 start, end; /* the pcs [start, end) the rule holds for */
-	__u64 bias;	  /* the mapping's: a pc's address looked up is pc - bias */
+	__u64 owner; /* as a native_rule_slot's */
+	__u64 start; /* the pcs [start, start + length) the rule holds for */
+	__u64 bias;  /* the mapping's: a pc's address looked up is pc - bias */
 	struct pystrobe_unwind_rule rule;
+	__u32 length; /* within a page */
 	__u32 table_id;
-	__u32 _pad;
 };
 
 /*
@@ -158,6 +162,10 @@ struct native_walk_scratch {
 	 * it stays in bounds. */
 	__u8 stack[UNWIND_STACK_WINDOW + 8];
 };
+/* A per-CPU map's value is at most 32 KiB (the kernel's PCPU_MIN_UNIT_SIZE):
+ * past it the map is refused at load, with E2BIG. */
+_Static_assert(sizeof(struct native_walk_scratch) <= 32 * 1024,
+	       "native_walk_scratch is too large for a per-CPU map");
 
 struct native_walk_scratch_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -492,10 +500,27 @@ static __always_inline __u32 native_return_slot(const struct native_walk_scratch
 	return UNWIND_RULE_CACHE_SLOTS;
 }
 
-static __always_inline struct native_leaf_slot *
-native_leaf_slot(struct native_walk_scratch *scratch, __u64 pc, __u64 owner)
+/* The first of the two slots that interrupted pc `pc` of `owner` may take,
+ * by the 64 bytes of code it is in. */
+static __always_inline __u32 native_leaf_ways(__u64 pc, __u64 owner)
 {
-	return &scratch->leaves[((pc >> 12) ^ (owner >> 32)) & (UNWIND_LEAF_CACHE_SLOTS - 1)];
+	return (__u32)((((pc >> 6) ^ owner) * 0x9e3779b97f4a7c15ull) >> 57) * 2;
+}
+
+/* The slot that holds the rule of interrupted pc `pc` of `owner`, of the two
+ * its block allows, or NULL when neither does. */
+static __always_inline const struct native_leaf_slot *
+native_leaf_slot(const struct native_walk_scratch *scratch, __u64 pc, __u64 owner)
+{
+	__u32 way = native_leaf_ways(pc, owner);
+	const struct native_leaf_slot *leaf = &scratch->leaves[way & (UNWIND_LEAF_CACHE_SLOTS - 1)];
+
+	if (leaf->owner == owner && pc - leaf->start < leaf->length)
+		return leaf;
+	leaf = &scratch->leaves[(way + 1) & (UNWIND_LEAF_CACHE_SLOTS - 1)];
+	if (leaf->owner == owner && pc - leaf->start < leaf->length)
+		return leaf;
+	return NULL;
 }
 
 /* The rule of w->r->pc and the low bits of the address looked up for it,
@@ -505,12 +530,12 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 {
 	__u64 pc = w->r->pc;
 	struct native_rule_slot *slot;
-	struct native_leaf_slot *leaf;
+	const struct native_leaf_slot *leaf;
 	__u32 table_id, way;
 
 	if (w->r->exact_pc) {
 		leaf = native_leaf_slot(w->scratch, pc, w->owner);
-		if (leaf->owner != w->owner || pc < leaf->start || pc >= leaf->end)
+		if (!leaf)
 			return false;
 		*rule = leaf->rule;
 		*lookup_low = (pc - leaf->bias) & 15;
@@ -538,14 +563,19 @@ static __always_inline void native_cache_leaf(struct native_walk_scratch *scratc
 					      __u64 owner, __u64 bias,
 					      const struct native_found *found, __u32 table_id)
 {
-	struct native_leaf_slot *leaf = native_leaf_slot(scratch, pc, owner);
+	__u32 way = native_leaf_ways(pc, owner);
+	struct native_leaf_slot *leaf = &scratch->leaves[way & (UNWIND_LEAF_CACHE_SLOTS - 1)];
 
 	if (owner == NATIVE_RULE_UNCACHED)
 		return;
+	/* As native_cache_rule's ways: the first keeps the process's first
+	 * range, the others take turns in the second. */
+	if (leaf->owner == owner)
+		leaf = &scratch->leaves[(way + 1) & (UNWIND_LEAF_CACHE_SLOTS - 1)];
 	leaf->owner = NATIVE_RULE_WRITTEN; /* as in native_cache_rule, by start */
 	asm volatile("" ::: "memory");
 	leaf->start = found->start + bias;
-	leaf->end = found->end + bias;
+	leaf->length = found->end > found->start ? found->end - found->start : 0;
 	leaf->bias = bias;
 	leaf->rule = found->rule;
 	leaf->table_id = table_id;
@@ -727,7 +757,7 @@ static __always_inline enum native_fast_outcome native_fast_frames(struct native
 	enum native_fast_outcome outcome = NATIVE_FAST_STOPPED;
 	int i;
 
-	/* An interrupted pc is cached by page (native_leaf_slot); the stack
+	/* An interrupted pc is cached by its range (native_leaf_slot); the stack
 	 * may not be copied yet. */
 	if (r->exact_pc || r->window_end < window + 8)
 		return NATIVE_FAST_STOPPED;

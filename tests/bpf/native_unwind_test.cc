@@ -353,6 +353,34 @@ TEST_F(NativeUnwindTest, InterruptedPcsOfOnePageTakeTheirOwnRowsRules) {
   EXPECT_EQ(sampler_->counters().native_complete, 3u);
 }
 
+TEST_F(NativeUnwindTest, InterruptedPcsUnderTwoRowsOfOnePageAreBothKeptCached) {
+  // Ticks that alternate between two rows of one page (a page of small
+  // functions: their pushes, bodies and pops) find both rules in the walk's
+  // cache, each CPU's own: with the fault table unloaded after the first two
+  // walks, the next two still walk whole, where a lookup would find the
+  // table absent and end the stack asking for it.
+  PinnedToThisCpu pinned;
+  auto walk_at = [&](bool at_b) {
+    if (at_b) {
+      memory_.WriteU64(stack_, kInRspFrame);
+      memory_.WriteU64(stack_ + 8, kInOutermost);
+      return SampleOnCraftedStack(0x1234, /*at_b=*/true);
+    }
+    return SampleOnCraftedStack(WriteStack(kInRbpFrame, kInOutermost));
+  };
+  ASSERT_THAT(walk_at(false).user_ips,
+              ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+  ASSERT_THAT(walk_at(true).user_ips, ElementsAre(fault_ip_b(), kInRspFrame, kInOutermost));
+  maps_->UnloadTable(kFaultTable);
+  SampleRecord first = walk_at(false);
+  EXPECT_THAT(first.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame, kInOutermost));
+  EXPECT_EQ(first.flags, 0u);
+  SampleRecord second = walk_at(true);
+  EXPECT_THAT(second.user_ips, ElementsAre(fault_ip_b(), kInRspFrame, kInOutermost));
+  EXPECT_EQ(second.flags, 0u);
+  EXPECT_EQ(sampler_->counters().dropped[PYSTROBE_DROP_NATIVE_TABLE_ABSENT], 0u);
+}
+
 TEST_F(NativeUnwindTest, ZeroReturnAddressEndsTheStackComplete) {
   SampleRecord sample = SampleOnCraftedStack(WriteStack(kInRbpFrame, 0));
   EXPECT_THAT(sample.user_ips, ElementsAre(fault_ip(), kInRbpFrame, kInRspFrame));
