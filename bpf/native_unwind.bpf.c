@@ -53,7 +53,7 @@ __noinline int native_rule_of(__u32 tgid, __u64 pc, __u32 exact_pc, __u64 now,
 		return looked_up;
 	owner = native_rule_owner(tgid, proc->generation);
 	if (exact_pc)
-		native_cache_leaf(scratch, pc, owner, mapping->bias, found, mapping->table_id);
+		native_cache_leaf(scratch, pc, owner, mapping->bias, found, mapping->table_id, now);
 	else
 		native_cache_rule(scratch, pc, owner, &found->rule, found->lookup,
 				  mapping->table_id);

@@ -79,8 +79,8 @@ struct native_rule_slot {
 
 /*
  * The rules of interrupted pcs (each walk's first frame), per CPU, by the
- * 64 bytes of code they are in, two slots to a hash of those
- * (native_leaf_ways). A tick lands anywhere in a function: cached by pc, as
+ * 64 bytes of code they are in, four slots to a hash of those
+ * (native_leaf_set). A tick lands anywhere in a function: cached by pc, as
  * return addresses are, its pc missed at most samples and pushed return
  * addresses out of their slots. A row holds for a range of pcs (most of a
  * function's body, where it keeps no frame pointer), and a slot here holds
@@ -90,6 +90,7 @@ struct native_rule_slot {
  * a page, a third of a spinner's ticks looked their rule up in the tables.
  */
 #define UNWIND_LEAF_CACHE_SLOTS 256
+#define UNWIND_LEAF_WAYS 4
 
 struct native_leaf_slot {
 	__u64 owner; /* as a native_rule_slot's */
@@ -500,26 +501,36 @@ static __always_inline __u32 native_return_slot(const struct native_walk_scratch
 	return UNWIND_RULE_CACHE_SLOTS;
 }
 
-/* The first of the two slots that interrupted pc `pc` of `owner` may take,
- * by the 64 bytes of code it is in. */
-static __always_inline __u32 native_leaf_ways(__u64 pc, __u64 owner)
+/* The first of the UNWIND_LEAF_WAYS slots that interrupted pc `pc` of
+ * `owner` may take, by the 64 bytes of code it is in. Four ways: a CPU
+ * keeps the hot blocks of each process it runs (a spinner doing arithmetic
+ * ticks in 50 to 75 blocks), and two ways lost a tenth of 3.10's ticks to
+ * blocks that hashed alike. */
+static __always_inline __u32 native_leaf_set(__u64 pc, __u64 owner)
 {
-	return (__u32)((((pc >> 6) ^ owner) * 0x9e3779b97f4a7c15ull) >> 57) * 2;
+	return (__u32)((((pc >> 6) ^ owner) * 0x9e3779b97f4a7c15ull) >> 58) * UNWIND_LEAF_WAYS;
 }
 
-/* The slot that holds the rule of interrupted pc `pc` of `owner`, of the two
- * its block allows, or NULL when neither does. */
+static __always_inline bool native_leaf_holds(const struct native_leaf_slot *leaf, __u64 pc,
+					      __u64 owner)
+{
+	return leaf->owner == owner && pc - leaf->start < leaf->length;
+}
+
+/* The slot that holds the rule of interrupted pc `pc` of `owner`, of those
+ * its block allows, or NULL when none does. */
 static __always_inline const struct native_leaf_slot *
 native_leaf_slot(const struct native_walk_scratch *scratch, __u64 pc, __u64 owner)
 {
-	__u32 way = native_leaf_ways(pc, owner);
-	const struct native_leaf_slot *leaf = &scratch->leaves[way & (UNWIND_LEAF_CACHE_SLOTS - 1)];
+	__u32 set = native_leaf_set(pc, owner);
+	const struct native_leaf_slot *leaf;
+	int i;
 
-	if (leaf->owner == owner && pc - leaf->start < leaf->length)
-		return leaf;
-	leaf = &scratch->leaves[(way + 1) & (UNWIND_LEAF_CACHE_SLOTS - 1)];
-	if (leaf->owner == owner && pc - leaf->start < leaf->length)
-		return leaf;
+	for (i = 0; i < UNWIND_LEAF_WAYS; i++) {
+		leaf = &scratch->leaves[(set + i) & (UNWIND_LEAF_CACHE_SLOTS - 1)];
+		if (native_leaf_holds(leaf, pc, owner))
+			return leaf;
+	}
 	return NULL;
 }
 
@@ -558,20 +569,30 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 	return true;
 }
 
-/* Caches what `found` says of interrupted pc `pc` of a mapping at `bias`. */
+/* Caches what `found` says of interrupted pc `pc` of a mapping at `bias`,
+ * found by a walk at time `now`. */
 static __always_inline void native_cache_leaf(struct native_walk_scratch *scratch, __u64 pc,
 					      __u64 owner, __u64 bias,
-					      const struct native_found *found, __u32 table_id)
+					      const struct native_found *found, __u32 table_id,
+					      __u64 now)
 {
-	__u32 way = native_leaf_ways(pc, owner);
-	struct native_leaf_slot *leaf = &scratch->leaves[way & (UNWIND_LEAF_CACHE_SLOTS - 1)];
+	__u32 set = native_leaf_set(pc, owner);
+	/* A way that holds nothing of this process as its mappings stand
+	 * (empty, another's, stale), else one by the clock's low bits: never
+	 * one way that every new block of the set takes in turn. */
+	__u32 way = (__u32)(now >> 6) & (UNWIND_LEAF_WAYS - 1);
+	struct native_leaf_slot *leaf;
+	int i;
 
 	if (owner == NATIVE_RULE_UNCACHED)
 		return;
-	/* As native_cache_rule's ways: the first keeps the process's first
-	 * range, the others take turns in the second. */
-	if (leaf->owner == owner)
-		leaf = &scratch->leaves[(way + 1) & (UNWIND_LEAF_CACHE_SLOTS - 1)];
+	for (i = 0; i < UNWIND_LEAF_WAYS; i++) {
+		if (scratch->leaves[(set + i) & (UNWIND_LEAF_CACHE_SLOTS - 1)].owner != owner) {
+			way = i;
+			break;
+		}
+	}
+	leaf = &scratch->leaves[(set + way) & (UNWIND_LEAF_CACHE_SLOTS - 1)];
 	leaf->owner = NATIVE_RULE_WRITTEN; /* as in native_cache_rule, by start */
 	asm volatile("" ::: "memory");
 	leaf->start = found->start + bias;
