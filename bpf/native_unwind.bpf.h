@@ -89,8 +89,9 @@ struct native_rule_slot {
  * rows, each function's pushes and pops rows of their own, and with a slot
  * a page, a third of a spinner's ticks looked their rule up in the tables.
  */
-#define UNWIND_LEAF_CACHE_SLOTS 256
+#define UNWIND_LEAF_SET_BITS 6 /* 64 sets */
 #define UNWIND_LEAF_WAYS 4
+#define UNWIND_LEAF_CACHE_SLOTS ((1 << UNWIND_LEAF_SET_BITS) * UNWIND_LEAF_WAYS)
 
 struct native_leaf_slot {
 	__u64 owner; /* as a native_rule_slot's */
@@ -508,7 +509,9 @@ static __always_inline __u32 native_return_slot(const struct native_walk_scratch
  * blocks that hashed alike. */
 static __always_inline __u32 native_leaf_set(__u64 pc, __u64 owner)
 {
-	return (__u32)((((pc >> 6) ^ owner) * 0x9e3779b97f4a7c15ull) >> 58) * UNWIND_LEAF_WAYS;
+	__u64 hash = ((pc >> 6) ^ owner) * 0x9e3779b97f4a7c15ull;
+
+	return (__u32)(hash >> (64 - UNWIND_LEAF_SET_BITS)) * UNWIND_LEAF_WAYS;
 }
 
 static __always_inline bool native_leaf_holds(const struct native_leaf_slot *leaf, __u64 pc,
