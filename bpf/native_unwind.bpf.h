@@ -537,6 +537,16 @@ native_leaf_slot(const struct native_walk_scratch *scratch, __u64 pc, __u64 owne
 	return NULL;
 }
 
+/* Marks table `table_id` used by walk w, as a lookup in it would: once a
+ * run of frames in the same binary. */
+static __always_inline void native_table_walked(struct native_walk *w, __u32 table_id)
+{
+	if (table_id != w->r->used_table) {
+		w->r->used_table = table_id;
+		unwind_table_used(table_id, w->now);
+	}
+}
+
 /* The rule of w->r->pc and the low bits of the address looked up for it,
  * when found before in the process's mappings as they stand. */
 static __always_inline bool native_cached_rule(struct native_walk *w,
@@ -563,12 +573,7 @@ static __always_inline bool native_cached_rule(struct native_walk *w,
 		*lookup_low = slot->lookup_low;
 		table_id = slot->table_id;
 	}
-	/* Marked used, as a lookup would; once a run of frames in the
-	 * same binary. */
-	if (table_id != w->r->used_table) {
-		w->r->used_table = table_id;
-		unwind_table_used(table_id, w->now);
-	}
+	native_table_walked(w, table_id);
 	return true;
 }
 
@@ -811,10 +816,7 @@ static __always_inline enum native_fast_outcome native_fast_frames(struct native
 			if (i > 0)
 				callee->caller = way;
 		}
-		if (slot->table_id != r->used_table) {
-			r->used_table = slot->table_id;
-			unwind_table_used(slot->table_id, w->now);
-		}
+		native_table_walked(w, slot->table_id);
 		if (slot->rule.cfa_rule == PYSTROBE_UNWIND_CFA_RSP)
 			cfa = sp + slot->rule.cfa_offset;
 		else if (slot->rule.cfa_rule == PYSTROBE_UNWIND_CFA_RBP && bp != 0)
