@@ -98,6 +98,13 @@ int cold_costs(struct bpf_perf_event_data* ctx) {
   STEP_DONE(COLD_DESTINATION_4K);
   bpf_probe_read_user(into->bytes + PAGE, PAGE, (void*)(cold_buffer + 2 * PAGE));
   STEP_DONE(COLD_WARM_4K);
+  for (i = 0; i < COLD_STACK_PAGES; i++)
+    bpf_probe_read_user(into->bytes, PAGE, (void*)(cold_buffer + (4 + i) * PAGE));
+  STEP_DONE(COLD_STACK_4K);
+  for (i = 0; i < COLD_STACK_PAGES / 4; i++)
+    bpf_probe_read_user(into->bytes, 4 * PAGE,
+                        (void*)(cold_buffer + (4 + COLD_STACK_PAGES + 4 * i) * PAGE));
+  STEP_DONE(COLD_STACK_16K);
   bpf_map_lookup_elem(&empty_hash, &key);
   STEP_DONE(COLD_HASH_LOOKUP);
   bpf_map_lookup_elem(&empty_hash, &key);

@@ -26,6 +26,7 @@
 
 namespace {
 
+static_assert(COLD_STACK_PAGES == 12, "the stack steps' names count 12 pages");
 constexpr const char* kStepNames[COLD_STEPS] = {
     "the clock, read twice",
     "the tick's first user read (8 B of the stack)",
@@ -35,6 +36,8 @@ constexpr const char* kStepNames[COLD_STEPS] = {
     "4 KiB of another, into 4 KiB of scratch",
     "that page again, into other scratch",
     "that page again, into the first scratch",
+    "12 more pages in a row, 4 KiB a read",
+    "12 others in a row, 16 KiB a read",
     "hash map lookup (a miss)",
     "the same lookup again",
     "a byte on each of 4 per-CPU pages",

@@ -11,8 +11,12 @@
 #endif
 
 #define COLD_MAX_SPINNERS 64
-/* Pages each spinner maps and touches once, before the ticks begin. */
-#define COLD_BUFFER_PAGES 4
+/* Pages each spinner maps and touches once, before the ticks begin: four
+ * for the single reads, then two runs of COLD_STACK_PAGES, each what a
+ * 100-deep pre-3.11 sample's native walk copies of the stack below the
+ * running frame (48 KiB, docs/benchmarks.md). */
+#define COLD_STACK_PAGES 12
+#define COLD_BUFFER_PAGES (4 + 2 * COLD_STACK_PAGES)
 /* Bytes of the per-CPU scratch the reads land in (and whose pages the
  * per-CPU step writes): under the 32 KiB a per-CPU value may take. */
 #define COLD_SCRATCH_BYTES (8 * 4096)
@@ -26,6 +30,8 @@ enum cold_step {
   COLD_PAGE_READ_4K,         /* 4 KiB of another, into 4 KiB of scratch */
   COLD_DESTINATION_4K,       /* that page again, into another 4 KiB of scratch */
   COLD_WARM_4K,              /* that page again, into the first 4 KiB */
+  COLD_STACK_4K,             /* COLD_STACK_PAGES more pages in a row, 4 KiB a read */
+  COLD_STACK_16K,            /* as many others in a row, 16 KiB a read */
   COLD_HASH_LOOKUP,          /* a lookup that misses in a hash map */
   COLD_HASH_LOOKUP_AGAIN,    /* the same lookup */
   COLD_PERCPU_PAGES,         /* a byte written on each of 4 other pages of the scratch */
