@@ -17,6 +17,9 @@ limits at their defaults), and reads:
   Pythons, one per CPU here: 2 x R samples a second stand for a 64-CPU host at
   the default rate when 2 x R = 64 x 19 (R = 608), so its share of one core then
   is what the per-sample path costs such a host.
+--perf-rest FILE records the daemon with perf (20 kHz, DWARF call graphs) over
+the rest window, to see where its rest goes; perf's own interrupts are then
+charged to the daemon too, so that run's share is not the figure to quote.
 Run as root:
 
     tests/bench/run_daemon_scale.py --bin build/pystrobe [--pythons 500 --others 500]
@@ -109,7 +112,7 @@ class Daemon:
         self.notify.close()
 
 
-def measure_rest(binary, settle, seconds):
+def measure_rest(binary, settle, seconds, perf_file=None):
     with tempfile.TemporaryDirectory(prefix="pystrobe-scale-") as tmp:
         daemon = Daemon(binary, tmp)
         try:
@@ -118,7 +121,12 @@ def measure_rest(binary, settle, seconds):
             time.sleep(settle)
             cpu_settled = cpu_seconds(daemon.proc.pid)
             t0 = time.monotonic()
-            time.sleep(seconds)
+            if perf_file:
+                subprocess.run(["perf", "record", "-q", "-F", "20000", "--call-graph", "dwarf",
+                                "-p", str(daemon.proc.pid), "-o", perf_file, "--",
+                                "sleep", str(seconds)], check=True)
+            else:
+                time.sleep(seconds)
             cpu_rest = (cpu_seconds(daemon.proc.pid) - cpu_settled) / (time.monotonic() - t0)
             rss, hwm = status_kib(daemon.proc.pid, "VmRSS"), status_kib(daemon.proc.pid, "VmHWM")
         finally:
@@ -159,9 +167,13 @@ def main():
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--busy-rate", type=int, default=608,
                         help="Hz per CPU for the busy run (0: none); 608 x 2 CPUs = 64 x 19")
+    parser.add_argument("--perf-rest", metavar="FILE",
+                        help="perf record the daemon at rest into FILE (one --bin)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: the daemon loads BPF programs")
+    if args.perf_rest and len(args.bin) > 1:
+        raise SystemExit("--perf-rest records one binary")
     pythons = installed_pythons(with_old=True, with_free_threaded=True)
     started = time.monotonic()
     procs = start_many(pythons, args.pythons, args.others)
@@ -172,7 +184,7 @@ def main():
     rows = []
     try:
         for binary in args.bin:
-            rest = measure_rest(binary, args.settle, args.seconds)
+            rest = measure_rest(binary, args.settle, args.seconds, args.perf_rest)
             busy = measure_busy(binary, args.busy_rate, args.settle, args.seconds) \
                 if args.busy_rate else None
             rows.append((binary, rest, busy))
