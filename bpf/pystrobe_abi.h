@@ -311,6 +311,16 @@ enum pystrobe_sample_counter {
 	PYSTROBE_SAMPLE_COUNTER_COUNT = 23,
 };
 
+/* What bpf/map_counts.bpf.c writes for each BPF map: its id and the entries
+ * the kernel counts in it. */
+struct pystrobe_map_count {
+	__u32 map_id;
+	__u32 reserved;
+	__s64 entries;
+};
+PYSTROBE_ABI_ASSERT(sizeof(struct pystrobe_map_count) == 16,
+		    "pystrobe_map_count layout changed: bump PYSTROBE_ABI_VERSION");
+
 /* The parts of the ABI owned by one concern each. */
 #include "pystrobe_abi_python.h"
 #include "pystrobe_abi_accounting.h"

@@ -239,7 +239,14 @@ UnwindMaps::Maps BpfSampler::unwind_maps() const {
           skeleton_->bss->unwind_table_used_ns};
 }
 
-std::vector<BpfSampler::MapFill> BpfSampler::ReadMapFill() const {
+std::vector<BpfSampler::MapFill> BpfSampler::ReadMapFill() {
+  if (!entry_counter_opened_) {
+    entry_counter_opened_ = true;
+    absl::StatusOr<std::unique_ptr<MapEntryCounter>> counter = MapEntryCounter::Open();
+    if (counter.ok()) entry_counter_ = std::move(*counter);
+  }
+  absl::flat_hash_map<uint32_t, int64_t> counted;
+  if (entry_counter_ != nullptr) counted = entry_counter_->Read().value_or(counted);
   std::vector<MapFill> fill;
   bpf_map* map;
   bpf_object__for_each_map(map, skeleton_->obj) {
@@ -248,14 +255,11 @@ std::vector<BpfSampler::MapFill> BpfSampler::ReadMapFill() const {
     int fd = bpf_map__fd(map);
     if (fd < 0) continue;
     MapFill entry{.name = bpf_map__name(map), .max_entries = bpf_map__max_entries(map)};
-    std::vector<uint8_t> key(bpf_map__key_size(map)), next(key.size());
-    const void* previous = nullptr;
-    while (entry.entries <= entry.max_entries &&
-           bpf_map_get_next_key(fd, previous, next.data()) == 0) {
-      ++entry.entries;
-      key.swap(next);
-      previous = key.data();
-    }
+    auto count = counted.find(MapIdOf(fd));
+    entry.entries =
+        count != counted.end()
+            ? static_cast<uint32_t>(std::clamp<int64_t>(count->second, 0, entry.max_entries))
+            : CountByWalkingKeys(fd, bpf_map__key_size(map), entry.max_entries);
     fill.push_back(std::move(entry));
   }
   return fill;

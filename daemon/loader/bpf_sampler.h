@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "bpf/pystrobe_abi.h"
 #include "daemon/loader/cpu_clock_events.h"
+#include "daemon/loader/map_counts.h"
 #include "daemon/loader/sampling_clock.h"
 #include "daemon/loader/unwind_maps.h"
 
@@ -187,9 +188,11 @@ class BpfSampler {
     uint32_t entries = 0;
     uint32_t max_entries = 0;
   };
-  // Every hash map of the object (targets, CPython processes, accounting).
-  // Walks their keys: call it every few seconds, not per sample.
-  std::vector<MapFill> ReadMapFill() const;
+  // Every hash map of the object (targets, CPython processes, accounting),
+  // as the kernel counts them (MapEntryCounter, opened at the first call)
+  // or, on a kernel that cannot, by walking their keys: call it every few
+  // seconds, not per sample.
+  std::vector<MapFill> ReadMapFill();
 
   // ---- Accounting: per-process and per-thread counters. ------------------
   // The maps the accounting programs (bpf/accounting*.bpf.c) fill; AccountingReader reads them.
@@ -269,6 +272,9 @@ class BpfSampler {
   std::map<std::pair<uint64_t, uint64_t>, absl::Status> gc_probes_;
   // AttachPythonFinalizeProbe's result per file (device, inode).
   std::map<std::pair<uint64_t, uint64_t>, absl::Status> finalize_probes_;
+  // Null until ReadMapFill's first call, and where the kernel refused it.
+  std::unique_ptr<MapEntryCounter> entry_counter_;
+  bool entry_counter_opened_ = false;
   bool offcpu_ = false;
   bool memory_growth_ = false;
   bool oom_kill_stacks_ = false;

@@ -237,6 +237,12 @@ class DaemonTest(BpfTestCase):
               f"{clock.cpu:.2f} s of CPU by its own clock", file=sys.stderr)
         self.assertIsNotNone(metric(text, "pystrobe_process_cpu_user_seconds_total", pid="other"))
         self.assertGreater(metric(text, "pystrobe_samples_total"), 0)
+        # How full the kernel's maps are: the busy CPython has its entry, and
+        # so have its thread's counters (read every 5 s).
+        text = daemon.wait_for_metrics(
+            "python_processes' entries to count the busy CPython", lambda text: (metric(
+                text, "pystrobe_bpf_map_entries", map="python_processes") or 0) >= 1)
+        self.assertGreaterEqual(metric(text, "pystrobe_bpf_map_entries", map="thread_counters"), 1)
         self.assertIsNotNone(metric(text, "pystrobe_dropped_total", reason="ringbuf_full"))
         self.assertGreater(metric(text, "pystrobe_resident_memory_bytes"), 0)
         # Each CPU's sampling period is redrawn at random, and the kernel takes it.
